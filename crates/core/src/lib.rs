@@ -1,0 +1,14 @@
+//! The pure model of wirerate: units, the test specification, the result model and the
+//! figures derived from them.
+//!
+//! Promise: no IO and no clock. Everything here is a function of its arguments, so it is
+//! tested with plain unit tests and property tests.
+
+pub mod metrics;
+pub mod result;
+pub mod spec;
+pub mod units;
+
+pub use result::RunResult;
+pub use spec::{Direction, Protocol, TestSpec};
+pub use units::{BitRate, Bytes};

@@ -1,0 +1,80 @@
+//! Figures derived from raw counts. The only place arithmetic on results happens, so every
+//! renderer shows the same numbers.
+
+use crate::result::IoStats;
+
+/// Bits per second for `bytes` moved in `seconds`; 0 for an empty window.
+pub fn bps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 && seconds.is_finite() {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// I/O call statistics for one side.
+pub fn io_stats(calls: u64, bytes: u64, seconds: f64) -> IoStats {
+    IoStats {
+        calls,
+        bytes,
+        calls_per_s: if seconds > 0.0 {
+            calls as f64 / seconds
+        } else {
+            0.0
+        },
+        bytes_per_call: if calls > 0 {
+            bytes as f64 / calls as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// The Performance Index of the 2004 adapter reviews, `PI = T/C × T/P`: T the goodput in
+/// Mbit/s, C the CPU load in percent (the larger `system_percent` of the two hosts), P the
+/// link rate in Mbit/s (1000 when unknown, the original gigabit definition). None when the
+/// CPU load is unknown or zero.
+pub fn performance_index(goodput_bps: f64, cpu_percent: Option<f64>, link_bps: Option<f64>) -> Option<f64> {
+    let c = cpu_percent?;
+    if !(c > 0.0 && c.is_finite()) {
+        return None;
+    }
+    let t = goodput_bps / 1e6;
+    let p = link_bps.filter(|l| *l > 0.0).map_or(1000.0, |l| l / 1e6);
+    Some(t / c * t / p)
+}
+
+/// The larger of two optional values.
+pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pi_matches_the_review_definition() {
+        // 900 Mbit/s at 30 % CPU on a gigabit link: 900/30 × 900/1000 = 27
+        let pi = performance_index(900e6, Some(30.0), None).unwrap();
+        assert!((pi - 27.0).abs() < 1e-9);
+        // same numbers with the link stated as 10 Gbit/s: 30 × 0.09 = 2.7
+        let pi = performance_index(900e6, Some(30.0), Some(10e9)).unwrap();
+        assert!((pi - 2.7).abs() < 1e-9);
+        assert_eq!(performance_index(900e6, None, None), None);
+        assert_eq!(performance_index(900e6, Some(0.0), None), None);
+    }
+
+    #[test]
+    fn rates_and_calls() {
+        assert_eq!(bps(1_000_000, 1.0), 8e6);
+        assert_eq!(bps(5, 0.0), 0.0);
+        let io = io_stats(2048, 16_777_216, 5.40);
+        assert!((io.calls_per_s - 379.259).abs() < 0.01);
+        assert_eq!(io.bytes_per_call, 8192.0);
+    }
+}

@@ -1,0 +1,240 @@
+//! The result model: one serializable document per run. Every renderer reads it; nothing
+//! is computed outside `metrics`. Field names carry their units; renames bump
+//! [`SCHEMA_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{Flow, TestSpec};
+
+/// Version of the JSON contract. Additions keep it; renames and removals bump it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// Wall-clock start of the test, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    pub spec: TestSpec,
+    pub summary: Summary,
+    pub intervals: Vec<Interval>,
+    pub streams: Vec<StreamResult>,
+    pub env: Env,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Bytes the receiving applications got ÷ the receivers' measuring window. The headline.
+    pub goodput_bps: f64,
+    /// Bytes the senders wrote ÷ the senders' window, labelled as such.
+    pub sender_bps: f64,
+    /// Bytes received and counted (after the omitted warm-up).
+    pub bytes: u64,
+    pub sender_bytes: u64,
+    /// The receivers' measuring window.
+    pub seconds: f64,
+    pub sender_seconds: f64,
+    pub io: IoSummary,
+    pub cpu: CpuSummary,
+    /// Performance Index, T/C × T/P (see `metrics::performance_index`).
+    pub pi: Option<f64>,
+    pub tcp: Option<TcpSummary>,
+    pub udp: Option<UdpSummary>,
+    pub wire: WireSummary,
+    /// Per direction, for bidirectional tests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    pub flow: Flow,
+    pub goodput_bps: f64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub sender_bps: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct IoStats {
+    pub calls: u64,
+    pub bytes: u64,
+    pub calls_per_s: f64,
+    pub bytes_per_call: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct IoSummary {
+    pub sender: IoStats,
+    pub receiver: IoStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuSummary {
+    /// The client's host.
+    pub local: Option<CpuSide>,
+    /// The server's host.
+    pub remote: Option<CpuSide>,
+}
+
+/// CPU one side spent during the test window.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuSide {
+    /// User and system seconds of this side's threads (getrusage per thread).
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// (user + sys) ÷ window, in % of one core.
+    pub process_percent: f64,
+    /// Busy time of the whole host over all cores, softirq and irq included, 0–100.
+    pub system_percent: Option<f64>,
+    pub softirq_percent: Option<f64>,
+    pub steal_percent: Option<f64>,
+    /// The busiest core's busy share, 0–100, and which core.
+    pub busiest_core_percent: Option<f64>,
+    pub busiest_core: Option<u32>,
+    pub cores: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpSummary {
+    /// Retransmitted segments over all sending streams.
+    pub retransmits: Option<u64>,
+    pub segs_out: Option<u64>,
+    pub segs_in: Option<u64>,
+    /// Mean of the senders' smoothed RTTs, microseconds.
+    pub rtt_us: Option<f64>,
+    pub snd_cwnd_max: Option<u64>,
+    pub busy_time_us: Option<u64>,
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+    pub congestion: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UdpSummary {
+    pub packets: u64,
+    pub lost: u64,
+    pub loss_percent: f64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    pub jitter_ms: Option<f64>,
+}
+
+/// What the wire could carry and how close the test came. Null where unknown.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WireSummary {
+    pub link_bps: Option<f64>,
+    pub model_goodput_bps: Option<f64>,
+    pub efficiency: Option<f64>,
+    pub mtu_bytes: Option<u32>,
+    pub link_source: Option<String>,
+}
+
+/// One interval report of received bytes (one flow).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub flow: Flow,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub bytes: u64,
+    pub bps: f64,
+    /// True for intervals inside the warm-up that is not counted.
+    pub omitted: bool,
+}
+
+/// Figures of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub id: u32,
+    pub flow: Flow,
+    pub sender: StreamSide,
+    pub receiver: StreamSide,
+    pub goodput_bps: f64,
+    pub tcp_sender: Option<TcpInfo>,
+    pub tcp_receiver: Option<TcpInfo>,
+}
+
+/// One end of one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct StreamSide {
+    /// All bytes moved, warm-up included.
+    pub bytes: u64,
+    /// Bytes counted after the warm-up.
+    pub counted_bytes: u64,
+    pub calls: u64,
+    /// From the first byte (after warm-up) to the last.
+    pub seconds: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+/// The kernel's view of a TCP connection at the end of the test (TCP_INFO). Fields the
+/// running kernel does not report are None.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpInfo {
+    pub retransmits_total: Option<u64>,
+    pub lost: Option<u64>,
+    pub segs_out: Option<u64>,
+    pub segs_in: Option<u64>,
+    pub data_segs_out: Option<u64>,
+    pub data_segs_in: Option<u64>,
+    pub rtt_us: Option<u64>,
+    pub rttvar_us: Option<u64>,
+    pub snd_cwnd: Option<u64>,
+    pub snd_mss: Option<u64>,
+    pub rcv_mss: Option<u64>,
+    pub pmtu: Option<u64>,
+    pub reordering: Option<u64>,
+    pub delivery_rate_bps: Option<u64>,
+    pub busy_time_us: Option<u64>,
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+    pub bytes_acked: Option<u64>,
+    pub bytes_received: Option<u64>,
+    pub bytes_retrans: Option<u64>,
+    pub timestamps: Option<bool>,
+    pub congestion: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Env {
+    pub client: HostEnv,
+    pub server: HostEnv,
+    /// True when the server ran inside the client's process (no HOST given).
+    pub embedded_server: bool,
+    pub server_addr: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostEnv {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cores: Option<u32>,
+    /// Interfaces that carried the test, as deltas over the test.
+    pub interfaces: Vec<InterfaceDelta>,
+}
+
+/// Counters of one interface over the test (after minus before).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct InterfaceDelta {
+    pub name: String,
+    pub mtu_bytes: Option<u32>,
+    pub speed_bps: Option<f64>,
+    pub rx_packets: Option<u64>,
+    pub tx_packets: Option<u64>,
+    pub rx_bytes: Option<u64>,
+    pub tx_bytes: Option<u64>,
+    pub rx_dropped: Option<u64>,
+    pub tx_dropped: Option<u64>,
+    pub rx_errors: Option<u64>,
+    pub tx_errors: Option<u64>,
+    pub rx_over_errors: Option<u64>,
+    pub rx_fifo_errors: Option<u64>,
+}

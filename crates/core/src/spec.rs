@@ -1,0 +1,294 @@
+//! The test specification: what the user asked for, validated. The same type travels to the
+//! server in the control protocol, so both ends read one definition.
+
+use serde::{Deserialize, Serialize};
+
+/// Transport under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+/// Which way the data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client sends, server receives (iperf3's default, ttcp -t on the client).
+    #[default]
+    Forward,
+    /// Server sends, client receives (`-R`).
+    Reverse,
+    /// Both at once, on separate streams (`--bidir`).
+    Bidir,
+}
+
+/// One direction of a data stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Direction {
+    /// The flows a test of this direction runs, each on `parallel` streams.
+    pub fn flows(self) -> &'static [Flow] {
+        match self {
+            Direction::Forward => &[Flow::ClientToServer],
+            Direction::Reverse => &[Flow::ServerToClient],
+            Direction::Bidir => &[Flow::ClientToServer, Flow::ServerToClient],
+        }
+    }
+}
+
+/// When the senders stop.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum End {
+    /// Send for this long (after the omitted warm-up).
+    Time { seconds: f64 },
+    /// Send this many bytes in all, over all streams of a flow.
+    Bytes { bytes: u64 },
+    /// Make this many write calls of `len` bytes per stream (ttcp's nbuf).
+    Blocks { blocks: u64 },
+}
+
+/// Limits that keep a peer's spec from asking a server for absurd work.
+pub mod limits {
+    pub const MAX_PARALLEL: u32 = 128;
+    pub const MAX_LEN: u64 = 64 << 20;
+    pub const MAX_SECONDS: f64 = 86_400.0;
+    pub const MAX_WINDOW: u64 = 1 << 30;
+    pub const MAX_CONGESTION_NAME: usize = 16;
+}
+
+/// A validated description of one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    pub protocol: Protocol,
+    pub direction: Direction,
+    pub end: End,
+    /// Bytes per write and the size of the read buffer.
+    pub len_bytes: u64,
+    pub parallel: u32,
+    /// SO_SNDBUF / SO_RCVBUF; None leaves the kernel's autotuning on.
+    pub window_bytes: Option<u64>,
+    pub mss_bytes: Option<u32>,
+    pub nodelay: bool,
+    pub congestion: Option<String>,
+    /// Seconds at the start that are sent but not counted.
+    pub omit_s: f64,
+    /// Seconds between interval reports; 0 for none.
+    pub interval_s: f64,
+    /// The link's bit rate when the user states it.
+    pub link_bps: Option<f64>,
+    /// Target rate per stream for paced senders (UDP); None for as fast as possible.
+    pub rate_bps: Option<f64>,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        TestSpec {
+            protocol: Protocol::Tcp,
+            direction: Direction::Forward,
+            end: End::Time { seconds: 10.0 },
+            len_bytes: crate::spec::DEFAULT_TCP_LEN,
+            parallel: 1,
+            window_bytes: None,
+            mss_bytes: None,
+            nodelay: false,
+            congestion: None,
+            omit_s: 0.0,
+            interval_s: 1.0,
+            link_bps: None,
+            rate_bps: None,
+        }
+    }
+}
+
+/// Default TCP I/O size: large enough that syscalls are not the limit.
+pub const DEFAULT_TCP_LEN: u64 = 1 << 20;
+
+/// Why a spec is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid(msg: impl Into<String>) -> SpecError {
+    SpecError::Invalid(msg.into())
+}
+
+impl TestSpec {
+    /// Checks every field against sane bounds. A server runs this on what a peer sends, so it
+    /// must reject anything that would make it allocate, wait or spawn without limit.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.parallel == 0 || self.parallel > limits::MAX_PARALLEL {
+            return Err(invalid(format!(
+                "parallel streams must be 1 to {}",
+                limits::MAX_PARALLEL
+            )));
+        }
+        if self.len_bytes == 0 || self.len_bytes > limits::MAX_LEN {
+            return Err(invalid(format!(
+                "length must be 1 byte to {} MiB",
+                limits::MAX_LEN >> 20
+            )));
+        }
+        if self.protocol == Protocol::Udp && self.len_bytes > 65_507 {
+            return Err(invalid("a UDP datagram carries at most 65507 bytes"));
+        }
+        match self.end {
+            End::Time { seconds } => {
+                if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits::MAX_SECONDS) {
+                    return Err(invalid("time must be more than 0 and at most 86400 seconds"));
+                }
+            }
+            End::Bytes { bytes } => {
+                if bytes == 0 {
+                    return Err(invalid("byte count must be positive"));
+                }
+            }
+            End::Blocks { blocks } => {
+                if blocks == 0 {
+                    return Err(invalid("block count must be positive"));
+                }
+                if blocks.checked_mul(self.len_bytes).is_none() {
+                    return Err(invalid("blocks × length overflows"));
+                }
+            }
+        }
+        if let Some(w) = self.window_bytes {
+            if w == 0 || w > limits::MAX_WINDOW {
+                return Err(invalid("window must be 1 byte to 1 GiB"));
+            }
+        }
+        if let Some(m) = self.mss_bytes {
+            if !(88..=65_535).contains(&m) {
+                return Err(invalid("MSS must be 88 to 65535 bytes"));
+            }
+        }
+        if let Some(c) = &self.congestion {
+            if c.is_empty()
+                || c.len() > limits::MAX_CONGESTION_NAME
+                || !c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return Err(invalid("congestion algorithm name is not valid"));
+            }
+        }
+        if !(self.omit_s.is_finite() && (0.0..=limits::MAX_SECONDS).contains(&self.omit_s)) {
+            return Err(invalid("omit must be 0 to 86400 seconds"));
+        }
+        if !(self.interval_s == 0.0
+            || (self.interval_s.is_finite() && (0.01..=3600.0).contains(&self.interval_s)))
+        {
+            return Err(invalid("interval must be 0 (none) or 0.01 to 3600 seconds"));
+        }
+        for (name, v) in [("link rate", self.link_bps), ("rate", self.rate_bps)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(invalid(format!("{name} must be positive")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Total bytes one stream of a flow sends, when the test ends by count.
+    pub fn bytes_per_stream(&self, stream_index: u32) -> Option<u64> {
+        match self.end {
+            End::Time { .. } => None,
+            End::Blocks { blocks } => Some(blocks.saturating_mul(self.len_bytes)),
+            End::Bytes { bytes } => {
+                let n = u64::from(self.parallel.max(1));
+                let base = bytes / n;
+                // the remainder goes to the first streams, one byte each
+                let extra = u64::from(u64::from(stream_index) < bytes % n);
+                Some(base + extra)
+            }
+        }
+    }
+
+    /// Seconds the senders run, warm-up included, when the test ends by time.
+    pub fn send_seconds(&self) -> Option<f64> {
+        match self.end {
+            End::Time { seconds } => Some(seconds + self.omit_s),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        TestSpec::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bounds_are_enforced() {
+        let bad = [
+            TestSpec {
+                parallel: 0,
+                ..Default::default()
+            },
+            TestSpec {
+                parallel: 100_000,
+                ..Default::default()
+            },
+            TestSpec {
+                len_bytes: 0,
+                ..Default::default()
+            },
+            TestSpec {
+                end: End::Time { seconds: f64::NAN },
+                ..Default::default()
+            },
+            TestSpec {
+                end: End::Blocks { blocks: u64::MAX },
+                ..Default::default()
+            },
+            TestSpec {
+                congestion: Some("bbr; rm -rf".into()),
+                ..Default::default()
+            },
+            TestSpec {
+                interval_s: -1.0,
+                ..Default::default()
+            },
+        ];
+        for s in bad {
+            assert!(s.validate().is_err(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn bytes_split_over_streams_exactly() {
+        let s = TestSpec {
+            parallel: 3,
+            end: End::Bytes { bytes: 10 },
+            ..Default::default()
+        };
+        let per: Vec<u64> = (0..3).map(|i| s.bytes_per_stream(i).unwrap()).collect();
+        assert_eq!(per, vec![4, 3, 3]);
+    }
+
+    #[test]
+    fn spec_round_trips_through_json() {
+        let s = TestSpec {
+            direction: Direction::Bidir,
+            congestion: Some("cubic".into()),
+            window_bytes: Some(65536),
+            ..Default::default()
+        };
+        let j = serde_json::to_string(&s).unwrap();
+        let back: TestSpec = serde_json::from_str(&j).unwrap();
+        assert_eq!(s, back);
+    }
+}

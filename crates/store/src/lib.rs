@@ -1,0 +1,1 @@
+//! Results history of wirerate, kept in SQLite.

@@ -1,0 +1,10 @@
+//! `wirerate ttcp`: placeholder until the subcommand lands.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("'wirerate ttcp' is not built yet")
+}

@@ -1,0 +1,10 @@
+//! `wirerate wire`: placeholder until the subcommand lands.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("'wirerate wire' is not built yet")
+}

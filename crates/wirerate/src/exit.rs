@@ -1,0 +1,54 @@
+//! Exit codes and the one-line error report.
+
+use std::process::ExitCode;
+
+/// A mistake in what the user asked for: exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Returns a usage error (exit 2) with this message.
+pub fn usage<T>(msg: impl Into<String>) -> anyhow::Result<T> {
+    Err(UsageError(msg.into()).into())
+}
+
+/// Prints the error chain on one line and picks the exit code.
+pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("wirerate: {}", chain.join(": "));
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A peer that goes away must give EPIPE on write, never kill the process.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}

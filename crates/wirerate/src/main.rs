@@ -1,0 +1,59 @@
+//! `wirerate`: measures how fast data really moves between two hosts, what it costs in CPU,
+//! how close it comes to what the wire can carry, and why it is not faster.
+//!
+//! The binary parses arguments with clap, validates them into the types the library crates
+//! take, and maps failures to exit codes: 0 success, 1 a runtime or peer failure, 2 bad
+//! usage. Every error is printed as one line.
+
+mod cmd;
+mod exit;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "wirerate",
+    version,
+    about = "Measure network throughput, its CPU cost, and how close it comes to the wire",
+    long_about = "Measure how fast data really moves between two hosts (TCP and UDP), what it \
+costs in CPU on both ends, how close it comes to what the wire can carry, and why it is not \
+faster.\n\nSizes take K, M, G, T as powers of 1024 (128K = 131072 bytes); rates take K, M, G, \
+T as powers of 1000 (10M = 10000000 bit/s)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a test against a wirerate server; with no HOST, against an embedded loopback server
+    Run(Box<cmd::run::Args>),
+    /// Serve tests to wirerate clients
+    Serve(cmd::serve::Args),
+    /// The wire-rate model: what a link can carry for a protocol and MTU
+    Wire(cmd::wire::Args),
+    /// Classic ttcp: its flags, raw-bytes wire protocol and report lines
+    Ttcp(cmd::ttcp::Args),
+}
+
+fn main() -> ExitCode {
+    exit::ignore_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => cmd::run::run(*a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Wire(a) => cmd::wire::run(a),
+        Command::Ttcp(a) => cmd::ttcp::run(a),
+    };
+    exit::finish(result)
+}
