@@ -100,7 +100,7 @@ pub fn until_ci_reached(samples: &[f64], pct: f64) -> bool {
 /// df not positive. Very large df (over 1e7) use the normal quantile, which it equals to
 /// within 1e-7.
 pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
-    if !(p > 0.0 && p < 1.0) || !(df > 0.0) || df.is_nan() {
+    if p.is_nan() || p <= 0.0 || p >= 1.0 || df.is_nan() || df <= 0.0 {
         return None;
     }
     if df > 1e7 {
@@ -111,7 +111,7 @@ pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
 
 /// Two-sided p-value of a t statistic with `df` degrees of freedom.
 pub fn t_two_sided_p(t: f64, df: f64) -> Option<f64> {
-    if t.is_nan() || !(df > 0.0) {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
         return None;
     }
     if t.is_infinite() {
