@@ -1,1 +1,261 @@
 //! Results history of wirerate, kept in SQLite.
+//!
+//! Promises:
+//! - a run is stored whole or not at all: one transaction per run, and the full `RunResult`
+//!   is checked to read back before it is written;
+//! - what [`Store::insert_run`] acknowledged survives a crash of the process, and of the
+//!   machine (WAL with `synchronous = FULL`);
+//! - storing the same result again (a retry after an unknown outcome) returns the first id
+//!   and adds nothing: each run has a unique key derived from its full JSON;
+//! - a database written by a newer wirerate is refused, never rewritten.
+
+mod key;
+mod rows;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use wirerate_core::RunResult;
+
+pub use key::{new_group_id, run_key};
+pub use rows::{RunFilter, StoredRun};
+pub use schema::SCHEMA_VERSION;
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open results database {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("no results database at {0}")]
+    Missing(String),
+    #[error("cannot create directory {path}: {source}")]
+    CreateDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "results database {path} has layout version {found}; this wirerate reads up to {known}"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("results database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("result cannot be stored as JSON: {0}")]
+    Encode(String),
+    #[error("stored run {id} is not a readable wirerate result: {source}")]
+    Decode {
+        id: i64,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// How long a writer waits for another process's write to finish before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An open results database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the database at `path`, creating it (and its parent directories) when absent,
+    /// and brings its layout up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        Self::open_with(path, OpenFlags::SQLITE_OPEN_CREATE)
+    }
+
+    /// Opens an existing database; a missing file is [`StoreError::Missing`] rather than a new
+    /// empty history (what a reader with a mistyped path wants to hear).
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.display().to_string()));
+        }
+        Self::open_with(path, OpenFlags::empty())
+    }
+
+    fn open_with(path: &Path, extra: OpenFlags) -> Result<Store, StoreError> {
+        let shown = path.display().to_string();
+        let open_err = |source| StoreError::Open {
+            path: shown.clone(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+            | extra;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // WAL: readers never block the writer and a crash mid-write leaves the last commit
+        // intact. FULL syncs the WAL at every commit, so an acknowledged run survives power
+        // loss too; a run is one small commit every few seconds, so the cost is not felt.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_err(rusqlite::Error::InvalidParameterName(format!(
+                "journal mode is {mode}, WAL could not be enabled"
+            ))));
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL")
+            .map_err(open_err)?;
+        schema::migrate(&mut conn, &shown).map_err(|e| match e {
+            StoreError::Sqlite(source) => open_err(source),
+            other => other,
+        })?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database's location: `WIRERATE_DB` when set, else
+    /// `$XDG_DATA_HOME/wirerate/results.db`, else `$HOME/.local/share/wirerate/results.db`.
+    /// None when none of these is known. [`Store::open`] creates the parent directories.
+    pub fn default_path() -> Option<PathBuf> {
+        default_path_from(
+            std::env::var_os("WIRERATE_DB"),
+            std::env::var_os("XDG_DATA_HOME"),
+            std::env::var_os("HOME"),
+        )
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores one run with its label and repeat group, in one transaction, and returns its
+    /// id. When the same result (same JSON, so the same key) is already stored, returns that
+    /// run's id and changes nothing: its first label and group stay.
+    pub fn insert_run(
+        &mut self,
+        result: &RunResult,
+        label: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<i64, StoreError> {
+        let json = serde_json::to_string(result).map_err(|e| StoreError::Encode(e.to_string()))?;
+        // a value JSON cannot carry (a NaN becomes null) would make the row unreadable later
+        serde_json::from_str::<RunResult>(&json)
+            .map_err(|e| StoreError::Encode(format!("it would not read back ({e})")))?;
+        let key = run_key(&json);
+        let stored = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let existing: Option<i64> = tx
+            .query_row("SELECT id FROM runs WHERE run_key = ?1", [&key], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if let Some(id) = existing {
+            return Ok(id);
+        }
+        let id = rows::insert(&tx, result, &key, label, group, stored, &json)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Runs matching `filter`, oldest first (the newest `limit` when a limit is set).
+    pub fn list(&self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+        rows::list(&self.conn, filter)
+    }
+
+    /// One run by id.
+    pub fn get(&self, id: i64) -> Result<Option<StoredRun>, StoreError> {
+        rows::get(&self.conn, id)
+    }
+
+    /// Every run with this label, oldest first: the sample `compare` uses for a label.
+    pub fn runs_for_label(&self, label: &str) -> Result<Vec<StoredRun>, StoreError> {
+        self.list(&RunFilter {
+            label: Some(label.to_string()),
+            ..RunFilter::default()
+        })
+    }
+
+    /// Labels in use with their run counts, by label.
+    pub fn labels(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self.conn.prepare(
+            "SELECT label, COUNT(*) FROM runs WHERE label IS NOT NULL GROUP BY label ORDER BY label",
+        )?;
+        let out = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(out)
+    }
+
+    /// SQLite's `PRAGMA integrity_check`: "ok" or the problems it found.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let mut st = self.conn.prepare("PRAGMA integrity_check")?;
+        let lines = st
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(lines.join("; "))
+    }
+
+    /// The journal mode in force ("wal").
+    pub fn journal_mode(&self) -> Result<String, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+    }
+}
+
+/// [`Store::default_path`] from the variables' values (empty counts as unset; a relative
+/// `XDG_DATA_HOME` is ignored, as the XDG rules say).
+pub fn default_path_from(
+    wirerate_db: Option<std::ffi::OsString>,
+    xdg_data_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    let set = |v: Option<std::ffi::OsString>| v.filter(|s| !s.is_empty()).map(PathBuf::from);
+    if let Some(p) = set(wirerate_db) {
+        return Some(p);
+    }
+    let base = set(xdg_data_home)
+        .filter(|p| p.is_absolute())
+        .or_else(|| set(home).map(|h| h.join(".local").join("share")))?;
+    Some(base.join("wirerate").join("results.db"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_prefers_the_variable_then_xdg_then_home() {
+        let s = |x: &str| Some(std::ffi::OsString::from(x));
+        assert_eq!(
+            default_path_from(s("/x/r.db"), s("/d"), s("/h")),
+            Some(PathBuf::from("/x/r.db"))
+        );
+        assert_eq!(
+            default_path_from(s(""), s("/d"), s("/h")),
+            Some(PathBuf::from("/d/wirerate/results.db"))
+        );
+        assert_eq!(
+            default_path_from(None, s("relative"), s("/h")),
+            Some(PathBuf::from("/h/.local/share/wirerate/results.db"))
+        );
+        assert_eq!(default_path_from(None, None, None), None);
+    }
+}

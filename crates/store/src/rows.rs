@@ -1,0 +1,205 @@
+//! Rows of the `runs` table: the summary columns taken from a result, and reading rows back.
+
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use serde::Serialize;
+use wirerate_core::result::HostEnv;
+use wirerate_core::RunResult;
+
+use crate::StoreError;
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub label: Option<String>,
+    pub group: Option<String>,
+    /// Only the newest this many.
+    pub limit: Option<u64>,
+}
+
+/// One stored run: its columns, and the full result as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredRun {
+    pub id: i64,
+    pub run_key: String,
+    pub label: Option<String>,
+    pub group: Option<String>,
+    pub stored_unix_s: f64,
+    pub started_unix_s: f64,
+    pub tool_version: String,
+    pub protocol: String,
+    pub direction: String,
+    pub parallel: u32,
+    pub goodput_bps: Option<f64>,
+    pub sender_bps: Option<f64>,
+    pub cpu_local_percent: Option<f64>,
+    pub cpu_remote_percent: Option<f64>,
+    pub pi: Option<f64>,
+    pub retransmits: Option<i64>,
+    pub client_host: Option<String>,
+    pub server_host: Option<String>,
+    pub client_kernel: Option<String>,
+    pub server_kernel: Option<String>,
+    pub client_cpu_model: Option<String>,
+    pub server_cpu_model: Option<String>,
+    /// Names of the client's interfaces that carried the test, comma-separated.
+    pub interfaces: Option<String>,
+    pub mtu_bytes: Option<u32>,
+    pub link_bps: Option<f64>,
+    #[serde(skip)]
+    pub result_json: String,
+}
+
+impl StoredRun {
+    /// The full result, parsed.
+    pub fn result(&self) -> Result<RunResult, StoreError> {
+        serde_json::from_str(&self.result_json).map_err(|source| StoreError::Decode {
+            id: self.id,
+            source,
+        })
+    }
+}
+
+const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+    tool_version, protocol, direction, parallel, goodput_bps, sender_bps, cpu_local_percent, \
+    cpu_remote_percent, pi, retransmits, client_host, server_host, client_kernel, \
+    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
+    result_json";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
+    Ok(StoredRun {
+        id: r.get(0)?,
+        run_key: r.get(1)?,
+        label: r.get(2)?,
+        group: r.get(3)?,
+        stored_unix_s: r.get(4)?,
+        started_unix_s: r.get(5)?,
+        tool_version: r.get(6)?,
+        protocol: r.get(7)?,
+        direction: r.get(8)?,
+        parallel: r.get(9)?,
+        goodput_bps: r.get(10)?,
+        sender_bps: r.get(11)?,
+        cpu_local_percent: r.get(12)?,
+        cpu_remote_percent: r.get(13)?,
+        pi: r.get(14)?,
+        retransmits: r.get(15)?,
+        client_host: r.get(16)?,
+        server_host: r.get(17)?,
+        client_kernel: r.get(18)?,
+        server_kernel: r.get(19)?,
+        client_cpu_model: r.get(20)?,
+        server_cpu_model: r.get(21)?,
+        interfaces: r.get(22)?,
+        mtu_bytes: r.get(23)?,
+        link_bps: r.get(24)?,
+        result_json: r.get(25)?,
+    })
+}
+
+pub(crate) fn list(conn: &Connection, f: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+    let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let sql = format!(
+        "SELECT * FROM (SELECT {COLUMNS} FROM runs \
+         WHERE (?1 IS NULL OR label = ?1) AND (?2 IS NULL OR repeat_group = ?2) \
+         ORDER BY id DESC LIMIT ?3) ORDER BY id"
+    );
+    let mut st = conn.prepare(&sql)?;
+    let rows = st
+        .query_map(params![f.label, f.group, limit], from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn get(conn: &Connection, id: i64) -> Result<Option<StoredRun>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM runs WHERE id = ?1");
+    Ok(conn.query_row(&sql, [id], from_row).optional()?)
+}
+
+fn non_finite_to_none(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+fn host_name(h: &HostEnv) -> Option<&str> {
+    h.hostname.as_deref()
+}
+
+/// The serde name of a unit enum (`"tcp"`, `"forward"`), for a text column.
+fn enum_text<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Writes the run's row: its key, label, group, the summary columns and the JSON.
+pub(crate) fn insert(
+    tx: &Transaction<'_>,
+    r: &RunResult,
+    key: &str,
+    label: Option<&str>,
+    group: Option<&str>,
+    stored_unix_s: f64,
+    json: &str,
+) -> Result<i64, StoreError> {
+    let s = &r.summary;
+    let client = &r.env.client;
+    let server = &r.env.server;
+    let cpu = |side: &Option<wirerate_core::result::CpuSide>| {
+        side.as_ref().and_then(|c| c.system_percent)
+    };
+    let names: Vec<&str> = client.interfaces.iter().map(|i| i.name.as_str()).collect();
+    let interfaces = (!names.is_empty()).then(|| names.join(","));
+    let mtu = client
+        .interfaces
+        .iter()
+        .find_map(|i| i.mtu_bytes)
+        .or(s.wire.mtu_bytes);
+    let link = s
+        .wire
+        .link_bps
+        .or(r.spec.link_bps)
+        .or_else(|| client.interfaces.iter().find_map(|i| i.speed_bps));
+    let retransmits = s
+        .tcp
+        .as_ref()
+        .and_then(|t| t.retransmits)
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    tx.execute(
+        "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+         result_schema, tool_version, protocol, direction, parallel, goodput_bps, sender_bps, \
+         cpu_local_percent, cpu_remote_percent, pi, retransmits, client_host, server_host, \
+         client_kernel, server_kernel, client_cpu_model, server_cpu_model, interfaces, \
+         mtu_bytes, link_bps, result_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+         ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        params![
+            key,
+            label,
+            group,
+            stored_unix_s,
+            r.started_unix_s,
+            r.schema_version,
+            r.tool.version,
+            enum_text(&r.spec.protocol),
+            enum_text(&r.spec.direction),
+            r.spec.parallel,
+            non_finite_to_none(s.goodput_bps),
+            non_finite_to_none(s.sender_bps),
+            cpu(&s.cpu.local),
+            cpu(&s.cpu.remote),
+            s.pi.and_then(non_finite_to_none),
+            retransmits,
+            host_name(client),
+            host_name(server),
+            client.kernel,
+            server.kernel,
+            client.cpu_model,
+            server.cpu_model,
+            interfaces,
+            mtu,
+            link,
+            json,
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}

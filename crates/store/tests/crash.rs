@@ -1,0 +1,139 @@
+//! Crash safety: a writer process killed with SIGKILL in the middle of storing runs leaves a
+//! database that passes SQLite's integrity check, holds every run it acknowledged, holds no
+//! partial row, and takes the unacknowledged retry without a duplicate.
+//!
+//! The writer is this test binary itself, started again with `CHILD_ENV` set: it stores runs
+//! in a loop and prints `ack <n> <id>` after each commit returns.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wirerate_store::{RunFilter, Store};
+
+const CHILD_ENV: &str = "WIRERATE_STORE_CRASH_WRITER_DB";
+/// Interval reports per result: makes each row tens of kilobytes, so writes take long
+/// enough for the kill to land inside one.
+const INTERVALS: usize = 300;
+
+fn goodput(n: u64) -> f64 {
+    1e9 + n as f64 * 1e6
+}
+
+/// The writer's side. Does nothing unless started by the test below.
+#[test]
+fn crash_writer_child() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let start: u64 = std::env::var("WIRERATE_STORE_CRASH_START")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut store = Store::open(std::path::Path::new(&path)).unwrap();
+    for n in start..start + 100_000 {
+        let r = common::run(n, goodput(n), INTERVALS);
+        let id = store.insert_run(&r, Some("crash"), Some("writer")).unwrap();
+        println!("ack {n} {id}");
+    }
+}
+
+/// Starts a writer from run number `start`, kills it after `acks` acknowledgements and
+/// returns the acknowledged (n, id) pairs.
+fn write_and_kill(db: &std::path::Path, start: u64, acks: usize) -> Vec<(u64, i64)> {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "crash_writer_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, db)
+        .env("WIRERATE_STORE_CRASH_START", start.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut acked = Vec::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        let mut f = line.split_whitespace();
+        if f.next() != Some("ack") {
+            continue;
+        }
+        let n: u64 = f.next().unwrap().parse().unwrap();
+        let id: i64 = f.next().unwrap().parse().unwrap();
+        acked.push((n, id));
+        if acked.len() >= acks || Instant::now() > deadline {
+            break;
+        }
+    }
+    // Child::kill sends SIGKILL: no destructor, no flush, no checkpoint
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the writer must have been killed");
+    acked
+}
+
+#[test]
+fn sigkill_during_writes_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let mut acked = Vec::new();
+    let mut next = 0;
+    // three writers in turn, each killed mid-stream, each reopening what the last left
+    for acks in [25, 40, 15] {
+        let got = write_and_kill(&db, next, acks);
+        assert_eq!(got.len(), acks, "writer stopped early");
+        next = got.last().unwrap().0 + 2; // skip the run that may have been in flight
+        acked.extend(got);
+    }
+
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let rows = store.list(&RunFilter::default()).unwrap();
+    for &(n, id) in &acked {
+        let row = rows.iter().find(|r| r.id == id);
+        let row = row.unwrap_or_else(|| panic!("acknowledged run {n} (id {id}) is missing"));
+        let want = common::run(n, goodput(n), INTERVALS);
+        assert!(
+            row.result().unwrap() == want,
+            "run {n} (id {id}) reads back different"
+        );
+    }
+    // no partial row: every row reads whole and its columns agree with its JSON
+    for row in &rows {
+        let r = row.result().unwrap();
+        assert_eq!(r.intervals.len(), INTERVALS, "row {} is partial", row.id);
+        assert_eq!(row.goodput_bps, Some(r.summary.goodput_bps));
+        assert_eq!(row.label.as_deref(), Some("crash"));
+    }
+    // at most one unacknowledged run per killed writer made it in
+    assert!(rows.len() <= acked.len() + 3, "{} rows", rows.len());
+
+    // retrying everything a writer attempted adds exactly the runs that were not stored
+    let attempted: Vec<u64> = acked.iter().map(|a| a.0).chain([next - 1]).collect();
+    for &n in &attempted {
+        let id = store
+            .insert_run(
+                &common::run(n, goodput(n), INTERVALS),
+                Some("crash"),
+                Some("writer"),
+            )
+            .unwrap();
+        if let Some(&(_, acked_id)) = acked.iter().find(|a| a.0 == n) {
+            assert_eq!(id, acked_id, "a retry of run {n} got a new id");
+        }
+    }
+    let after = store.list(&RunFilter::default()).unwrap();
+    let mut keys: Vec<&str> = after.iter().map(|r| r.run_key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), after.len(), "duplicate runs after retry");
+    assert!(after.len() >= attempted.len());
+}
