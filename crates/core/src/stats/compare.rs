@@ -66,6 +66,15 @@ impl Metric {
     }
 }
 
+/// The repeat summary of a set of runs: goodput, CPU and PI, each summarised over the runs
+/// that know it (None where none does).
+pub fn summarize_runs(runs: &[RunResult]) -> Vec<(Metric, Option<Summary>)> {
+    [Metric::Goodput, Metric::Cpu, Metric::Pi]
+        .into_iter()
+        .map(|m| (m, Summary::of(&m.values(runs))))
+        .collect()
+}
+
 /// Which significance test produced a p-value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -11,9 +11,10 @@ mod rank;
 mod welch;
 
 pub use compare::{
-    choose_test, compare, Change, Comparison, Metric, TestKind, TestResult, SKEW_LIMIT, WELCH_MIN_N,
+    choose_test, compare, summarize_runs, Change, Comparison, Metric, TestKind, TestResult,
+    SKEW_LIMIT, WELCH_MIN_N,
 };
-pub use rank::{mann_whitney, MannWhitney};
+pub use rank::{mann_whitney, rank_test_can_reach, MannWhitney};
 pub use welch::{welch, Welch};
 
 use serde::{Deserialize, Serialize};

@@ -81,6 +81,26 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
     })
 }
 
+/// Whether an exact rank test on samples of these sizes can reach p < `alpha` at all: its
+/// smallest two-sided p-value is 2 / C(nA + nB, nA). Two runs against two never can (1/3);
+/// four against four can (2/70).
+pub fn rank_test_can_reach(n_a: usize, n_b: usize, alpha: f64) -> bool {
+    if n_a == 0 || n_b == 0 {
+        return false;
+    }
+    // C(nA + nB, k) grows past 2/alpha quickly; stop as soon as it does
+    let k = n_a.min(n_b);
+    let n = n_a + n_b;
+    let mut c = 1.0f64;
+    for i in 0..k {
+        c = c * (n - i) as f64 / (i + 1) as f64;
+        if 2.0 / c < alpha {
+            return true;
+        }
+    }
+    2.0 / c < alpha
+}
+
 /// Sum of the ranks of `b` in the pooled sample (mid-ranks for ties) and the tie term
 /// Σ(t³ − t) over groups of t equal values.
 fn rank_sum_of_second(a: &[f64], b: &[f64]) -> (f64, f64) {
@@ -153,5 +173,16 @@ mod tests {
         // the largest size allowed does not overflow
         let p = exact_two_sided_p(30, 30, 450).unwrap();
         assert!(p > 0.99 && p <= 1.0, "{p}");
+    }
+
+    #[test]
+    fn smallest_reachable_p() {
+        assert!(!rank_test_can_reach(2, 2, 0.05));
+        assert!(!rank_test_can_reach(3, 3, 0.05)); // 2/20
+        assert!(rank_test_can_reach(4, 4, 0.05)); // 2/70
+        assert!(!rank_test_can_reach(2, 7, 0.05)); // 2/36
+        assert!(rank_test_can_reach(2, 8, 0.05)); // 2/45
+        assert!(!rank_test_can_reach(2, 5, 0.05)); // 2/21
+        assert!(!rank_test_can_reach(0, 9, 0.05));
     }
 }
