@@ -37,6 +37,12 @@ enum Command {
     Wire(cmd::wire::Args),
     /// Classic ttcp: its flags, raw-bytes wire protocol and report lines
     Ttcp(cmd::ttcp::Args),
+    /// List stored runs, or export them as CSV or JSON
+    History(cmd::history::Args),
+    /// Show one stored run in full
+    Show(cmd::show::Args),
+    /// Compare two sets of runs: change, confidence interval, p-value and a verdict
+    Compare(cmd::compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,9 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),
+        Command::History(a) => cmd::history::run(a),
+        Command::Show(a) => cmd::show::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
     };
     exit::finish(result)
 }

@@ -1,6 +1,10 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod compare;
+pub mod history;
+pub mod results;
 pub mod run;
 pub mod serve;
+pub mod show;
 pub mod ttcp;
 pub mod wire;

@@ -1,0 +1,173 @@
+//! `wirerate compare A B`: is B different from A? Per metric the change in percent, the 95 %
+//! confidence interval of the difference, a p-value and a one-line verdict; the headline is
+//! goodput. `--fail-if-slower` turns it into a gate for CI pipelines.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use wirerate_core::stats::{compare, Change, Comparison, Metric};
+use wirerate_render::stats::{compare_table, verdict};
+use wirerate_store::Store;
+
+use super::results::{db_path, Operand, Sample, DB_HELP};
+use crate::exit;
+
+/// Exit status when `--fail-if-slower` trips.
+pub const EXIT_SLOWER: u8 = 3;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "A and B each name a set of runs: a label (all runs stored with it), \
+a run id, or a saved JSON file (one result, a JSON array of results, JSON lines, or `history \
+--json` output). Prefix with label:, id: or file: to say which.\n\nThe p-value comes from \
+Welch's t-test when both sides have at least 5 runs and neither is skewed (|skewness| > 1), \
+otherwise from the Mann-Whitney U test (exact when small and without ties). A difference is \
+called significant at p < 0.05.\n\nExit status: 0 compared, 1 a side could not be loaded or \
+the gate could not be decided, 2 bad usage, 3 --fail-if-slower tripped."
+)]
+pub struct Args {
+    /// The baseline: a label, a run id or a saved JSON file
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The candidate, compared with A
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// Print the comparison as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Exit with status 3 when B's goodput is significantly lower than A's by more than PCT
+    /// percent (0 trips on any significant slowdown)
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    pub db: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(p) = args.fail_if_slower {
+        if !(p.is_finite() && (0.0..100.0).contains(&p)) {
+            return exit::usage("--fail-if-slower takes a percentage from 0 to below 100");
+        }
+    }
+    let a_op = Operand::parse(&args.a)?;
+    let b_op = Operand::parse(&args.b)?;
+    let store = if a_op.needs_db() || b_op.needs_db() {
+        Some(Store::open_existing(&db_path(args.db)?)?)
+    } else {
+        None
+    };
+    let a = a_op.load(store.as_ref())?;
+    let b = b_op.load(store.as_ref())?;
+    let rows: Vec<(Metric, Comparison)> = Metric::ALL
+        .into_iter()
+        .map(|m| (m, compare(&m.values(&a.runs), &m.values(&b.runs))))
+        .filter(|(_, c)| c.a.is_some() || c.b.is_some())
+        .collect();
+    let gate = args.fail_if_slower.map(|pct| gate(pct, &rows));
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        let doc = json_report(&a, &b, &rows, args.fail_if_slower, &gate);
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(text_report(&a, &b, &rows).as_bytes())?;
+    }
+    out.flush()?;
+    match gate {
+        None | Some(Gate::Pass) => Ok(ExitCode::SUCCESS),
+        Some(Gate::Slower(msg)) => {
+            eprintln!("wirerate: {msg}");
+            Ok(ExitCode::from(EXIT_SLOWER))
+        }
+        Some(Gate::Undecided(msg)) => anyhow::bail!("{msg}"),
+    }
+}
+
+/// What `--fail-if-slower` decides.
+enum Gate {
+    Pass,
+    Slower(String),
+    Undecided(String),
+}
+
+fn gate(pct: f64, rows: &[(Metric, Comparison)]) -> Gate {
+    let Some((_, c)) = rows.iter().find(|(m, _)| *m == Metric::Goodput) else {
+        return Gate::Undecided("cannot decide --fail-if-slower: no goodput on a side".into());
+    };
+    match (c.change, c.change_percent) {
+        (Change::Untestable, _) => Gate::Undecided(format!(
+            "cannot decide --fail-if-slower: {}",
+            verdict(Metric::Goodput, c)
+        )),
+        (Change::Lower, Some(ch)) if -ch > pct => Gate::Slower(format!(
+            "B is slower than A by more than {pct} %: {}",
+            verdict(Metric::Goodput, c)
+        )),
+        _ => Gate::Pass,
+    }
+}
+
+fn runs(n: usize) -> String {
+    format!("{n} run{}", if n == 1 { "" } else { "s" })
+}
+
+fn text_report(a: &Sample, b: &Sample, rows: &[(Metric, Comparison)]) -> String {
+    let mut o = format!(
+        "A: {} ({})\nB: {} ({})\n\n",
+        a.description,
+        runs(a.runs.len()),
+        b.description,
+        runs(b.runs.len())
+    );
+    o.push_str(&compare_table(rows));
+    o.push('\n');
+    for (m, c) in rows {
+        if *m != Metric::Goodput && matches!(c.change, Change::Higher | Change::Lower) {
+            o.push_str(&format!("also: {}\n", verdict(*m, c)));
+        }
+    }
+    match rows.iter().find(|(m, _)| *m == Metric::Goodput) {
+        Some((m, c)) => o.push_str(&format!("verdict: {}\n", verdict(*m, c))),
+        None => o.push_str("verdict: no goodput to compare\n"),
+    }
+    o
+}
+
+fn json_report(
+    a: &Sample,
+    b: &Sample,
+    rows: &[(Metric, Comparison)],
+    fail_if_slower: Option<f64>,
+    gate: &Option<Gate>,
+) -> serde_json::Value {
+    let metric_doc = |m: Metric, c: &Comparison| {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("p_value".into(), c.test.map(|t| t.p_value).into());
+            obj.insert("verdict".into(), verdict(m, c).into());
+        }
+        v
+    };
+    let metrics: serde_json::Map<String, serde_json::Value> = rows
+        .iter()
+        .map(|(m, c)| (m.key().to_string(), metric_doc(*m, c)))
+        .collect();
+    let goodput = rows.iter().find(|(m, _)| *m == Metric::Goodput);
+    let headline = goodput.map(|(_, c)| c);
+    serde_json::json!({
+        "a": { "source": a.description, "runs": a.runs.len() },
+        "b": { "source": b.description, "runs": b.runs.len() },
+        "change_percent": headline.and_then(|c| c.change_percent),
+        "change_ci95_low_percent": headline.and_then(|c| c.change_ci95_low_percent),
+        "change_ci95_high_percent": headline.and_then(|c| c.change_ci95_high_percent),
+        "p_value": headline.and_then(|c| c.test).map(|t| t.p_value),
+        "test": headline.and_then(|c| c.test).map(|t| t.kind),
+        "change": headline.map(|c| c.change),
+        "verdict": goodput.map_or("no goodput to compare".to_string(), |(m, c)| verdict(*m, c)),
+        "fail_if_slower_percent": fail_if_slower,
+        "failed": gate.as_ref().map(|g| matches!(g, Gate::Slower(_))),
+        "metrics": metrics,
+    })
+}

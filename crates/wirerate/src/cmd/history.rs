@@ -1,0 +1,204 @@
+//! `wirerate history`: the stored runs, as a table, as CSV or as JSON. The JSON export is an
+//! array `compare` reads back, so a history can be saved and compared elsewhere.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use wirerate_core::units::format_bps;
+use wirerate_store::{RunFilter, StoredRun};
+
+use super::results::{open_existing, utc, DB_HELP};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 listed (possibly nothing), 1 the database could not be \
+read, 2 bad usage."
+)]
+pub struct Args {
+    /// Only runs stored with this label
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+    /// Only runs of this repeat group (one `run --repeat` set)
+    #[arg(long, value_name = "ID")]
+    pub group: Option<String>,
+    /// Only the newest N runs
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// JSON array, one element per run: id, run_key, label, group, stored_unix_s and the full
+    /// result (what `compare` reads back)
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV with a header row: one line per run, the stored summary columns
+    #[arg(long)]
+    pub csv: bool,
+    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    pub db: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let store = open_existing(args.db)?;
+    let rows = store.list(&RunFilter {
+        label: args.label,
+        group: args.group,
+        limit: args.limit,
+    })?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        write_json(&mut out, &rows)?;
+    } else if args.csv {
+        write_csv(&mut out, &rows)?;
+    } else {
+        write_table(&mut out, &rows)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
+    let items = rows
+        .iter()
+        .map(|r| {
+            // kept as a generic value, so a result written by a newer wirerate still exports
+            let result: serde_json::Value = serde_json::from_str(&r.result_json)?;
+            Ok(serde_json::json!({
+                "id": r.id,
+                "run_key": r.run_key,
+                "label": r.label,
+                "group": r.group,
+                "stored_unix_s": r.stored_unix_s,
+                "result": result,
+            }))
+        })
+        .collect::<Result<Vec<_>, serde_json::Error>>()?;
+    serde_json::to_writer_pretty(&mut *out, &items)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The CSV columns, in order.
+const CSV_HEADER: [&str; 24] = [
+    "id",
+    "run_key",
+    "label",
+    "group",
+    "started_unix_s",
+    "started_utc",
+    "protocol",
+    "direction",
+    "parallel",
+    "goodput_bps",
+    "sender_bps",
+    "cpu_local_percent",
+    "cpu_remote_percent",
+    "pi",
+    "retransmits",
+    "client_host",
+    "server_host",
+    "client_kernel",
+    "server_kernel",
+    "client_cpu_model",
+    "server_cpu_model",
+    "interfaces",
+    "mtu_bytes",
+    "link_bps",
+];
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn o<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(String::new, T::to_string)
+}
+
+fn write_csv(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
+    writeln!(out, "{}", CSV_HEADER.join(","))?;
+    for r in rows {
+        let fields = [
+            r.id.to_string(),
+            r.run_key.clone(),
+            o(&r.label),
+            o(&r.group),
+            r.started_unix_s.to_string(),
+            utc(r.started_unix_s),
+            r.protocol.clone(),
+            r.direction.clone(),
+            r.parallel.to_string(),
+            o(&r.goodput_bps),
+            o(&r.sender_bps),
+            o(&r.cpu_local_percent),
+            o(&r.cpu_remote_percent),
+            o(&r.pi),
+            o(&r.retransmits),
+            o(&r.client_host),
+            o(&r.server_host),
+            o(&r.client_kernel),
+            o(&r.server_kernel),
+            o(&r.client_cpu_model),
+            o(&r.server_cpu_model),
+            o(&r.interfaces),
+            o(&r.mtu_bytes),
+            o(&r.link_bps),
+        ];
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        writeln!(out, "{}", line.join(","))?;
+    }
+    Ok(())
+}
+
+fn write_table(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
+    if rows.is_empty() {
+        writeln!(out, "no runs stored")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  kernel / hosts",
+        "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test"
+    )?;
+    for r in rows {
+        let cpu = match (r.cpu_local_percent, r.cpu_remote_percent) {
+            (Some(a), Some(b)) => format!("{:.1}", a.max(b)),
+            (Some(x), None) | (None, Some(x)) => format!("{x:.1}"),
+            (None, None) => "-".to_string(),
+        };
+        let hosts = match (&r.client_host, &r.server_host) {
+            (Some(c), Some(s)) => format!("{c} -> {s}"),
+            (Some(c), None) => c.clone(),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {} {}",
+            r.id,
+            utc(r.started_unix_s),
+            r.label.as_deref().unwrap_or("-"),
+            r.goodput_bps.map_or("-".to_string(), format_bps),
+            cpu,
+            r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
+            o(&r.retransmits),
+            format!("{} x{}", r.protocol, r.parallel),
+            r.client_kernel.as_deref().unwrap_or("-"),
+            hosts
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_only_what_needs_it() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

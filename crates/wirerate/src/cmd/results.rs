@@ -1,0 +1,276 @@
+//! What `history`, `show` and `compare` share: where the results database is, how a set of
+//! runs is named on the command line (label, run id or saved JSON file), and UTC times.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use wirerate_core::RunResult;
+use wirerate_store::Store;
+
+use crate::exit;
+
+/// Help text of every `--db` option.
+pub const DB_HELP: &str = "Results database [default: $WIRERATE_DB, else \
+$XDG_DATA_HOME/wirerate/results.db, else ~/.local/share/wirerate/results.db]";
+
+/// The database path: `--db` when given, else the default.
+pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match db.or_else(Store::default_path) {
+        Some(p) => Ok(p),
+        None => exit::usage("no results database: pass --db PATH or set WIRERATE_DB"),
+    }
+}
+
+/// Opens an existing database for reading commands.
+pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    let path = db_path(db)?;
+    Ok(Store::open_existing(&path)?)
+}
+
+/// Largest saved result file `compare` reads.
+const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// A set of runs named on the command line, and how to describe it.
+pub struct Sample {
+    pub description: String,
+    pub runs: Vec<RunResult>,
+}
+
+/// How an operand names its runs.
+#[derive(Debug, PartialEq)]
+pub enum Operand {
+    File(PathBuf),
+    Id(i64),
+    Label(String),
+}
+
+impl Operand {
+    /// `file:PATH`, `id:N` and `label:NAME` say it outright; otherwise an existing file is a
+    /// file, a whole number is a run id, a name ending in .json or .jsonl is a (missing)
+    /// file, and anything else is a label.
+    pub fn parse(s: &str) -> anyhow::Result<Operand> {
+        if let Some(p) = s.strip_prefix("file:") {
+            return Ok(Operand::File(PathBuf::from(p)));
+        }
+        if let Some(n) = s.strip_prefix("id:") {
+            return match n.parse() {
+                Ok(id) => Ok(Operand::Id(id)),
+                Err(_) => exit::usage(format!("'{s}': a run id is a whole number")),
+            };
+        }
+        if let Some(l) = s.strip_prefix("label:") {
+            return Ok(Operand::Label(l.to_string()));
+        }
+        if s.is_empty() {
+            return exit::usage("an empty name is neither a label, a run id nor a file");
+        }
+        if Path::new(s).is_file() {
+            return Ok(Operand::File(PathBuf::from(s)));
+        }
+        if let Ok(id) = s.parse::<i64>() {
+            return Ok(Operand::Id(id));
+        }
+        if s.ends_with(".json") || s.ends_with(".jsonl") {
+            return Ok(Operand::File(PathBuf::from(s)));
+        }
+        Ok(Operand::Label(s.to_string()))
+    }
+
+    pub fn needs_db(&self) -> bool {
+        !matches!(self, Operand::File(_))
+    }
+
+    /// Loads the runs; `store` must be Some when [`Operand::needs_db`].
+    pub fn load(&self, store: Option<&Store>) -> anyhow::Result<Sample> {
+        match (self, store) {
+            (Operand::File(p), _) => load_file(p),
+            (Operand::Id(id), Some(store)) => {
+                let run = store.get(*id)?.with_context(|| {
+                    format!("no run with id {id} in {}", store.path().display())
+                })?;
+                Ok(Sample {
+                    description: format!("run {id}"),
+                    runs: vec![run.result()?],
+                })
+            }
+            (Operand::Label(l), Some(store)) => load_label(store, l),
+            (_, None) => anyhow::bail!("a results database is needed to look up runs"),
+        }
+    }
+}
+
+fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
+    let rows = store.runs_for_label(label)?;
+    if rows.is_empty() {
+        let known: Vec<String> = store
+            .labels()?
+            .into_iter()
+            .map(|(l, n)| format!("{l} ({n})"))
+            .collect();
+        let hint = if known.is_empty() {
+            "it has no labelled runs".to_string()
+        } else {
+            format!("labels there: {}", known.join(", "))
+        };
+        anyhow::bail!(
+            "no runs labelled '{label}' in {} ({hint})",
+            store.path().display()
+        );
+    }
+    let runs = rows
+        .iter()
+        .map(|r| r.result())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Sample {
+        description: format!("label '{label}'"),
+        runs,
+    })
+}
+
+/// Reads a saved result: one `RunResult` object, a JSON array of them, JSON lines of them, or
+/// `history --json` output (elements holding a `result`).
+pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
+    if meta.len() > MAX_FILE_BYTES {
+        anyhow::bail!("{shown}: larger than {} MiB", MAX_FILE_BYTES >> 20);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {shown}"))?;
+    let runs = parse_results(&text).with_context(|| format!("{shown}: not wirerate results"))?;
+    if runs.is_empty() {
+        anyhow::bail!("{shown}: holds no runs");
+    }
+    Ok(Sample {
+        description: format!("file {shown}"),
+        runs,
+    })
+}
+
+/// The runs in a saved file's text (see [`load_file`]).
+pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
+    let values: Vec<serde_json::Value> = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(items)) => items,
+        Ok(v) => vec![v],
+        Err(whole) => {
+            let mut items = Vec::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let v = serde_json::from_str(line).map_err(|e| {
+                    if i == 0 {
+                        anyhow::anyhow!("{whole}")
+                    } else {
+                        anyhow::anyhow!("line {}: {e}", i + 1)
+                    }
+                })?;
+                items.push(v);
+            }
+            items
+        }
+    };
+    let many = values.len() > 1;
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let v = match v {
+                serde_json::Value::Object(mut m)
+                    if !m.contains_key("summary") && m.contains_key("result") =>
+                {
+                    m.remove("result").unwrap_or_default()
+                }
+                other => other,
+            };
+            serde_json::from_value::<RunResult>(v).map_err(|e| {
+                if many {
+                    anyhow::anyhow!("run {}: {e}", i + 1)
+                } else {
+                    anyhow::anyhow!("{e}")
+                }
+            })
+        })
+        .collect()
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` in UTC; "-" when not a sane time.
+pub fn utc(unix_s: f64) -> String {
+    if !(unix_s.is_finite() && (0.0..253_402_300_800.0).contains(&unix_s)) {
+        return "-".to_string();
+    }
+    let secs = unix_s as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_date(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01, via 400-year eras of
+/// 146 097 days counted from 0000-03-01 (so the leap day ends each year).
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0.0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00");
+        assert_eq!(utc(830_916_000.0), "1996-05-01 02:00:00");
+        assert_eq!(utc(1_700_000_000.0), "2023-11-14 22:13:20");
+        assert_eq!(utc(f64::NAN), "-");
+    }
+
+    #[test]
+    fn operands() {
+        assert_eq!(Operand::parse("12").unwrap(), Operand::Id(12));
+        assert_eq!(Operand::parse("id:7").unwrap(), Operand::Id(7));
+        assert_eq!(
+            Operand::parse("k6.8").unwrap(),
+            Operand::Label("k6.8".into())
+        );
+        assert_eq!(
+            Operand::parse("label:12").unwrap(),
+            Operand::Label("12".into())
+        );
+        assert_eq!(
+            Operand::parse("old.json").unwrap(),
+            Operand::File("old.json".into())
+        );
+        assert!(Operand::parse("id:x").is_err());
+        assert!(Operand::parse("").is_err());
+    }
+
+    #[test]
+    fn files_that_are_not_results_are_errors() {
+        for bad in [
+            "",
+            "{}",
+            "[1, 2]",
+            "{\"a\": 1}\n{\"b\": 2}",
+            "not json",
+            "[{\"result\": 5}]",
+        ] {
+            assert!(
+                parse_results(bad).map(|v| v.len()).unwrap_or(0) == 0,
+                "{bad:?}"
+            );
+        }
+    }
+}
