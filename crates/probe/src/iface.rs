@@ -99,7 +99,9 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     match i32::from((*sa).sa_family) {
         libc::AF_INET => {
             let sin = &*(sa as *const libc::sockaddr_in);
-            Some(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
+            Some(IpAddr::from(
+                u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+            ))
         }
         libc::AF_INET6 => {
             let sin6 = &*(sa as *const libc::sockaddr_in6);
@@ -141,7 +143,9 @@ pub fn interface_for(addr: IpAddr) -> Option<String> {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
         _ => None,
     };
-    exact.or(subnet).or_else(|| ip6_mapped.and_then(interface_for))
+    exact
+        .or(subnet)
+        .or_else(|| ip6_mapped.and_then(interface_for))
 }
 
 #[cfg(test)]
@@ -150,8 +154,14 @@ mod tests {
 
     #[test]
     fn loopback_addresses_map_to_lo() {
-        assert_eq!(interface_for("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
-        assert_eq!(interface_for("127.0.0.9".parse().unwrap()).as_deref(), Some("lo"));
+        assert_eq!(
+            interface_for("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+        assert_eq!(
+            interface_for("127.0.0.9".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
     }
 
     #[test]
