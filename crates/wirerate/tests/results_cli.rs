@@ -1,0 +1,281 @@
+//! `history`, `show` and `compare` through the real binary, on a temporary database filled
+//! with synthetic runs and on saved JSON files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use wirerate_core::RunResult;
+use wirerate_store::Store;
+
+const GBIT: f64 = 1e9;
+
+fn wirerate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wirerate"))
+        .args(args)
+        .env_remove("WIRERATE_DB")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Exit code, stdout, stderr; and a check that nothing panicked.
+fn outcome(o: &Output) -> (i32, String, String) {
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!err.contains("panicked"), "{err}");
+    (o.status.code().unwrap_or(-1), out, err)
+}
+
+/// A database with label "old" ~ N(100, 5) Gbit/s, "new" ~ N(75, 5) (12 runs each) and
+/// "again" ~ N(100, 5) (10 runs, another seed).
+fn lab_db(dir: &Path) -> PathBuf {
+    let path = dir.join("results.db");
+    let mut store = Store::open(&path).unwrap();
+    let sets = [
+        ("old", common::sample(0, 12, 100.0 * GBIT, 5.0 * GBIT, 1)),
+        ("new", common::sample(100, 12, 75.0 * GBIT, 5.0 * GBIT, 2)),
+        (
+            "again",
+            common::sample(200, 10, 100.0 * GBIT, 5.0 * GBIT, 3),
+        ),
+    ];
+    for (label, runs) in &sets {
+        for r in runs {
+            store.insert_run(r, Some(label), Some(label)).unwrap();
+        }
+    }
+    path
+}
+
+fn json_of(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn compare_sees_a_quarter_slower_with_p_below_a_thousandth() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let db = db.to_str().unwrap();
+    let (code, out, _) = outcome(&wirerate(&["compare", "old", "new", "--db", db]));
+    assert_eq!(code, 0, "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("verdict: B is ") && last.ends_with("% slower than A (p < 0.001)"),
+        "{out}"
+    );
+    assert!(out.contains("Mann-Whitney U"), "{out}");
+
+    let (code, out, _) = outcome(&wirerate(&["compare", "old", "new", "--json", "--db", db]));
+    assert_eq!(code, 0);
+    let v = json_of(&out);
+    let change = v["change_percent"].as_f64().unwrap();
+    assert!((-30.0..-20.0).contains(&change), "{change}");
+    assert!(v["p_value"].as_f64().unwrap() < 0.001);
+    assert!(v["verdict"].as_str().unwrap().contains("slower than A"));
+    assert_eq!(v["a"]["runs"], 12);
+    let g = &v["metrics"]["goodput_bps"];
+    // seed 2 draws one low outlier (|skewness| 1.09), so the rank test is the one chosen
+    assert_eq!(g["test"]["kind"], "mann_whitney");
+    assert_eq!(g["test"]["exact"], true);
+    assert!(g["change_ci95_low_percent"].as_f64().unwrap() < change);
+    assert!(g["change_ci95_high_percent"].as_f64().unwrap() > change);
+    for m in ["cpu_percent", "pi", "retransmits"] {
+        assert!(v["metrics"][m]["verdict"].is_string(), "{m} missing: {out}");
+    }
+}
+
+#[test]
+fn compare_same_distribution_finds_no_significant_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let (code, out, _) = outcome(&wirerate(&[
+        "compare",
+        "old",
+        "again",
+        "--db",
+        db.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0);
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("verdict: no significant difference in goodput"),
+        "{out}"
+    );
+}
+
+#[test]
+fn fail_if_slower_gates_with_exit_status_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let db = db.to_str().unwrap();
+    let run = |a: &str, b: &str, pct: &str| {
+        outcome(&wirerate(&[
+            "compare",
+            a,
+            b,
+            "--fail-if-slower",
+            pct,
+            "--db",
+            db,
+        ]))
+    };
+    let (code, _, err) = run("old", "new", "10");
+    assert_eq!(code, 3);
+    assert!(
+        err.starts_with("wirerate: B is slower than A by more than 10 %"),
+        "{err}"
+    );
+    assert_eq!(
+        run("old", "new", "40").0,
+        0,
+        "a 25 % slowdown passes a 40 % gate"
+    );
+    assert_eq!(run("new", "old", "0").0, 0, "faster passes");
+    assert_eq!(run("old", "again", "0").0, 0, "noise passes");
+    assert_eq!(run("old", "new", "-1").0, 2);
+    // one run against one cannot be decided: a gate must not pass it silently
+    assert_eq!(run("id:1", "id:13", "5").0, 1);
+}
+
+#[test]
+fn compare_reads_saved_files_without_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = common::sample(0, 8, 10.0 * GBIT, 0.3 * GBIT, 11);
+    let b = common::sample(50, 8, 9.0 * GBIT, 0.3 * GBIT, 12);
+    let a_path = dir.path().join("a.json");
+    std::fs::write(&a_path, serde_json::to_string_pretty(&a).unwrap()).unwrap();
+    let b_path = dir.path().join("b.jsonl");
+    let lines: Vec<String> = b
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    std::fs::write(&b_path, lines.join("\n")).unwrap();
+    let one = dir.path().join("one.json");
+    std::fs::write(&one, serde_json::to_string(&a[0]).unwrap()).unwrap();
+
+    let (code, out, err) = outcome(&wirerate(&[
+        "compare",
+        a_path.to_str().unwrap(),
+        b_path.to_str().unwrap(),
+        "--db",
+        "/nonexistent/never-opened.db",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("slower than A (p < 0.001)"), "{out}");
+    assert!(out.contains("Welch's t-test"), "{out}");
+
+    let (code, out, _) = outcome(&wirerate(&[
+        "compare",
+        one.to_str().unwrap(),
+        a_path.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0);
+    assert!(out.contains("cannot test goodput: A has 1 value"), "{out}");
+}
+
+#[test]
+fn history_exports_what_compare_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let db = db.to_str().unwrap();
+    let (code, out, _) = outcome(&wirerate(&["history", "--db", db]));
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1 + 34, "{out}");
+    assert!(out.contains("again") && out.contains("Gbit/s"), "{out}");
+
+    let (_, out, _) = outcome(&wirerate(&[
+        "history", "--label", "new", "--json", "--db", db,
+    ]));
+    let v = json_of(&out);
+    let items = v.as_array().unwrap();
+    assert_eq!(items.len(), 12);
+    assert_eq!(items[0]["label"], "new");
+    let saved = dir.path().join("new.json");
+    std::fs::write(&saved, &out).unwrap();
+    let (code, out, _) = outcome(&wirerate(&[
+        "compare",
+        "old",
+        saved.to_str().unwrap(),
+        "--db",
+        db,
+    ]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("B: file ") && out.contains("(12 runs)"),
+        "{out}"
+    );
+
+    let (_, out, _) = outcome(&wirerate(&["history", "--csv", "--limit", "3", "--db", db]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0].starts_with("id,run_key,label,group,started_unix_s"));
+    assert!(lines[3].starts_with("34,"), "{out}");
+}
+
+#[test]
+fn show_prints_one_run_and_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let db = db.to_str().unwrap();
+    let (code, out, _) = outcome(&wirerate(&["show", "13", "--db", db]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("label        new") && out.contains("Gbit/s"),
+        "{out}"
+    );
+    assert!(out.contains("kernel 6.8.0-test"), "{out}");
+    let (_, out, _) = outcome(&wirerate(&["show", "13", "--json", "--db", db]));
+    let r: RunResult = serde_json::from_str(&out).unwrap();
+    assert_eq!(r.env.client.hostname.as_deref(), Some("alpha"));
+    assert_eq!(outcome(&wirerate(&["show", "999", "--db", db])).0, 1);
+    assert_eq!(outcome(&wirerate(&["show", "twelve", "--db", db])).0, 2);
+}
+
+#[test]
+fn broken_inputs_give_one_line_and_a_failure_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{ not json").unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, "{\"hello\": \"world\"}").unwrap();
+    let not_db = dir.path().join("not.db");
+    std::fs::write(
+        &not_db,
+        "plain text, not SQLite, long enough to be read as a header",
+    )
+    .unwrap();
+    let missing_db = dir.path().join("missing.db");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["compare", junk.to_str().unwrap(), other.to_str().unwrap()],
+        vec!["compare", other.to_str().unwrap(), other.to_str().unwrap()],
+        vec!["compare", "gone.json", "gone.json"],
+        vec!["history", "--db", not_db.to_str().unwrap()],
+        vec!["history", "--db", missing_db.to_str().unwrap()],
+        vec!["compare", "x", "y", "--db", missing_db.to_str().unwrap()],
+    ];
+    for args in cases {
+        let (code, _, err) = outcome(&wirerate(&args));
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("wirerate: "), "{err}");
+    }
+    assert!(!missing_db.exists(), "a reading command created a database");
+}
+
+#[test]
+fn the_wirerate_db_variable_names_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_wirerate"))
+        .args(["history", "--label", "again"])
+        .env("WIRERATE_DB", &db)
+        .output()
+        .unwrap();
+    let (code, out, _) = outcome(&out);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 11, "{out}");
+}
