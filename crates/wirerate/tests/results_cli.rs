@@ -147,7 +147,12 @@ fn compare_reads_saved_files_without_a_database() {
     let a = common::sample(0, 8, 10.0 * GBIT, 0.3 * GBIT, 11);
     let b = common::sample(50, 8, 9.0 * GBIT, 0.3 * GBIT, 12);
     let a_path = dir.path().join("a.json");
-    std::fs::write(&a_path, serde_json::to_string_pretty(&a).unwrap()).unwrap();
+    // documents appended one after another, as `run --json >> a.json` leaves them
+    let docs: Vec<String> = a
+        .iter()
+        .map(|r| serde_json::to_string_pretty(r).unwrap())
+        .collect();
+    std::fs::write(&a_path, docs.join("\n")).unwrap();
     let b_path = dir.path().join("b.jsonl");
     let lines: Vec<String> = b
         .iter()
@@ -278,4 +283,34 @@ fn the_wirerate_db_variable_names_the_database() {
     let (code, out, _) = outcome(&out);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 11, "{out}");
+}
+
+#[test]
+fn compare_reads_what_run_json_writes() {
+    // two short loopback runs per side, appended to one file each, as a user would
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for side in ["a", "b"] {
+        let path = dir.path().join(format!("{side}.json"));
+        let mut all = String::new();
+        for _ in 0..2 {
+            let (code, out, err) = outcome(&wirerate(&["run", "-t", "0.2", "-i", "0", "--json"]));
+            assert_eq!(code, 0, "{err}");
+            all.push_str(&out);
+        }
+        std::fs::write(&path, all).unwrap();
+        files.push(path);
+    }
+    let (a, b) = (files[0].to_str().unwrap(), files[1].to_str().unwrap());
+    let (code, out, err) = outcome(&wirerate(&["compare", a, b, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v = json_of(&out);
+    assert_eq!(
+        (v["a"]["runs"].as_u64(), v["b"]["runs"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert!(v["change_percent"].is_f64(), "{out}");
+    // two runs a side: the exact rank test cannot reach p < 0.05, and says so
+    assert_eq!(v["metrics"]["goodput_bps"]["test"]["kind"], "mann_whitney");
+    assert!(v["verdict"].as_str().unwrap().contains("run more"), "{out}");
 }

@@ -65,16 +65,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|(_, c)| c.a.is_some() || c.b.is_some())
         .collect();
     let gate = args.fail_if_slower.map(|pct| gate(pct, &rows));
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if args.json {
+    let report = if args.json {
         let doc = json_report(&a, &b, &rows, args.fail_if_slower, &gate);
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        serde_json::to_string_pretty(&doc)? + "\n"
     } else {
-        out.write_all(text_report(&a, &b, &rows).as_bytes())?;
+        text_report(&a, &b, &rows)
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(report.as_bytes()).and_then(|()| out.flush()) {
+        // a reader that stops early must not turn a tripped gate into success
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        other => other?,
     }
-    out.flush()?;
     match gate {
         None | Some(Gate::Pass) => Ok(ExitCode::SUCCESS),
         Some(Gate::Slower(msg)) => {

@@ -72,8 +72,8 @@ fn write_json(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Resu
             }))
         })
         .collect::<Result<Vec<_>, serde_json::Error>>()?;
-    serde_json::to_writer_pretty(&mut *out, &items)?;
-    writeln!(out)?;
+    // through a string, so a closed pipe shows as an io::Error (a clean exit)
+    writeln!(out, "{}", serde_json::to_string_pretty(&items)?)?;
     Ok(())
 }
 

@@ -127,8 +127,9 @@ fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
     })
 }
 
-/// Reads a saved result: one `RunResult` object, a JSON array of them, JSON lines of them, or
-/// `history --json` output (elements holding a `result`).
+/// Reads a saved result: one `RunResult` object, a JSON array of them, a stream of them (JSON
+/// lines, or documents appended one after another), or `history --json` output (elements
+/// holding a `result`).
 pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
@@ -148,27 +149,20 @@ pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
 
 /// The runs in a saved file's text (see [`load_file`]).
 pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
-    let values: Vec<serde_json::Value> = match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Array(items)) => items,
-        Ok(v) => vec![v],
-        Err(whole) => {
-            let mut items = Vec::new();
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let v = serde_json::from_str(line).map_err(|e| {
-                    if i == 0 {
-                        anyhow::anyhow!("{whole}")
-                    } else {
-                        anyhow::anyhow!("line {}: {e}", i + 1)
-                    }
-                })?;
-                items.push(v);
-            }
-            items
+    // one document, an array, or a stream of documents (JSON lines, or pretty documents
+    // appended one after another by `run --json >> file`)
+    let mut values = Vec::new();
+    for (i, v) in serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .enumerate()
+    {
+        match v {
+            Ok(serde_json::Value::Array(items)) if i == 0 => values.extend(items),
+            Ok(v) => values.push(v),
+            Err(e) if i == 0 => anyhow::bail!("{e}"),
+            Err(e) => anyhow::bail!("document {}: {e}", i + 1),
         }
-    };
+    }
     let many = values.len() > 1;
     values
         .into_iter()
@@ -255,6 +249,44 @@ mod tests {
         );
         assert!(Operand::parse("id:x").is_err());
         assert!(Operand::parse("").is_err());
+    }
+
+    #[test]
+    fn every_saved_form_reads() {
+        let r = RunResult {
+            schema_version: 1,
+            tool: wirerate_core::result::Tool {
+                name: "wirerate".into(),
+                version: "0".into(),
+            },
+            started_unix_s: 1.0,
+            spec: wirerate_core::TestSpec::default(),
+            summary: serde_json::from_value(serde_json::json!({
+                "goodput_bps": 1e9, "sender_bps": 1e9, "bytes": 1, "sender_bytes": 1,
+                "seconds": 1.0, "sender_seconds": 1.0,
+                "io": {"sender": {"calls": 0, "bytes": 0, "calls_per_s": 0.0, "bytes_per_call": 0.0},
+                       "receiver": {"calls": 0, "bytes": 0, "calls_per_s": 0.0, "bytes_per_call": 0.0}},
+                "cpu": {"local": null, "remote": null}, "pi": null, "tcp": null, "udp": null,
+                "wire": {"link_bps": null, "model_goodput_bps": null, "efficiency": null,
+                         "mtu_bytes": null, "link_source": null}
+            }))
+            .unwrap(),
+            intervals: vec![],
+            streams: vec![],
+            env: Default::default(),
+        };
+        let one = serde_json::to_string(&r).unwrap();
+        let pretty = serde_json::to_string_pretty(&r).unwrap();
+        let forms = [
+            (one.clone(), 1),
+            (format!("[{one},{one}]"), 2),
+            (format!("{one}\n{one}\n\n{one}\n"), 3),
+            (format!("{pretty}\n{pretty}\n"), 2),
+            (format!("[{{\"id\": 1, \"result\": {one}}}]"), 1),
+        ];
+        for (text, n) in forms {
+            assert_eq!(parse_results(&text).unwrap().len(), n, "{text}");
+        }
     }
 
     #[test]

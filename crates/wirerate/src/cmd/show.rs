@@ -43,8 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = stdout.lock();
     if args.json {
         let v: serde_json::Value = serde_json::from_str(&row.result_json)?;
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         let result = row.result()?;
         out.write_all(details(&row, &result).as_bytes())?;
