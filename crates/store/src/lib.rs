@@ -63,6 +63,14 @@ pub enum StoreError {
 /// How long a writer waits for another process's write to finish before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What storing a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub id: i64,
+    /// False when the same run was already stored (the id is the earlier one's).
+    pub new: bool,
+}
+
 /// An open results database.
 pub struct Store {
     conn: Connection,
@@ -150,6 +158,16 @@ impl Store {
         label: Option<&str>,
         group: Option<&str>,
     ) -> Result<i64, StoreError> {
+        self.store_run(result, label, group).map(|s| s.id)
+    }
+
+    /// [`Store::insert_run`], also telling whether the run was new.
+    pub fn store_run(
+        &mut self,
+        result: &RunResult,
+        label: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<Stored, StoreError> {
         let json = serde_json::to_string(result).map_err(|e| StoreError::Encode(e.to_string()))?;
         // a value JSON cannot carry (a NaN becomes null) would make the row unreadable later
         serde_json::from_str::<RunResult>(&json)
@@ -167,11 +185,11 @@ impl Store {
             })
             .optional()?;
         if let Some(id) = existing {
-            return Ok(id);
+            return Ok(Stored { id, new: false });
         }
         let id = rows::insert(&tx, result, &key, label, group, stored, &json)?;
         tx.commit()?;
-        Ok(id)
+        Ok(Stored { id, new: true })
     }
 
     /// Runs matching `filter`, oldest first (the newest `limit` when a limit is set).

@@ -39,6 +39,8 @@ enum Command {
     Ttcp(cmd::ttcp::Args),
     /// List stored runs, or export them as CSV or JSON
     History(cmd::history::Args),
+    /// Store saved JSON results in the results database
+    Import(cmd::import::Args),
     /// Show one stored run in full
     Show(cmd::show::Args),
     /// Compare two sets of runs: change, confidence interval, p-value and a verdict
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),
         Command::History(a) => cmd::history::run(a),
+        Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Compare(a) => cmd::compare::run(a),
     };

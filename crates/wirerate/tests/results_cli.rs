@@ -314,3 +314,47 @@ fn compare_reads_what_run_json_writes() {
     assert_eq!(v["metrics"]["goodput_bps"]["test"]["kind"], "mann_whitney");
     assert!(v["verdict"].as_str().unwrap().contains("run more"), "{out}");
 }
+
+#[test]
+fn import_keeps_export_labels_and_stores_each_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let (_, export, _) = outcome(&wirerate(&[
+        "history",
+        "--json",
+        "--db",
+        db.to_str().unwrap(),
+    ]));
+    let saved = dir.path().join("export.json");
+    std::fs::write(&saved, export).unwrap();
+    let other = dir.path().join("other.db");
+    let other = other.to_str().unwrap();
+    let saved = saved.to_str().unwrap();
+    let (code, out, err) = outcome(&wirerate(&["import", saved, "--db", other]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("stored 34 runs in "), "{out}");
+    let (_, out, _) = outcome(&wirerate(&["import", saved, saved, "--db", other]));
+    assert!(
+        out.starts_with("stored 0 runs") && out.contains("(68 already there)"),
+        "{out}"
+    );
+    let (code, out, _) = outcome(&wirerate(&["compare", "old", "new", "--db", other]));
+    assert_eq!(code, 0);
+    assert!(out.contains("A: label 'old' (12 runs)"), "{out}");
+    // a bad file stores nothing, not even the good files named before it
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "[1]").unwrap();
+    let fresh = dir.path().join("fresh.db");
+    let (code, _, err) = outcome(&wirerate(&[
+        "import",
+        saved,
+        junk.to_str().unwrap(),
+        "--label",
+        "x",
+        "--db",
+        fresh.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1);
+    assert!(err.contains("junk.json: not wirerate results"), "{err}");
+    assert!(!fresh.exists());
+}

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod history;
+pub mod import;
 pub mod results;
 pub mod run;
 pub mod serve;

@@ -132,23 +132,30 @@ fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
 /// holding a `result`).
 pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
     let shown = path.display().to_string();
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        anyhow::bail!("{shown}: larger than {} MiB", MAX_FILE_BYTES >> 20);
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {shown}"))?;
-    let runs = parse_results(&text).with_context(|| format!("{shown}: not wirerate results"))?;
-    if runs.is_empty() {
-        anyhow::bail!("{shown}: holds no runs");
-    }
+    let runs = read_entries(path)?.into_iter().map(|e| e.result).collect();
     Ok(Sample {
         description: format!("file {shown}"),
         runs,
     })
 }
 
-/// The runs in a saved file's text (see [`load_file`]).
-pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
+/// The entries of a saved file; an error when it holds none.
+pub fn read_entries(path: &Path) -> anyhow::Result<Vec<Entry>> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
+    if meta.len() > MAX_FILE_BYTES {
+        anyhow::bail!("{shown}: larger than {} MiB", MAX_FILE_BYTES >> 20);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {shown}"))?;
+    let entries = parse_entries(&text).with_context(|| format!("{shown}: not wirerate results"))?;
+    if entries.is_empty() {
+        anyhow::bail!("{shown}: holds no runs");
+    }
+    Ok(entries)
+}
+
+/// The runs in a saved file's text, with their labels where an export carried them.
+pub fn parse_entries(text: &str) -> anyhow::Result<Vec<Entry>> {
     // one document, an array, or a stream of documents (JSON lines, or pretty documents
     // appended one after another by `run --json >> file`)
     let mut values = Vec::new();
@@ -168,15 +175,7 @@ pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let v = match v {
-                serde_json::Value::Object(mut m)
-                    if !m.contains_key("summary") && m.contains_key("result") =>
-                {
-                    m.remove("result").unwrap_or_default()
-                }
-                other => other,
-            };
-            serde_json::from_value::<RunResult>(v).map_err(|e| {
+            entry(v).map_err(|e| {
                 if many {
                     anyhow::anyhow!("run {}: {e}", i + 1)
                 } else {
@@ -185,6 +184,43 @@ pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
             })
         })
         .collect()
+}
+
+/// One run read from a file, with the label and group a `history --json` export gave it.
+pub struct Entry {
+    pub result: RunResult,
+    pub label: Option<String>,
+    pub group: Option<String>,
+}
+
+fn entry(v: serde_json::Value) -> Result<Entry, serde_json::Error> {
+    match v {
+        serde_json::Value::Object(mut m)
+            if !m.contains_key("summary") && m.contains_key("result") =>
+        {
+            let text = |m: &mut serde_json::Map<String, serde_json::Value>, k: &str| {
+                m.remove(k).and_then(|v| v.as_str().map(str::to_string))
+            };
+            let (label, group) = (text(&mut m, "label"), text(&mut m, "group"));
+            let result = serde_json::from_value(m.remove("result").unwrap_or_default())?;
+            Ok(Entry {
+                result,
+                label,
+                group,
+            })
+        }
+        other => Ok(Entry {
+            result: serde_json::from_value(other)?,
+            label: None,
+            group: None,
+        }),
+    }
+}
+
+/// The runs in a saved file's text (see [`load_file`]).
+#[cfg(test)]
+pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
+    Ok(parse_entries(text)?.into_iter().map(|e| e.result).collect())
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` in UTC; "-" when not a sane time.
