@@ -30,14 +30,18 @@ fn outcome(o: &Output) -> (i32, String, String) {
     (o.status.code().unwrap_or(-1), out, err)
 }
 
-/// A database with label "old" ~ N(100, 5) Gbit/s, "new" ~ N(75, 5) (12 runs each) and
-/// "again" ~ N(100, 5) (10 runs, another seed).
+/// A database with label "old" ~ N(100, 5) Gbit/s, "new" ~ N(75, 5) (12 runs each, on
+/// another client kernel) and "again" ~ N(100, 5) (10 runs, another seed).
 fn lab_db(dir: &Path) -> PathBuf {
     let path = dir.join("results.db");
     let mut store = Store::open(&path).unwrap();
+    let mut new = common::sample(100, 12, 75.0 * GBIT, 5.0 * GBIT, 2);
+    for r in &mut new {
+        r.env.client.kernel = Some("6.9.0-test".into());
+    }
     let sets = [
         ("old", common::sample(0, 12, 100.0 * GBIT, 5.0 * GBIT, 1)),
-        ("new", common::sample(100, 12, 75.0 * GBIT, 5.0 * GBIT, 2)),
+        ("new", new),
         (
             "again",
             common::sample(200, 10, 100.0 * GBIT, 5.0 * GBIT, 3),
@@ -68,6 +72,10 @@ fn compare_sees_a_quarter_slower_with_p_below_a_thousandth() {
         "{out}"
     );
     assert!(out.contains("Mann-Whitney U"), "{out}");
+    assert!(
+        out.contains("client kernel: A 6.8.0-test, B 6.9.0-test"),
+        "{out}"
+    );
 
     let (code, out, _) = outcome(&wirerate(&["compare", "old", "new", "--json", "--db", db]));
     assert_eq!(code, 0);
@@ -77,6 +85,8 @@ fn compare_sees_a_quarter_slower_with_p_below_a_thousandth() {
     assert!(v["p_value"].as_f64().unwrap() < 0.001);
     assert!(v["verdict"].as_str().unwrap().contains("slower than A"));
     assert_eq!(v["a"]["runs"], 12);
+    assert_eq!(v["differences"][0]["what"], "client kernel");
+    assert_eq!(v["differences"].as_array().unwrap().len(), 1, "{out}");
     let g = &v["metrics"]["goodput_bps"];
     // seed 2 draws one low outlier (|skewness| 1.09), so the rank test is the one chosen
     assert_eq!(g["test"]["kind"], "mann_whitney");
