@@ -8,7 +8,9 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use wirerate_store::{RunFilter, Store};
@@ -40,11 +42,9 @@ fn crash_writer_child() {
     }
 }
 
-/// Starts a writer from run number `start`, kills it after `acks` acknowledgements and
-/// returns the acknowledged (n, id) pairs.
-fn write_and_kill(db: &std::path::Path, start: u64, acks: usize) -> Vec<(u64, i64)> {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
+/// Starts a writer storing runs numbered from `start`.
+fn spawn_writer(db: &Path, start: u64) -> Child {
+    Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "crash_writer_child",
@@ -56,11 +56,20 @@ fn write_and_kill(db: &std::path::Path, start: u64, acks: usize) -> Vec<(u64, i6
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Reads a writer's acknowledgements until `acks` of them (or a minute) have come, then
+/// kills it with SIGKILL (`Child::kill`: no destructor, no flush, no checkpoint) and returns
+/// the acknowledged (n, id) pairs.
+fn kill_after(mut child: Child, acks: usize) -> Vec<(u64, i64)> {
     let out = child.stdout.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut acked = Vec::new();
-    for line in BufReader::new(out).lines() {
+    // the pipe stays open until after the kill, so the writer never sees EPIPE and never
+    // gets to unwind cleanly
+    let mut lines = BufReader::new(out).lines();
+    for line in lines.by_ref() {
         let line = line.unwrap();
         let mut f = line.split_whitespace();
         if f.next() != Some("ack") {
@@ -73,11 +82,55 @@ fn write_and_kill(db: &std::path::Path, start: u64, acks: usize) -> Vec<(u64, i6
             break;
         }
     }
-    // Child::kill sends SIGKILL: no destructor, no flush, no checkpoint
     child.kill().unwrap();
     let status = child.wait().unwrap();
-    assert!(!status.success(), "the writer must have been killed");
+    drop(lines);
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the writer must die by SIGKILL: {status}"
+    );
     acked
+}
+
+/// Every acknowledged run is present and whole; every row reads whole and agrees with its
+/// columns.
+fn check_store(store: &Store, acked: &[(u64, i64)]) -> Vec<wirerate_store::StoredRun> {
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let rows = store.list(&RunFilter::default()).unwrap();
+    for &(n, id) in acked {
+        let row = rows.iter().find(|r| r.id == id);
+        let row = row.unwrap_or_else(|| panic!("acknowledged run {n} (id {id}) is missing"));
+        let want = common::run(n, goodput(n), INTERVALS);
+        assert!(
+            row.result().unwrap() == want,
+            "run {n} (id {id}) reads back different"
+        );
+    }
+    for row in &rows {
+        let r = row.result().unwrap();
+        assert_eq!(r.intervals.len(), INTERVALS, "row {} is partial", row.id);
+        assert_eq!(row.goodput_bps, Some(r.summary.goodput_bps));
+        assert_eq!(row.label.as_deref(), Some("crash"));
+    }
+    rows
+}
+
+#[test]
+fn two_writers_at_once_both_killed_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("busy.db");
+    // create the file first, so the two writers race on writes, not on creating tables
+    drop(Store::open(&db).unwrap());
+    let first = spawn_writer(&db, 0);
+    let second = spawn_writer(&db, 1_000_000);
+    let t = std::thread::spawn(move || kill_after(first, 20));
+    let mut acked = kill_after(second, 20);
+    acked.extend(t.join().unwrap());
+    assert_eq!(acked.len(), 40, "a writer gave up waiting for the other");
+    let store = Store::open(&db).unwrap();
+    let rows = check_store(&store, &acked);
+    assert!(rows.len() <= acked.len() + 2, "{} rows", rows.len());
 }
 
 #[test]
@@ -88,31 +141,14 @@ fn sigkill_during_writes_loses_nothing_acknowledged() {
     let mut next = 0;
     // three writers in turn, each killed mid-stream, each reopening what the last left
     for acks in [25, 40, 15] {
-        let got = write_and_kill(&db, next, acks);
+        let got = kill_after(spawn_writer(&db, next), acks);
         assert_eq!(got.len(), acks, "writer stopped early");
         next = got.last().unwrap().0 + 2; // skip the run that may have been in flight
         acked.extend(got);
     }
 
     let mut store = Store::open(&db).unwrap();
-    assert_eq!(store.integrity_check().unwrap(), "ok");
-    let rows = store.list(&RunFilter::default()).unwrap();
-    for &(n, id) in &acked {
-        let row = rows.iter().find(|r| r.id == id);
-        let row = row.unwrap_or_else(|| panic!("acknowledged run {n} (id {id}) is missing"));
-        let want = common::run(n, goodput(n), INTERVALS);
-        assert!(
-            row.result().unwrap() == want,
-            "run {n} (id {id}) reads back different"
-        );
-    }
-    // no partial row: every row reads whole and its columns agree with its JSON
-    for row in &rows {
-        let r = row.result().unwrap();
-        assert_eq!(r.intervals.len(), INTERVALS, "row {} is partial", row.id);
-        assert_eq!(row.goodput_bps, Some(r.summary.goodput_bps));
-        assert_eq!(row.label.as_deref(), Some("crash"));
-    }
+    let rows = check_store(&store, &acked);
     // at most one unacknowledged run per killed writer made it in
     assert!(rows.len() <= acked.len() + 3, "{} rows", rows.len());
 
