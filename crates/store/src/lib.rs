@@ -32,6 +32,8 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("results database {path}: journal mode stays '{mode}', WAL could not be enabled")]
+    NoWal { path: String, mode: String },
     #[error("no results database at {0}")]
     Missing(String),
     #[error("cannot create directory {path}: {source}")]
@@ -105,10 +107,7 @@ impl Store {
             path: shown.clone(),
             source,
         };
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI
-            | extra;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | extra;
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         // WAL: readers never block the writer and a crash mid-write leaves the last commit
@@ -118,9 +117,7 @@ impl Store {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(open_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(open_err(rusqlite::Error::InvalidParameterName(format!(
-                "journal mode is {mode}, WAL could not be enabled"
-            ))));
+            return Err(StoreError::NoWal { path: shown, mode });
         }
         conn.execute_batch("PRAGMA synchronous = FULL")
             .map_err(open_err)?;

@@ -37,6 +37,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let filtered = args.label.is_some() || args.group.is_some();
     let store = open_existing(args.db)?;
     let rows = store.list(&RunFilter {
         label: args.label,
@@ -49,6 +50,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         write_json(&mut out, &rows)?;
     } else if args.csv {
         write_csv(&mut out, &rows)?;
+    } else if rows.is_empty() {
+        writeln!(out, "no runs {}", if filtered { "match" } else { "stored" })?;
     } else {
         write_table(&mut out, &rows)?;
     }
@@ -153,10 +156,6 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Resul
 }
 
 fn write_table(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
-    if rows.is_empty() {
-        writeln!(out, "no runs stored")?;
-        return Ok(());
-    }
     writeln!(
         out,
         "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  kernel / hosts",
