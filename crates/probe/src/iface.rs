@@ -73,7 +73,7 @@ impl IfaceSnapshot {
 pub fn link_speed_bps(name: &str) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
     let mbps: i64 = s.trim().parse().ok()?;
-    (mbps > 0).then(|| mbps as f64 * 1e6)
+    (mbps > 0).then_some(mbps as f64 * 1e6)
 }
 
 fn in_subnet(addr: IpAddr, net: IpAddr, mask: Option<IpAddr>) -> bool {
