@@ -1,7 +1,7 @@
 //! `history`, `show` and `compare` through the real binary, on a temporary database filled
 //! with synthetic runs and on saved JSON files.
 
-mod common;
+mod synth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -35,17 +35,14 @@ fn outcome(o: &Output) -> (i32, String, String) {
 fn lab_db(dir: &Path) -> PathBuf {
     let path = dir.join("results.db");
     let mut store = Store::open(&path).unwrap();
-    let mut new = common::sample(100, 12, 75.0 * GBIT, 5.0 * GBIT, 2);
+    let mut new = synth::sample(100, 12, 75.0 * GBIT, 5.0 * GBIT, 2);
     for r in &mut new {
         r.env.client.kernel = Some("6.9.0-test".into());
     }
     let sets = [
-        ("old", common::sample(0, 12, 100.0 * GBIT, 5.0 * GBIT, 1)),
+        ("old", synth::sample(0, 12, 100.0 * GBIT, 5.0 * GBIT, 1)),
         ("new", new),
-        (
-            "again",
-            common::sample(200, 10, 100.0 * GBIT, 5.0 * GBIT, 3),
-        ),
+        ("again", synth::sample(200, 10, 100.0 * GBIT, 5.0 * GBIT, 3)),
     ];
     for (label, runs) in &sets {
         for r in runs {
@@ -154,8 +151,8 @@ fn fail_if_slower_gates_with_exit_status_3() {
 #[test]
 fn compare_reads_saved_files_without_a_database() {
     let dir = tempfile::tempdir().unwrap();
-    let a = common::sample(0, 8, 10.0 * GBIT, 0.3 * GBIT, 11);
-    let b = common::sample(50, 8, 9.0 * GBIT, 0.3 * GBIT, 12);
+    let a = synth::sample(0, 8, 10.0 * GBIT, 0.3 * GBIT, 11);
+    let b = synth::sample(50, 8, 9.0 * GBIT, 0.3 * GBIT, 12);
     let a_path = dir.path().join("a.json");
     // documents appended one after another, as `run --json >> a.json` leaves them
     let docs: Vec<String> = a

@@ -1,123 +1,116 @@
-//! Synthetic results for the command-line tests: realistic shapes, values chosen by the test,
-//! and a seeded normal generator so samples look like noisy machines.
+//! Helpers for end-to-end tests of the real binary: a free port, a server child that is
+//! killed by PID when the test ends, and commands bounded in time.
 
-use wirerate_core::result::{
-    CpuSide, CpuSummary, Env, HostEnv, InterfaceDelta, Interval, IoSummary, Summary, TcpSummary,
-    Tool, WireSummary, SCHEMA_VERSION,
-};
-use wirerate_core::spec::Flow;
-use wirerate_core::{RunResult, TestSpec};
+#![allow(dead_code)]
 
-/// A ten-second TCP run of `goodput_bps`, numbered `n` (which sets its start time), with
-/// `intervals` one-second interval reports (more makes the JSON, and the write, larger).
-pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
-    let seconds = 10.0;
-    let bytes = (goodput_bps * seconds / 8.0) as u64;
-    let host = |name: &str| HostEnv {
-        hostname: Some(name.to_string()),
-        kernel: Some("6.8.0-test".to_string()),
-        cpu_model: Some("Test CPU @ 3.0GHz".to_string()),
-        cores: Some(8),
-        interfaces: vec![InterfaceDelta {
-            name: "veth0".to_string(),
-            mtu_bytes: Some(1500),
-            speed_bps: Some(10e9),
-            tx_packets: Some(bytes / 1448),
-            ..Default::default()
-        }],
-    };
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "wirerate".to_string(),
-            version: "0.1.0".to_string(),
-        },
-        started_unix_s: 1_700_000_000.0 + n as f64 * 11.0,
-        spec: TestSpec::default(),
-        summary: Summary {
-            goodput_bps,
-            sender_bps: goodput_bps * 1.001,
-            bytes,
-            sender_bytes: bytes,
-            seconds,
-            sender_seconds: seconds,
-            io: IoSummary::default(),
-            cpu: CpuSummary {
-                local: Some(CpuSide {
-                    system_percent: Some(20.0 + (n % 5) as f64),
-                    ..Default::default()
-                }),
-                remote: Some(CpuSide {
-                    system_percent: Some(25.0),
-                    ..Default::default()
-                }),
-            },
-            pi: Some(goodput_bps / 1e6 / 25.0 * goodput_bps / 1e6 / 10_000.0),
-            tcp: Some(TcpSummary {
-                retransmits: Some(n % 3),
-                ..Default::default()
-            }),
-            udp: None,
-            wire: WireSummary {
-                link_bps: Some(10e9),
-                mtu_bytes: Some(1500),
-                ..Default::default()
-            },
-            flows: vec![],
-        },
-        intervals: (0..intervals)
-            .map(|i| Interval {
-                flow: Flow::ClientToServer,
-                start_s: i as f64,
-                end_s: i as f64 + 1.0,
-                bytes: bytes / 10,
-                bps: goodput_bps,
-                omitted: false,
-            })
-            .collect(),
-        streams: vec![],
-        env: Env {
-            client: host("alpha"),
-            server: host("beta"),
-            embedded_server: false,
-            server_addr: "127.0.0.1:5201".to_string(),
-        },
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wirerate")
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Runs the binary with `args`, killing it if it outlives `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wirerate");
+    wait_bounded(child, limit)
+}
+
+pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        match child.try_wait().expect("try_wait") {
+            Some(_) => return child.wait_with_output().expect("output"),
+            None if start.elapsed() > limit => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "command exceeded {limit:?}; stderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
     }
 }
 
-/// A small seeded generator (splitmix64) with normal deviates by Box–Muller: repeatable
-/// "noisy machine" samples without a dependency.
-pub struct Noise(u64);
+/// Parses stdout as JSON.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
 
-impl Noise {
-    pub fn new(seed: u64) -> Noise {
-        Noise(seed)
+/// A `wirerate serve` child, killed by PID on drop.
+pub struct ServerProc {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl ServerProc {
+    pub fn start(extra: &[&str]) -> ServerProc {
+        let port = free_port();
+        let p = port.to_string();
+        let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p];
+        args.extend_from_slice(extra);
+        let child = Command::new(bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let s = ServerProc { child, port };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "server did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
     }
 
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Uniform in (0, 1).
-    fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// A draw from N(mean, sd).
-    pub fn normal(&mut self, mean: f64, sd: f64) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        mean + sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    /// Stops the server and returns what it logged.
+    pub fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        err
     }
 }
 
-/// `count` runs whose goodput is drawn from N(mean, sd) bit/s, numbered from `first`.
-pub fn sample(first: u64, count: u64, mean: f64, sd: f64, seed: u64) -> Vec<RunResult> {
-    let mut noise = Noise::new(seed);
-    (first..first + count)
-        .map(|n| run(n, noise.normal(mean, sd), 3))
-        .collect()
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
