@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use wirerate_store::{new_group_id, Store};
+use wirerate_store::new_group_id;
 
-use super::results::{db_path, read_entries, DB_HELP};
+use super::results::{open_for_write, read_entries, DB_HELP};
 
 #[derive(clap::Args)]
 #[command(
@@ -33,7 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for f in &args.files {
         per_file.push(read_entries(f)?);
     }
-    let mut store = Store::open(&db_path(args.db)?)?;
+    let mut store = open_for_write(args.db)?;
     let (mut new, mut old) = (0u64, 0u64);
     for entries in per_file {
         // runs of one file without a group of their own form one group, like a repeat set

@@ -27,6 +27,37 @@ pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
     Ok(Store::open_existing(&path)?)
 }
 
+/// Opens (creating when absent) the database for writing commands.
+pub fn open_for_write(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    let path = db_path(db)?;
+    Ok(Store::open(&path)?)
+}
+
+/// The storing options of a measuring command (`run`), to flatten into its arguments.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Store the run(s) under this label (compare by label later)
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    pub db: Option<PathBuf>,
+    /// Do not store the result in the results database
+    #[arg(long, conflicts_with_all = ["label", "db"])]
+    pub no_store: bool,
+}
+
+impl StoreArgs {
+    /// The database to store into, or None under `--no-store`.
+    // `run` stores its results through this once its repeat loop lands
+    #[allow(dead_code)]
+    pub fn open(&self) -> anyhow::Result<Option<Store>> {
+        if self.no_store {
+            return Ok(None);
+        }
+        open_for_write(self.db.clone()).map(Some)
+    }
+}
+
 /// Largest saved result file `compare` reads.
 const MAX_FILE_BYTES: u64 = 256 << 20;
 
@@ -265,6 +296,23 @@ mod tests {
         assert_eq!(utc(830_916_000.0), "1996-05-01 02:00:00");
         assert_eq!(utc(1_700_000_000.0), "2023-11-14 22:13:20");
         assert_eq!(utc(f64::NAN), "-");
+    }
+
+    #[test]
+    fn store_args_open_or_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("d").join("r.db");
+        let skip = StoreArgs {
+            no_store: true,
+            ..Default::default()
+        };
+        assert!(skip.open().unwrap().is_none());
+        let keep = StoreArgs {
+            db: Some(db.clone()),
+            ..Default::default()
+        };
+        assert!(keep.open().unwrap().is_some());
+        assert!(db.exists());
     }
 
     #[test]
