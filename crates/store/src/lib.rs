@@ -20,7 +20,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use wirerate_core::RunResult;
 
 pub use key::{new_group_id, run_key};
-pub use rows::{RunFilter, StoredRun};
+pub use rows::{RunFilter, RunRow, StoredRun};
 pub use schema::SCHEMA_VERSION;
 
 /// Why the store could not do what was asked.
@@ -189,9 +189,15 @@ impl Store {
         Ok(Stored { id, new: true })
     }
 
-    /// Runs matching `filter`, oldest first (the newest `limit` when a limit is set).
+    /// Runs matching `filter` with their full documents, oldest first (the newest `limit`
+    /// when a limit is set).
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
-        rows::list(&self.conn, filter)
+        rows::list_runs(&self.conn, filter)
+    }
+
+    /// [`Store::list`] without the documents: the summary columns only, for long lists.
+    pub fn list_rows(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        rows::list_rows(&self.conn, filter)
     }
 
     /// One run by id.

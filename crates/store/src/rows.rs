@@ -16,9 +16,10 @@ pub struct RunFilter {
     pub limit: Option<u64>,
 }
 
-/// One stored run: its columns, and the full result as stored.
+/// The summary columns of one stored run: enough for lists, filters and CSV, without
+/// reading its full document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredRun {
+pub struct RunRow {
     pub id: i64,
     pub run_key: String,
     pub label: Option<String>,
@@ -45,7 +46,12 @@ pub struct StoredRun {
     pub interfaces: Option<String>,
     pub mtu_bytes: Option<u32>,
     pub link_bps: Option<f64>,
-    #[serde(skip)]
+}
+
+/// One stored run: its columns, and the full result document as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    pub row: RunRow,
     pub result_json: String,
 }
 
@@ -53,20 +59,28 @@ impl StoredRun {
     /// The full result, parsed.
     pub fn result(&self) -> Result<RunResult, StoreError> {
         serde_json::from_str(&self.result_json).map_err(|source| StoreError::Decode {
-            id: self.id,
+            id: self.row.id,
             source,
         })
     }
 }
 
+/// The summary columns, in [`RunRow`]'s order; `result_json` follows them when asked for.
 const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_unix_s, \
     tool_version, protocol, direction, parallel, goodput_bps, sender_bps, cpu_local_percent, \
     cpu_remote_percent, pi, retransmits, client_host, server_host, client_kernel, \
-    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
-    result_json";
+    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps";
+const JSON_INDEX: usize = 25;
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
+fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
+        row: row_from(r)?,
+        result_json: r.get(JSON_INDEX)?,
+    })
+}
+
+fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
         id: r.get(0)?,
         run_key: r.get(1)?,
         label: r.get(2)?,
@@ -92,27 +106,41 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
         interfaces: r.get(22)?,
         mtu_bytes: r.get(23)?,
         link_bps: r.get(24)?,
-        result_json: r.get(25)?,
     })
 }
 
-pub(crate) fn list(conn: &Connection, f: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+/// Runs matching the filter, oldest first, with or without their documents.
+pub(crate) fn list<T>(
+    conn: &Connection,
+    f: &RunFilter,
+    with_json: bool,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
     let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let json = if with_json { ", result_json" } else { "" };
     let sql = format!(
-        "SELECT * FROM (SELECT {COLUMNS} FROM runs \
+        "SELECT * FROM (SELECT {COLUMNS}{json} FROM runs \
          WHERE (?1 IS NULL OR label = ?1) AND (?2 IS NULL OR repeat_group = ?2) \
          ORDER BY id DESC LIMIT ?3) ORDER BY id"
     );
     let mut st = conn.prepare(&sql)?;
     let rows = st
-        .query_map(params![f.label, f.group, limit], from_row)?
+        .query_map(params![f.label, f.group, limit], map)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
 
+pub(crate) fn list_runs(conn: &Connection, f: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+    list(conn, f, true, stored_from)
+}
+
+pub(crate) fn list_rows(conn: &Connection, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+    list(conn, f, false, row_from)
+}
+
 pub(crate) fn get(conn: &Connection, id: i64) -> Result<Option<StoredRun>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM runs WHERE id = ?1");
-    Ok(conn.query_row(&sql, [id], from_row).optional()?)
+    let sql = format!("SELECT {COLUMNS}, result_json FROM runs WHERE id = ?1");
+    Ok(conn.query_row(&sql, [id], stored_from).optional()?)
 }
 
 fn non_finite_to_none(x: f64) -> Option<f64> {

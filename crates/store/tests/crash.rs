@@ -61,35 +61,36 @@ fn spawn_writer(db: &Path, start: u64) -> Child {
 
 /// Reads a writer's acknowledgements until `acks` of them (or a minute) have come, then
 /// kills it with SIGKILL (`Child::kill`: no destructor, no flush, no checkpoint) and returns
-/// the acknowledged (n, id) pairs.
+/// every (n, id) pair it acknowledged, including those still in the pipe when it died.
 fn kill_after(mut child: Child, acks: usize) -> Vec<(u64, i64)> {
     let out = child.stdout.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut acked = Vec::new();
+    let parse = |line: std::io::Result<String>| -> Option<(u64, i64)> {
+        let line = line.unwrap();
+        // the harness may print "test crash_writer_child ... " on the first line's start
+        let at = line.find("ack ")?;
+        let mut f = line[at + 4..].split_whitespace();
+        Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    };
     // the pipe stays open until after the kill, so the writer never sees EPIPE and never
     // gets to unwind cleanly
     let mut lines = BufReader::new(out).lines();
+    let mut acked = Vec::new();
     for line in lines.by_ref() {
-        let line = line.unwrap();
-        let mut f = line.split_whitespace();
-        if f.next() != Some("ack") {
-            continue;
-        }
-        let n: u64 = f.next().unwrap().parse().unwrap();
-        let id: i64 = f.next().unwrap().parse().unwrap();
-        acked.push((n, id));
+        acked.extend(parse(line));
         if acked.len() >= acks || Instant::now() > deadline {
             break;
         }
     }
     child.kill().unwrap();
     let status = child.wait().unwrap();
-    drop(lines);
     assert_eq!(
         status.signal(),
         Some(9),
         "the writer must die by SIGKILL: {status}"
     );
+    // what it printed before dying was acknowledged too
+    acked.extend(lines.filter_map(parse));
     acked
 }
 
@@ -99,7 +100,7 @@ fn check_store(store: &Store, acked: &[(u64, i64)]) -> Vec<wirerate_store::Store
     assert_eq!(store.integrity_check().unwrap(), "ok");
     let rows = store.list(&RunFilter::default()).unwrap();
     for &(n, id) in acked {
-        let row = rows.iter().find(|r| r.id == id);
+        let row = rows.iter().find(|r| r.row.id == id);
         let row = row.unwrap_or_else(|| panic!("acknowledged run {n} (id {id}) is missing"));
         let want = common::run(n, goodput(n), INTERVALS);
         assert!(
@@ -109,9 +110,14 @@ fn check_store(store: &Store, acked: &[(u64, i64)]) -> Vec<wirerate_store::Store
     }
     for row in &rows {
         let r = row.result().unwrap();
-        assert_eq!(r.intervals.len(), INTERVALS, "row {} is partial", row.id);
-        assert_eq!(row.goodput_bps, Some(r.summary.goodput_bps));
-        assert_eq!(row.label.as_deref(), Some("crash"));
+        assert_eq!(
+            r.intervals.len(),
+            INTERVALS,
+            "row {} is partial",
+            row.row.id
+        );
+        assert_eq!(row.row.goodput_bps, Some(r.summary.goodput_bps));
+        assert_eq!(row.row.label.as_deref(), Some("crash"));
     }
     rows
 }
@@ -127,7 +133,7 @@ fn two_writers_at_once_both_killed_lose_nothing_acknowledged() {
     let t = std::thread::spawn(move || kill_after(first, 20));
     let mut acked = kill_after(second, 20);
     acked.extend(t.join().unwrap());
-    assert_eq!(acked.len(), 40, "a writer gave up waiting for the other");
+    assert!(acked.len() >= 40, "a writer gave up waiting for the other");
     let store = Store::open(&db).unwrap();
     let rows = check_store(&store, &acked);
     assert!(rows.len() <= acked.len() + 2, "{} rows", rows.len());
@@ -142,7 +148,7 @@ fn sigkill_during_writes_loses_nothing_acknowledged() {
     // three writers in turn, each killed mid-stream, each reopening what the last left
     for acks in [25, 40, 15] {
         let got = kill_after(spawn_writer(&db, next), acks);
-        assert_eq!(got.len(), acks, "writer stopped early");
+        assert!(got.len() >= acks, "writer stopped early");
         next = got.last().unwrap().0 + 2; // skip the run that may have been in flight
         acked.extend(got);
     }
@@ -167,7 +173,7 @@ fn sigkill_during_writes_loses_nothing_acknowledged() {
         }
     }
     let after = store.list(&RunFilter::default()).unwrap();
-    let mut keys: Vec<&str> = after.iter().map(|r| r.run_key.as_str()).collect();
+    let mut keys: Vec<&str> = after.iter().map(|r| r.row.run_key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
     assert_eq!(keys.len(), after.len(), "duplicate runs after retry");

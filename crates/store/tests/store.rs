@@ -13,11 +13,12 @@ fn round_trip_keeps_the_whole_result_and_its_columns() {
     assert_eq!(store.journal_mode().unwrap(), "wal");
     let r = common::run(1, 9.4e9, 10);
     let id = store.insert_run(&r, Some("k6.8"), Some("g1")).unwrap();
-    let got = store.get(id).unwrap().unwrap();
+    let stored = store.get(id).unwrap().unwrap();
     assert!(
-        got.result().unwrap() == r,
+        stored.result().unwrap() == r,
         "result differs after the round trip"
     );
+    let got = &stored.row;
     assert_eq!(got.label.as_deref(), Some("k6.8"));
     assert_eq!(got.group.as_deref(), Some("g1"));
     assert_eq!(got.goodput_bps, Some(9.4e9));
@@ -69,10 +70,19 @@ fn list_filters_by_label_and_group_and_keeps_the_newest() {
     store
         .insert_run(&common::run(99, 1e9, 1), None, None)
         .unwrap();
-    let ids = |f: RunFilter| -> Vec<i64> { store.list(&f).unwrap().iter().map(|r| r.id).collect() };
+    // the documents and the columns list the same runs
+    let ids = |f: RunFilter| -> Vec<i64> {
+        let ids: Vec<i64> = store.list(&f).unwrap().iter().map(|r| r.row.id).collect();
+        let rows: Vec<i64> = store.list_rows(&f).unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, rows);
+        ids
+    };
     assert_eq!(ids(RunFilter::default()), vec![1, 2, 3, 4, 5, 6, 7]);
     let even = store.runs_for_label("even").unwrap();
-    assert_eq!(even.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 3, 5]);
+    assert_eq!(
+        even.iter().map(|r| r.row.id).collect::<Vec<_>>(),
+        vec![1, 3, 5]
+    );
     let newest_two = RunFilter {
         limit: Some(2),
         ..Default::default()

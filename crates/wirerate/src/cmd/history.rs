@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wirerate_core::units::format_bps;
-use wirerate_store::{RunFilter, StoredRun};
+use wirerate_store::{RunFilter, RunRow, StoredRun};
 
 use super::results::{open_existing, utc, DB_HELP};
 
@@ -39,21 +39,25 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filtered = args.label.is_some() || args.group.is_some();
     let store = open_existing(args.db)?;
-    let rows = store.list(&RunFilter {
+    let filter = RunFilter {
         label: args.label,
         group: args.group,
         limit: args.limit,
-    })?;
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        write_json(&mut out, &rows)?;
-    } else if args.csv {
-        write_csv(&mut out, &rows)?;
-    } else if rows.is_empty() {
-        writeln!(out, "no runs {}", if filtered { "match" } else { "stored" })?;
+        write_json(&mut out, &store.list(&filter)?)?;
     } else {
-        write_table(&mut out, &rows)?;
+        // the columns suffice: the documents stay unread
+        let rows = store.list_rows(&filter)?;
+        if args.csv {
+            write_csv(&mut out, &rows)?;
+        } else if rows.is_empty() {
+            writeln!(out, "no runs {}", if filtered { "match" } else { "stored" })?;
+        } else {
+            write_table(&mut out, &rows)?;
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -65,12 +69,13 @@ fn write_json(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Resu
         .map(|r| {
             // kept as a generic value, so a result written by a newer wirerate still exports
             let result: serde_json::Value = serde_json::from_str(&r.result_json)?;
+            let c = &r.row;
             Ok(serde_json::json!({
-                "id": r.id,
-                "run_key": r.run_key,
-                "label": r.label,
-                "group": r.group,
-                "stored_unix_s": r.stored_unix_s,
+                "id": c.id,
+                "run_key": c.run_key,
+                "label": c.label,
+                "group": c.group,
+                "stored_unix_s": c.stored_unix_s,
                 "result": result,
             }))
         })
@@ -120,7 +125,7 @@ fn o<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map_or_else(String::new, T::to_string)
 }
 
-fn write_csv(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
+fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(out, "{}", CSV_HEADER.join(","))?;
     for r in rows {
         let fields = [
@@ -155,7 +160,7 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Resul
     Ok(())
 }
 
-fn write_table(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
+fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(
         out,
         "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  kernel / hosts",

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use wirerate_core::result::HostEnv;
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::RunResult;
-use wirerate_store::StoredRun;
+use wirerate_store::RunRow;
 
 use super::results::{open_existing, utc, DB_HELP};
 use crate::exit;
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         let result = row.result()?;
-        out.write_all(details(&row, &result).as_bytes())?;
+        out.write_all(details(&row.row, &result).as_bytes())?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -75,7 +75,7 @@ fn host_line(h: &HostEnv) -> String {
     s
 }
 
-fn details(row: &StoredRun, r: &RunResult) -> String {
+fn details(row: &RunRow, r: &RunResult) -> String {
     let s = &r.summary;
     let mut o = String::new();
     let _ = writeln!(o, "run          {}", row.id);
