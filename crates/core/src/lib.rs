@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod report;
 pub mod result;
 pub mod spec;
+pub mod udp;
 pub mod units;
 
 pub use result::RunResult;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::result::{Interval, WireSummary};
-use wirerate_core::spec::{End, DEFAULT_TCP_LEN};
+use wirerate_core::spec::{End, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
@@ -52,9 +52,16 @@ pub struct Args {
     /// Write calls per stream, each of --len bytes (ttcp's nbuf)
     #[arg(long, value_name = "N")]
     pub blocks: Option<u64>,
-    /// Bytes per write call (default 1M for TCP)
+    /// Bytes per write call (TCP default 1M); for UDP the datagram size (default: the largest
+    /// that is not fragmented on the path)
     #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size)]
     pub len: Option<u64>,
+    /// UDP instead of TCP
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// Target rate of each UDP stream, paced evenly; 0 for unpaced (default 1M)
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero, requires = "udp")]
+    pub bitrate: Option<f64>,
     /// Parallel streams, each on its own thread on each side
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
@@ -109,12 +116,21 @@ fn parse_size(s: &str) -> Result<u64, String> {
     Bytes::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
+fn parse_rate_or_zero(s: &str) -> Result<f64, String> {
+    if s.trim() == "0" {
+        return Ok(0.0);
+    }
+    parse_rate(s)
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     BitRate::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
-/// Turns the arguments into a validated spec, or a usage error.
-pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
+/// Turns the arguments into a validated spec, or a usage error. `udp_len` is the datagram
+/// size to use when none is given.
+pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
+    let protocol = if a.udp { Protocol::Udp } else { Protocol::Tcp };
     let end = match (a.time, a.bytes, a.blocks) {
         (_, Some(bytes), _) => End::Bytes { bytes },
         (_, _, Some(blocks)) => End::Blocks { blocks },
@@ -122,7 +138,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         _ => End::Time { seconds: 10.0 },
     };
     let spec = TestSpec {
-        protocol: Protocol::Tcp,
+        protocol,
         direction: if a.bidir {
             Direction::Bidir
         } else if a.reverse {
@@ -131,7 +147,10 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
             Direction::Forward
         },
         end,
-        len_bytes: a.len.unwrap_or(DEFAULT_TCP_LEN),
+        len_bytes: a.len.unwrap_or(match protocol {
+            Protocol::Tcp => DEFAULT_TCP_LEN,
+            Protocol::Udp => udp_len,
+        }),
         parallel: a.parallel,
         window_bytes: a.window,
         mss_bytes: a.mss,
@@ -140,7 +159,14 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         omit_s: a.omit,
         interval_s: a.interval,
         link_bps: a.link,
-        rate_bps: None,
+        rate_bps: match protocol {
+            Protocol::Tcp => None,
+            Protocol::Udp => match a.bitrate {
+                Some(r) if r == 0.0 => None,
+                Some(r) => Some(r),
+                None => Some(DEFAULT_UDP_RATE_BPS),
+            },
+        },
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -211,7 +237,8 @@ impl Printer {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let spec = spec_from(&a)?;
+    // validate flags before touching the network; the datagram size is settled below
+    spec_from(&a, 1472)?;
     let format = if a.json {
         Format::Json
     } else {
@@ -244,6 +271,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             (addr, true)
         }
     };
+    let udp_len = wirerate_engine::net::path_udp_payload(addr).unwrap_or(1472);
+    let spec = spec_from(&a, udp_len)?;
     let text_out = format == Format::Text;
     let target = if embedded {
         format!("embedded server on {addr}")
