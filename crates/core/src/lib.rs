@@ -8,6 +8,7 @@ pub mod assemble;
 pub mod metrics;
 pub mod report;
 pub mod result;
+pub mod search;
 pub mod spec;
 pub mod udp;
 pub mod units;

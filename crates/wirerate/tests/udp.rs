@@ -12,7 +12,10 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn paced_rate_holds_its_target() {
-    let out = run(&["run", "-u", "-b", "40M", "-l", "1400", "-t", "2", "--json"], LIMIT);
+    let out = run(
+        &["run", "-u", "-b", "40M", "-l", "1400", "-t", "2", "--json"],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let j = json(&out);
     let s = &j["summary"];
@@ -33,14 +36,22 @@ fn paced_rate_holds_its_target() {
 
 #[test]
 fn reverse_bidir_and_parallel_udp() {
-    let out = run(&["run", "-u", "-b", "10M", "-R", "-P", "2", "-t", "1", "--json"], LIMIT);
+    let out = run(
+        &[
+            "run", "-u", "-b", "10M", "-R", "-P", "2", "-t", "1", "--json",
+        ],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let j = json(&out);
     assert_eq!(j["streams"].as_array().unwrap().len(), 2);
     assert_eq!(j["streams"][0]["flow"], "server_to_client");
     assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 15e6);
 
-    let out = run(&["run", "-u", "-b", "10M", "--bidir", "-t", "1", "--json"], LIMIT);
+    let out = run(
+        &["run", "-u", "-b", "10M", "--bidir", "-t", "1", "--json"],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let j = json(&out);
     assert_eq!(j["summary"]["flows"].as_array().unwrap().len(), 2);
@@ -48,12 +59,20 @@ fn reverse_bidir_and_parallel_udp() {
 
 #[test]
 fn a_tiny_receive_buffer_loses_in_the_receiver_and_says_so() {
-    let out = run(&["run", "-u", "-b", "0", "-l", "8K", "-w", "16K", "-t", "1", "--json"], LIMIT);
+    let out = run(
+        &[
+            "run", "-u", "-b", "0", "-l", "8K", "-w", "16K", "-t", "1", "--json",
+        ],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let u = json(&out)["summary"]["udp"].clone();
     let lost = u["lost"].as_u64().unwrap();
     assert!(lost > 0, "{u}");
-    assert!(u["loss_location"].as_str().unwrap().starts_with("receiver"), "{u}");
+    assert!(
+        u["loss_location"].as_str().unwrap().starts_with("receiver"),
+        "{u}"
+    );
     assert!(u["lost_in_receiver"].as_u64().unwrap() > 0);
     assert!(u["socket_drops"].as_u64().unwrap() > 0);
     let pct = u["loss_percent"].as_f64().unwrap();
@@ -62,7 +81,12 @@ fn a_tiny_receive_buffer_loses_in_the_receiver_and_says_so() {
 
 #[test]
 fn exact_byte_count_arrives_without_loss_at_a_low_rate() {
-    let out = run(&["run", "-u", "-b", "20M", "-l", "1000", "-n", "500000", "--json"], LIMIT);
+    let out = run(
+        &[
+            "run", "-u", "-b", "20M", "-l", "1000", "-n", "500000", "--json",
+        ],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let s = &json(&out)["summary"];
     assert_eq!(s["udp"]["packets"], 500);
@@ -91,7 +115,9 @@ fn udp_ports_of(pid: u32) -> Vec<u16> {
             let f: Vec<&str> = line.split_whitespace().collect();
             let inode = f.get(9)?;
             let port = f.get(1)?.split(':').nth(1)?;
-            inodes.contains(&inode.to_string()).then(|| u16::from_str_radix(port, 16).ok())?
+            inodes
+                .contains(&inode.to_string())
+                .then(|| u16::from_str_radix(port, 16).ok())?
         })
         .collect()
 }
@@ -101,7 +127,18 @@ fn forged_datagrams_are_counted_and_dropped() {
     let srv = ServerProc::start(&[]);
     let p = srv.port.to_string();
     let client = Command::new(bin())
-        .args(["run", "127.0.0.1", "-p", &p, "-u", "-b", "5M", "-t", "2", "--json"])
+        .args([
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-u",
+            "-b",
+            "5M",
+            "-t",
+            "2",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
