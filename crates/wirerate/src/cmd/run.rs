@@ -171,7 +171,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         rate_bps: match protocol {
             Protocol::Tcp => None,
             Protocol::Udp => match a.bitrate {
-                Some(r) if r == 0.0 => None,
+                Some(0.0) => None,
                 Some(r) => Some(r),
                 None => Some(DEFAULT_UDP_RATE_BPS),
             },
