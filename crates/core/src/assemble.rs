@@ -7,7 +7,7 @@ use crate::metrics::{bps, io_stats, max_opt, performance_index};
 use crate::report::{Role, SideReport, StreamReport};
 use crate::result::{
     CpuSummary, Env, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide, Summary, TcpInfo,
-    TcpSummary, Tool, WireSummary, SCHEMA_VERSION,
+    TcpSummary, Tool, UdpSummary, WireSummary, SCHEMA_VERSION,
 };
 use crate::spec::{Direction, Flow, TestSpec};
 
@@ -153,6 +153,8 @@ fn summarize(
     );
     let pi = performance_index(goodput_bps, busiest, wire.link_bps);
     let tcp = (spec.protocol == crate::spec::Protocol::Tcp).then(|| tcp_summary(streams));
+    let udp =
+        (spec.protocol == crate::spec::Protocol::Udp).then(|| udp_summary(spec, client, server));
     Summary {
         goodput_bps,
         sender_bps,
@@ -164,7 +166,7 @@ fn summarize(
         cpu,
         pi,
         tcp,
-        udp: None,
+        udp,
         wire,
         flows: if spec.direction == Direction::Bidir {
             flows
@@ -172,6 +174,63 @@ fn summarize(
             Vec::new()
         },
     }
+}
+
+fn udp_summary(spec: &TestSpec, client: &SideReport, server: &SideReport) -> UdpSummary {
+    let mut u = UdpSummary {
+        target_bps: spec.rate_bps,
+        ..Default::default()
+    };
+    let mut jitters = Vec::new();
+    let mut socket_drops: Option<u64> = None;
+    let mut receiving_hosts: Vec<&SideReport> = Vec::new();
+    for side in [client, server] {
+        for st in &side.streams {
+            let Some(x) = &st.udp else { continue };
+            match st.role {
+                Role::Sender => {
+                    u.packets += x.packets;
+                    u.sender_enobufs += x.enobufs;
+                }
+                Role::Receiver => {
+                    u.received += x.packets;
+                    u.out_of_order += x.out_of_order;
+                    u.duplicates += x.duplicates;
+                    u.foreign_datagrams += x.foreign;
+                    jitters.extend(x.jitter_ms);
+                    if let Some(d) = x.socket_drops {
+                        socket_drops = Some(socket_drops.unwrap_or(0) + d);
+                    }
+                    if !receiving_hosts.iter().any(|h| std::ptr::eq(*h, side)) {
+                        receiving_hosts.push(side);
+                    }
+                }
+            }
+        }
+    }
+    (u.lost, u.loss_percent) = crate::udp::loss(u.packets, u.received);
+    u.jitter_ms = (!jitters.is_empty()).then(|| jitters.iter().sum::<f64>() / jitters.len() as f64);
+    u.socket_drops = socket_drops;
+    let host: Vec<_> = receiving_hosts.iter().filter_map(|h| h.udp_host).collect();
+    if !host.is_empty() {
+        u.receiver_rcvbuf_errors = Some(host.iter().map(|h| h.rcvbuf_errors).sum());
+        u.receiver_in_errors = Some(host.iter().map(|h| h.in_errors).sum());
+    }
+    let in_receiver = match (socket_drops, u.receiver_rcvbuf_errors) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0)).min(u.lost)),
+    };
+    u.lost_in_receiver = in_receiver;
+    u.lost_on_path = in_receiver.map(|r| u.lost - r);
+    u.loss_location = match (u.lost, in_receiver) {
+        (0, _) => "none",
+        (_, None) => "unknown",
+        (l, Some(r)) if r == l => "receiver",
+        (_, Some(0)) => "path",
+        _ => "receiver and path",
+    }
+    .into();
+    u
 }
 
 fn sum_opt<'a>(
@@ -226,6 +285,7 @@ mod tests {
                 rtt_us: Some(100),
                 ..Default::default()
             }),
+            udp: None,
             error: None,
         }
     }

@@ -8,8 +8,10 @@ pub mod assemble;
 pub mod metrics;
 pub mod report;
 pub mod result;
+pub mod search;
 pub mod spec;
 pub mod stats;
+pub mod udp;
 pub mod units;
 
 pub use result::RunResult;

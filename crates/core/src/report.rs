@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::result::{CpuSide, HostEnv, Interval, TcpInfo};
 use crate::spec::Flow;
+use crate::udp::{UdpHostDrops, UdpStreamStats};
 
 /// Whether this side wrote or read a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +32,8 @@ pub struct StreamReport {
     pub user_s: f64,
     pub sys_s: f64,
     pub tcp: Option<TcpInfo>,
+    #[serde(default)]
+    pub udp: Option<UdpStreamStats>,
     /// An error that ended the stream early, if any.
     pub error: Option<String>,
 }
@@ -43,4 +46,7 @@ pub struct SideReport {
     pub intervals: Vec<Interval>,
     pub cpu: Option<CpuSide>,
     pub host: HostEnv,
+    /// Host-wide UDP drop counters over the test (UDP tests only).
+    #[serde(default)]
+    pub udp_host: Option<UdpHostDrops>,
 }

@@ -118,12 +118,34 @@ pub struct TcpSummary {
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UdpSummary {
+    /// Datagrams the senders sent.
     pub packets: u64,
+    /// Unique datagrams the receivers got.
+    pub received: u64,
     pub lost: u64,
+    /// lost ÷ packets, always within 0–100.
     pub loss_percent: f64,
     pub out_of_order: u64,
     pub duplicates: u64,
+    /// RFC 3550 interarrival jitter, the mean over streams.
     pub jitter_ms: Option<f64>,
+    /// Of the lost datagrams, those the receiving host's kernel dropped for want of
+    /// buffer (socket overflow counters), and the rest, lost on the path.
+    pub lost_in_receiver: Option<u64>,
+    pub lost_on_path: Option<u64>,
+    /// Where the loss happened: "none", "receiver", "path" or "receiver and path".
+    pub loss_location: String,
+    /// SO_RXQ_OVFL over the receiving sockets.
+    pub socket_drops: Option<u64>,
+    /// Udp RcvbufErrors and InErrors of the receiving host (/proc/net/snmp, host-wide).
+    pub receiver_rcvbuf_errors: Option<u64>,
+    pub receiver_in_errors: Option<u64>,
+    /// Sends the sender's kernel refused with ENOBUFS.
+    pub sender_enobufs: u64,
+    /// Datagrams from other addresses or with a wrong token, counted and dropped.
+    pub foreign_datagrams: u64,
+    /// Target rate per stream, when paced.
+    pub target_bps: Option<f64>,
 }
 
 /// What the wire could carry and how close the test came. Null where unknown.
@@ -146,6 +168,11 @@ pub struct Interval {
     pub bps: f64,
     /// True for intervals inside the warm-up that is not counted.
     pub omitted: bool,
+    /// UDP: datagrams received and the loss within this interval (0–100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_percent: Option<f64>,
 }
 
 /// Figures of one stream.

@@ -109,6 +109,12 @@ impl Default for TestSpec {
     }
 }
 
+/// The smallest UDP datagram: wirerate's header (stream, sequence, time, token).
+pub const UDP_MIN_LEN: u64 = 40;
+
+/// Default rate of a UDP stream when none is given, as in iperf3.
+pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
+
 /// Default TCP I/O size: large enough that syscalls are not the limit.
 pub const DEFAULT_TCP_LEN: u64 = 1 << 20;
 
@@ -139,8 +145,10 @@ impl TestSpec {
                 limits::MAX_LEN >> 20
             )));
         }
-        if self.protocol == Protocol::Udp && self.len_bytes > 65_507 {
-            return Err(invalid("a UDP datagram carries at most 65507 bytes"));
+        if self.protocol == Protocol::Udp && !(UDP_MIN_LEN..=65_507).contains(&self.len_bytes) {
+            return Err(invalid(format!(
+                "a UDP datagram must carry {UDP_MIN_LEN} to 65507 bytes"
+            )));
         }
         match self.end {
             End::Time { seconds } => {

@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
-use wirerate_core::TestSpec;
+use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::DataHello;
+use wirerate_proto::msg::UdpProof;
 use wirerate_proto::{ClientEvent, ClientSession, Token};
 
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::net::connect;
-use crate::side::{Attached, SideRun};
+use crate::side::{Attached, DataSock, SideRun};
+use crate::udp::client_setup;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -92,8 +94,16 @@ pub fn run_test(
             };
             for ev in events {
                 match ev {
-                    ClientEvent::Accepted(token) => {
-                        streams = open_streams(addr, bind, spec, token, cfg)?;
+                    ClientEvent::Accepted(token, ports) => {
+                        streams = match spec.protocol {
+                            Protocol::Tcp => open_streams(addr, bind, spec, token, cfg)?,
+                            Protocol::Udp => {
+                                let (streams, proofs) =
+                                    open_udp_streams(addr, &ports, spec, token, cfg)?;
+                                sess.udp_proof(proofs);
+                                streams
+                            }
+                        };
                     }
                     ClientEvent::Start => {
                         started = Some(Instant::now());
@@ -106,7 +116,12 @@ pub fn run_test(
                         obs.started();
                     }
                     ClientEvent::Interval(iv) => obs.interval(&iv),
-                    ClientEvent::PeerReport(r) => remote = Some(*r),
+                    ClientEvent::PeerReport(r) => {
+                        remote = Some(*r);
+                        if let Some(s) = &side {
+                            s.peer_done();
+                        }
+                    }
                 }
             }
             let now = Instant::now();
@@ -176,9 +191,48 @@ fn open_streams(
                 flow,
                 id,
                 role,
-                sock,
+                sock: DataSock::Tcp(sock),
             });
         }
     }
     Ok(out)
+}
+
+/// Validates each UDP stream's address with the server and returns the streams and the
+/// proofs to send over control.
+fn open_udp_streams(
+    addr: SocketAddr,
+    ports: &[u16],
+    spec: &TestSpec,
+    token: Token,
+    cfg: &ClientConfig,
+) -> Result<(Vec<Attached>, Vec<UdpProof>), EngineError> {
+    let order: Vec<(Flow, u32)> = spec
+        .direction
+        .flows()
+        .iter()
+        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+        .collect();
+    let set = client_setup(addr.ip(), ports, &order, cfg.bind, token, cfg.idle)?;
+    let proofs = set
+        .iter()
+        .map(|u| UdpProof {
+            flow: u.flow,
+            stream_id: u.id,
+            nonce: u.nonce,
+        })
+        .collect();
+    let streams = set
+        .into_iter()
+        .map(|u| Attached {
+            flow: u.flow,
+            id: u.id,
+            role: match u.flow {
+                Flow::ClientToServer => Role::Sender,
+                Flow::ServerToClient => Role::Receiver,
+            },
+            sock: DataSock::Udp(u.sock, token, None),
+        })
+        .collect();
+    Ok((streams, proofs))
 }

@@ -16,6 +16,7 @@ pub mod net;
 pub mod server;
 mod side;
 mod stream;
+mod udp;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
 pub use error::EngineError;

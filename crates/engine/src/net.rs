@@ -154,3 +154,33 @@ pub fn random_token() -> Result<[u8; 16], EngineError> {
     }
     Ok(t)
 }
+
+/// The largest UDP payload that crosses the path to `addr` unfragmented, from the route's
+/// MTU as the kernel knows it; None when it cannot tell.
+pub fn path_udp_payload(addr: SocketAddr) -> Option<u64> {
+    let local: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let sock = std::net::UdpSocket::bind(local).ok()?;
+    sock.connect(addr).ok()?;
+    let (level, name, overhead) = if addr.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU, 28)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU, 48)
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes one int into `mtu`, bounded by `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && mtu > overhead).then(|| ((mtu - overhead) as u64).min(65_507))
+}

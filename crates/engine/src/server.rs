@@ -3,7 +3,7 @@
 //! test runs at a time, and a second client is told at once that the server is busy.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,16 +13,18 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use wirerate_core::report::Role;
 use wirerate_core::spec::Flow;
-use wirerate_core::TestSpec;
+use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
+use wirerate_proto::msg::UdpProof;
 use wirerate_proto::session::busy_reply;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::net::{apply_options, random_token, read_exact_by};
-use crate::side::{Attached, SideRun};
+use crate::side::{Attached, DataSock, SideRun};
+use crate::udp::Binder;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -237,6 +239,24 @@ struct Running {
     spec: Option<TestSpec>,
     pending: Vec<Attached>,
     side: Option<SideRun>,
+    binders: Vec<Binder>,
+    token: Token,
+    local_ip: Option<IpAddr>,
+    peer_ip: Option<IpAddr>,
+    idle: Duration,
+}
+
+impl Running {
+    fn start_side(&mut self) {
+        if let Some(spec) = &self.spec {
+            self.side = Some(SideRun::start(
+                spec,
+                std::mem::take(&mut self.pending),
+                self.local_ip,
+                self.idle,
+            ));
+        }
+    }
 }
 
 impl Drop for Running {
@@ -256,12 +276,18 @@ fn run_session(
 ) -> Result<TestSpec, EngineError> {
     let idle = shared.cfg.idle;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
+    let peer_ip = sock.peer_addr().ok().map(|a| a.ip());
     let mut ctl = Control::new(sock);
     let mut sess = ServerSession::new(Instant::now(), idle, token, &shared.cfg.name);
     let mut run = Running {
         spec: None,
         pending: Vec::new(),
         side: None,
+        binders: Vec::new(),
+        token,
+        local_ip,
+        peer_ip,
+        idle,
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -270,7 +296,7 @@ fn run_session(
         if sess.is_finished() {
             break Ok(());
         }
-        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, local_ip, shared) {
+        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, shared) {
             sess.refuse(&e.to_string());
             let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
             break Err(e);
@@ -287,41 +313,18 @@ fn step(
     sess: &mut ServerSession,
     run: &mut Running,
     rx: &Receiver<(DataHello, TcpStream)>,
-    local_ip: Option<std::net::IpAddr>,
     shared: &Shared,
 ) -> Result<(), EngineError> {
-    let idle = shared.cfg.idle;
     while let Ok((hello, sock)) = rx.try_recv() {
-        let Some(spec) = run.spec.as_ref() else {
-            continue;
-        };
-        let role = match hello.flow {
-            Flow::ClientToServer => Role::Receiver,
-            Flow::ServerToClient => Role::Sender,
-        };
-        match sess.attach_stream(&hello, Instant::now()) {
-            Ok(start) => {
-                apply_options(&SockRef::from(&sock), spec)?;
-                run.pending.push(Attached {
-                    flow: hello.flow,
-                    id: hello.stream_id,
-                    role,
-                    sock,
-                });
-                if start == Some(ServerEvent::Start) {
-                    run.side = Some(SideRun::start(
-                        spec,
-                        std::mem::take(&mut run.pending),
-                        local_ip,
-                        idle,
-                    ));
-                }
-            }
-            Err(e) => shared.log(format_args!("rejected a data stream: {e}")),
+        attach_tcp(sess, run, hello, sock, shared)?;
+    }
+    for b in &mut run.binders {
+        if let Some(ip) = run.peer_ip {
+            b.poll(&run.token, ip);
         }
     }
     let now = Instant::now();
-    let mut wait = Duration::from_millis(20);
+    let mut wait = Duration::from_millis(if run.binders.is_empty() { 20 } else { 5 });
     if let Some(t) = run.side.as_ref().and_then(|s| s.next_tick()) {
         wait = wait.min(t.saturating_duration_since(now));
     }
@@ -331,10 +334,7 @@ fn step(
     {
         Input::Bytes(n) => {
             for ev in sess.handle_input(ctl.bytes(n), Instant::now())? {
-                if let ServerEvent::Spec(spec) = ev {
-                    set_free_at(shared, &spec);
-                    run.spec = Some(spec);
-                }
+                on_event(ev, sess, run, shared)?;
             }
         }
         Input::Closed => sess.handle_close()?,
@@ -350,6 +350,135 @@ fn step(
             if let Some(side) = run.side.take() {
                 sess.local_report(side.finish(), Instant::now());
             }
+        }
+    }
+    Ok(())
+}
+
+fn role_of(flow: Flow) -> Role {
+    match flow {
+        Flow::ClientToServer => Role::Receiver,
+        Flow::ServerToClient => Role::Sender,
+    }
+}
+
+fn on_event(
+    ev: ServerEvent,
+    sess: &mut ServerSession,
+    run: &mut Running,
+    shared: &Shared,
+) -> Result<(), EngineError> {
+    match ev {
+        ServerEvent::Spec(spec) => {
+            set_free_at(shared, &spec);
+            let mut ports = Vec::new();
+            if spec.protocol == Protocol::Udp {
+                let ip = run
+                    .local_ip
+                    .ok_or_else(|| EngineError::Setup("no local address".into()))?;
+                for (flow, id) in stream_order(&spec) {
+                    let b = Binder::bind(ip, flow, id)?;
+                    ports.push(b.port);
+                    run.binders.push(b);
+                }
+            }
+            run.spec = Some(spec);
+            sess.accept(ports, Instant::now());
+        }
+        ServerEvent::UdpProof(proofs) => attach_udp(sess, run, &proofs)?,
+        ServerEvent::PeerReport(_) => {
+            if let Some(side) = &run.side {
+                side.peer_done();
+            }
+        }
+        ServerEvent::Start => {}
+    }
+    Ok(())
+}
+
+/// Streams in the order the client lists them: flow by flow, id by id.
+fn stream_order(spec: &TestSpec) -> Vec<(Flow, u32)> {
+    spec.direction
+        .flows()
+        .iter()
+        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+        .collect()
+}
+
+fn attach_tcp(
+    sess: &mut ServerSession,
+    run: &mut Running,
+    hello: DataHello,
+    sock: TcpStream,
+    shared: &Shared,
+) -> Result<(), EngineError> {
+    let Some(spec) = run.spec.as_ref() else {
+        return Ok(());
+    };
+    if spec.protocol != Protocol::Tcp {
+        shared.log(format_args!("rejected a TCP data stream for a UDP test"));
+        return Ok(());
+    }
+    match sess.attach_stream(&hello, Instant::now()) {
+        Ok(start) => {
+            apply_options(&SockRef::from(&sock), spec)?;
+            run.pending.push(Attached {
+                flow: hello.flow,
+                id: hello.stream_id,
+                role: role_of(hello.flow),
+                sock: DataSock::Tcp(sock),
+            });
+            if start == Some(ServerEvent::Start) {
+                run.start_side();
+            }
+        }
+        Err(e) => shared.log(format_args!("rejected a data stream: {e}")),
+    }
+    Ok(())
+}
+
+/// Checks every proof against the challenge its stream's binder sent, then attaches the
+/// UDP streams. A wrong or missing proof ends the test.
+fn attach_udp(
+    sess: &mut ServerSession,
+    run: &mut Running,
+    proofs: &[UdpProof],
+) -> Result<(), EngineError> {
+    let binders = std::mem::take(&mut run.binders);
+    if proofs.len() != binders.len() {
+        return Err(EngineError::Setup(
+            "UDP proofs do not match the streams".into(),
+        ));
+    }
+    for b in binders {
+        let peer = proofs.iter().find_map(|p| b.verify(p)).ok_or_else(|| {
+            EngineError::Setup(format!("UDP stream {} failed its address check", b.id))
+        })?;
+        let _ = b.sock.set_nonblocking(false);
+        let role = role_of(b.flow);
+        let sock = match role {
+            Role::Sender => {
+                b.sock
+                    .connect(peer)
+                    .map_err(EngineError::io("connecting a UDP socket"))?;
+                DataSock::Udp(b.sock, run.token, None)
+            }
+            Role::Receiver => DataSock::Udp(b.sock, run.token, Some(peer)),
+        };
+        let hello = DataHello {
+            token: run.token,
+            flow: b.flow,
+            stream_id: b.id,
+        };
+        let start = sess.attach_stream(&hello, Instant::now())?;
+        run.pending.push(Attached {
+            flow: b.flow,
+            id: b.id,
+            role,
+            sock,
+        });
+        if start == Some(ServerEvent::Start) {
+            run.start_side();
         }
     }
     Ok(())

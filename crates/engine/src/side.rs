@@ -1,7 +1,8 @@
 //! One side of a running test: its stream threads, its CPU window, its interface counters
 //! and its interval clock. Both the client and the server drive one of these.
 
-use std::net::{IpAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -16,14 +17,27 @@ use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
 use wirerate_probe::host::host_env;
 use wirerate_probe::iface::{interface_for, IfaceSnapshot};
 
+use wirerate_core::udp::UdpHostDrops;
+use wirerate_probe::snmp;
+use wirerate_proto::Token;
+
 use crate::stream::{run_receiver, run_sender, Counters, Plan};
+use crate::udp::{run_udp_receiver, run_udp_sender};
+
+/// The socket of a stream.
+pub enum DataSock {
+    Tcp(TcpStream),
+    /// A UDP socket, the session token its datagrams carry, and (for a server receiver) the
+    /// one address its datagrams may come from.
+    Udp(UdpSocket, Token, Option<SocketAddr>),
+}
 
 /// A stream ready to run on this side.
 pub struct Attached {
     pub flow: Flow,
     pub id: u32,
     pub role: Role,
-    pub sock: TcpStream,
+    pub sock: DataSock,
 }
 
 struct Worker {
@@ -37,8 +51,10 @@ pub struct SideRun {
     spec: Arc<TestSpec>,
     start: Instant,
     workers: Vec<Worker>,
-    socks: Vec<TcpStream>,
+    socks: Vec<OwnedFd>,
     stop: Arc<AtomicBool>,
+    peer_done: Arc<AtomicBool>,
+    udp_before: Option<UdpHostDrops>,
     cpu: CpuWindow,
     ctl_t0: ThreadTimes,
     iface: Option<IfaceSnapshot>,
@@ -60,12 +76,20 @@ impl SideRun {
         let cpu = CpuWindow::start();
         let ctl_t0 = ThreadTimes::now();
         let stop = Arc::new(AtomicBool::new(false));
+        let peer_done = Arc::new(AtomicBool::new(false));
+        let udp_before = (spec.protocol == wirerate_core::Protocol::Udp)
+            .then(snmp::udp_snmp)
+            .flatten();
         let start = Instant::now();
         let mut workers = Vec::new();
         let mut socks = Vec::new();
         for a in streams {
-            if let Ok(c) = a.sock.try_clone() {
-                socks.push(c);
+            let dup = match &a.sock {
+                DataSock::Tcp(t) => t.try_clone().map(OwnedFd::from),
+                DataSock::Udp(u, ..) => u.try_clone().map(OwnedFd::from),
+            };
+            if let Ok(fd) = dup {
+                socks.push(fd);
             }
             let counters = Arc::new(Counters::default());
             let plan = Plan {
@@ -77,13 +101,18 @@ impl SideRun {
                 idle,
                 counters: counters.clone(),
                 stop: stop.clone(),
+                peer_done: peer_done.clone(),
             };
             let sock = a.sock;
             let handle = std::thread::Builder::new()
                 .name(format!("wr-{:?}-{}", a.role, a.id).to_lowercase())
-                .spawn(move || match plan.role {
-                    Role::Sender => run_sender(sock, plan),
-                    Role::Receiver => run_receiver(sock, plan),
+                .spawn(move || match (plan.role, sock) {
+                    (Role::Sender, DataSock::Tcp(s)) => run_sender(s, plan),
+                    (Role::Receiver, DataSock::Tcp(s)) => run_receiver(s, plan),
+                    (Role::Sender, DataSock::Udp(s, token, _)) => run_udp_sender(s, token, plan),
+                    (Role::Receiver, DataSock::Udp(s, token, peer)) => {
+                        run_udp_receiver(s, token, peer, plan)
+                    }
                 })
                 .ok();
             workers.push(Worker {
@@ -100,6 +129,8 @@ impl SideRun {
             workers,
             socks,
             stop,
+            peer_done,
+            udp_before,
             cpu,
             ctl_t0,
             iface,
@@ -125,23 +156,41 @@ impl SideRun {
         self.clock.poll(now, &received)
     }
 
-    fn received_by_flow(&self) -> Vec<(Flow, u64)> {
-        let mut out: Vec<(Flow, u64)> = Vec::new();
+    fn received_by_flow(&self) -> Vec<Received> {
+        let mut out: Vec<Received> = Vec::new();
         for w in self.workers.iter().filter(|w| w.role == Role::Receiver) {
-            let b = w.counters.bytes.load(Ordering::Relaxed);
-            match out.iter_mut().find(|(f, _)| *f == w.flow) {
-                Some((_, total)) => *total += b,
-                None => out.push((w.flow, b)),
+            let c = &w.counters;
+            let r = Received {
+                flow: w.flow,
+                bytes: c.bytes.load(Ordering::Relaxed),
+                packets: c.packets.load(Ordering::Relaxed),
+                span: c.span.load(Ordering::Relaxed),
+            };
+            match out.iter_mut().find(|x| x.flow == w.flow) {
+                Some(x) => {
+                    x.bytes += r.bytes;
+                    x.packets += r.packets;
+                    x.span += r.span;
+                }
+                None => out.push(r),
             }
         }
         out
+    }
+
+    /// The peer's senders are done: UDP receivers stop once their socket goes quiet.
+    pub fn peer_done(&self) {
+        self.peer_done.store(true, Ordering::Relaxed);
     }
 
     /// Stops every stream now: the test is being abandoned.
     pub fn abort(&self) {
         self.stop.store(true, Ordering::Relaxed);
         for s in &self.socks {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            // SAFETY: shutdown on a descriptor we own; it wakes blocked readers and writers.
+            unsafe {
+                libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR);
+            }
         }
     }
 
@@ -172,11 +221,16 @@ impl SideRun {
                 host.interfaces.push(after.delta(before));
             }
         }
+        let udp_host = self
+            .udp_before
+            .zip(snmp::udp_snmp())
+            .map(|(b, a)| snmp::delta(b, a));
         SideReport {
             streams,
             intervals,
             cpu: Some(cpu),
             host,
+            udp_host,
         }
     }
 }
@@ -188,8 +242,17 @@ struct IntervalClock {
     omit_s: f64,
     next: Option<Instant>,
     index: u64,
-    last: Vec<(Flow, u64)>,
+    last: Vec<Received>,
     done: Vec<Interval>,
+}
+
+/// What the receivers of one flow have taken in so far.
+#[derive(Debug, Clone, Copy)]
+struct Received {
+    flow: Flow,
+    bytes: u64,
+    packets: u64,
+    span: u64,
 }
 
 impl IntervalClock {
@@ -205,29 +268,32 @@ impl IntervalClock {
         }
     }
 
-    fn cut(&mut self, start_s: f64, end_s: f64, received: &[(Flow, u64)]) -> Vec<Interval> {
+    fn cut(&mut self, start_s: f64, end_s: f64, received: &[Received]) -> Vec<Interval> {
         let mut out = Vec::new();
-        for &(flow, total) in received {
-            let prev = self
-                .last
-                .iter()
-                .find(|(f, _)| *f == flow)
-                .map_or(0, |x| x.1);
-            let bytes = total.saturating_sub(prev);
+        for r in received {
+            let prev = self.last.iter().find(|x| x.flow == r.flow);
+            let bytes = r.bytes.saturating_sub(prev.map_or(0, |p| p.bytes));
+            let udp = (r.span > 0).then(|| {
+                let packets = r.packets.saturating_sub(prev.map_or(0, |p| p.packets));
+                let expected = r.span.saturating_sub(prev.map_or(0, |p| p.span));
+                (packets, wirerate_core::udp::loss(expected, packets).1)
+            });
             out.push(Interval {
-                flow,
+                flow: r.flow,
                 start_s,
                 end_s,
                 bytes,
                 bps: bps(bytes, end_s - start_s),
                 omitted: end_s <= self.omit_s + 1e-9,
+                packets: udp.map(|u| u.0),
+                loss_percent: udp.map(|u| u.1),
             });
         }
         self.last = received.to_vec();
         out
     }
 
-    fn poll(&mut self, now: Instant, received: &[(Flow, u64)]) -> Vec<Interval> {
+    fn poll(&mut self, now: Instant, received: &[Received]) -> Vec<Interval> {
         let Some(next) = self.next else {
             return Vec::new();
         };
@@ -245,7 +311,7 @@ impl IntervalClock {
     }
 
     /// The last, partial interval up to `end_s`, if it holds anything.
-    fn close(&mut self, end_s: f64, received: &[(Flow, u64)]) -> Vec<Interval> {
+    fn close(&mut self, end_s: f64, received: &[Received]) -> Vec<Interval> {
         if self.period <= 0.0 {
             return Vec::new();
         }

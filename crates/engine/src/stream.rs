@@ -20,6 +20,9 @@ use wirerate_probe::tcpinfo::tcp_info;
 pub struct Counters {
     pub bytes: AtomicU64,
     pub calls: AtomicU64,
+    /// UDP receivers: unique datagrams, and the highest sequence number + 1.
+    pub packets: AtomicU64,
+    pub span: AtomicU64,
 }
 
 /// What a worker needs to know.
@@ -34,10 +37,12 @@ pub struct Plan {
     pub idle: Duration,
     pub counters: Arc<Counters>,
     pub stop: Arc<AtomicBool>,
+    /// Set when the peer has reported: its senders are done (UDP receivers drain and stop).
+    pub peer_done: Arc<AtomicBool>,
 }
 
 /// Running tallies, turned into a report at the end.
-struct Tally {
+pub struct Tally {
     bytes: u64,
     calls: u64,
     counted_from: u64,
@@ -47,7 +52,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn new(plan: &Plan) -> Tally {
+    pub fn new(plan: &Plan) -> Tally {
         let omit_end = plan.start + Duration::from_secs_f64(plan.spec.omit_s);
         Tally {
             bytes: 0,
@@ -60,7 +65,7 @@ impl Tally {
     }
 
     #[inline]
-    fn add(&mut self, n: usize, now: Instant, c: &Counters) {
+    pub fn add(&mut self, n: usize, now: Instant, c: &Counters) {
         if self.omitted && now >= self.omit_end {
             // the bytes of the call that crossed the boundary still belong to the warm-up
             self.omitted = false;
@@ -73,13 +78,7 @@ impl Tally {
         c.calls.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn report(
-        &self,
-        plan: &Plan,
-        times: ThreadTimes,
-        sock: &TcpStream,
-        error: Option<String>,
-    ) -> StreamReport {
+    pub fn report(&self, plan: &Plan, times: ThreadTimes, error: Option<String>) -> StreamReport {
         let counted = if self.omitted {
             0
         } else {
@@ -103,7 +102,8 @@ impl Tally {
                 .as_secs_f64(),
             user_s: times.user_s,
             sys_s: times.sys_s,
-            tcp: tcp_info(sock),
+            tcp: None,
+            udp: None,
             error,
         }
     }
@@ -159,7 +159,9 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     if error.is_none() {
         wait_for_close(&mut sock, plan.idle);
     }
-    t.report(&plan, times, &sock, error)
+    let mut report = t.report(&plan, times, error);
+    report.tcp = tcp_info(&sock);
+    report
 }
 
 /// Waits (bounded) until the peer closes, so the kernel has seen every ACK.
@@ -198,7 +200,8 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
         }
     }
     let times = ThreadTimes::now().since(t0);
-    let report = t.report(&plan, times, &sock, error);
+    let mut report = t.report(&plan, times, error);
+    report.tcp = tcp_info(&sock);
     let _ = sock.shutdown(Shutdown::Both);
     report
 }

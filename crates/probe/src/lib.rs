@@ -7,4 +7,5 @@
 pub mod cpu;
 pub mod host;
 pub mod iface;
+pub mod snmp;
 pub mod tcpinfo;

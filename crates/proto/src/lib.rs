@@ -13,6 +13,7 @@
 //! flow (1 byte) and the stream id (u32 big endian); then the stream's raw payload.
 
 pub mod data;
+pub mod datagram;
 pub mod frame;
 pub mod msg;
 pub mod session;

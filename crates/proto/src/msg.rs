@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,8 +16,16 @@ pub enum Msg {
     Busy { retry_after_s: f64 },
     /// Client → server: the test to run.
     Spec { spec: TestSpec },
-    /// Server → client: spec accepted; data streams must present this token (hex).
-    Accepted { token: String },
+    /// Server → client: spec accepted; data streams must present this token (hex). For UDP,
+    /// the server's port of each stream, flow by flow, stream id by stream id.
+    Accepted {
+        token: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        udp_ports: Vec<u16>,
+    },
+    /// Client → server (UDP): the nonces the server's challenges carried, proving the client
+    /// receives at the addresses its hellos came from.
+    UdpProof { proofs: Vec<UdpProof> },
     /// Either way: the test cannot go on, and why.
     Refused { reason: String },
     /// Server → client: every data stream is attached; the clock starts now.
@@ -34,12 +43,21 @@ impl Msg {
             Msg::Busy { .. } => "busy",
             Msg::Spec { .. } => "spec",
             Msg::Accepted { .. } => "accepted",
+            Msg::UdpProof { .. } => "udp_proof",
             Msg::Refused { .. } => "refused",
             Msg::Start => "start",
             Msg::Interval { .. } => "interval",
             Msg::Report { .. } => "report",
         }
     }
+}
+
+/// One UDP stream's answer to its challenge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpProof {
+    pub flow: Flow,
+    pub stream_id: u32,
+    pub nonce: u64,
 }
 
 /// Hex of a token, for the `Accepted` message.

@@ -16,7 +16,7 @@ use crate::frame::{
     encode, Channel, FrameDecoder, Preamble, ProtoError, MAX_CLIENT_FRAME, MAX_SERVER_FRAME,
     PREAMBLE_LEN,
 };
-use crate::msg::{token_from_hex, token_hex, Msg};
+use crate::msg::{token_from_hex, token_hex, Msg, UdpProof};
 use crate::Token;
 
 /// The set of (flow, stream id) a spec asks for.
@@ -38,6 +38,7 @@ pub fn busy_reply(retry_after_s: f64) -> Vec<u8> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ServerState {
     AwaitSpec,
+    Preparing,
     AwaitStreams,
     Running,
     Failed,
@@ -47,6 +48,7 @@ impl ServerState {
     fn name(self) -> &'static str {
         match self {
             ServerState::AwaitSpec => "waiting for the test spec",
+            ServerState::Preparing => "preparing the test",
             ServerState::AwaitStreams => "waiting for data streams",
             ServerState::Running => "running the test",
             ServerState::Failed => "failed",
@@ -57,8 +59,10 @@ impl ServerState {
 /// What the server driver must act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
-    /// A valid spec arrived and was accepted: prepare the streams.
+    /// A valid spec arrived: prepare the streams, then call `accept` (or `refuse`).
     Spec(TestSpec),
+    /// The client's answers to the UDP challenges: check them, then attach the streams.
+    UdpProof(Vec<UdpProof>),
     /// Every data stream is attached and `Start` is queued: start the workers.
     Start,
     /// The client's final measurements.
@@ -138,19 +142,24 @@ impl ServerSession {
                     return Err(ProtoError::Refused(reason));
                 }
                 self.expected = expected_streams(&spec);
-                self.out.push_back(encode(&Msg::Accepted {
-                    token: token_hex(&self.token),
-                }));
-                self.state = ServerState::AwaitStreams;
+                self.state = ServerState::Preparing;
                 self.deadline = Some(now + self.idle);
                 Ok(ServerEvent::Spec(spec))
+            }
+            (ServerState::AwaitStreams, Msg::UdpProof { proofs })
+                if proofs.len() <= self.expected.len() =>
+            {
+                Ok(ServerEvent::UdpProof(proofs))
             }
             (ServerState::Running, Msg::Report { report }) if !self.peer_report => {
                 self.peer_report = true;
                 self.update_deadline(now);
                 Ok(ServerEvent::PeerReport(report))
             }
-            (ServerState::Running | ServerState::AwaitStreams, Msg::Refused { reason }) => {
+            (
+                ServerState::Running | ServerState::AwaitStreams | ServerState::Preparing,
+                Msg::Refused { reason },
+            ) => {
                 self.state = ServerState::Failed;
                 Err(ProtoError::Refused(reason))
             }
@@ -161,6 +170,19 @@ impl ServerSession {
                     state: state.name(),
                 })
             }
+        }
+    }
+
+    /// Accepts the spec the last `Spec` event carried; `udp_ports` lists the server's port
+    /// of each UDP stream (empty for TCP).
+    pub fn accept(&mut self, udp_ports: Vec<u16>, now: Instant) {
+        if self.state == ServerState::Preparing {
+            self.out.push_back(encode(&Msg::Accepted {
+                token: token_hex(&self.token),
+                udp_ports,
+            }));
+            self.state = ServerState::AwaitStreams;
+            self.deadline = Some(now + self.idle);
         }
     }
 
@@ -312,8 +334,8 @@ impl ClientState {
 /// What the client driver must act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
-    /// Open the data streams, presenting this token.
-    Accepted(Token),
+    /// Open the data streams, presenting this token; for UDP, to these server ports.
+    Accepted(Token, Vec<u16>),
     /// The test starts now.
     Start,
     Interval(Interval),
@@ -408,12 +430,12 @@ impl ClientSession {
                 self.state = ClientState::AwaitAccepted;
                 Ok(None)
             }
-            (ClientState::AwaitAccepted, Msg::Accepted { token }) => {
+            (ClientState::AwaitAccepted, Msg::Accepted { token, udp_ports }) => {
                 let t = token_from_hex(&token)
                     .ok_or_else(|| ProtoError::BadMessage("token is not 32 hex digits".into()))?;
                 self.state = ClientState::AwaitStart;
                 self.deadline = Some(now + self.idle);
-                Ok(Some(ClientEvent::Accepted(t)))
+                Ok(Some(ClientEvent::Accepted(t, udp_ports)))
             }
             (ClientState::AwaitStart, Msg::Start) => {
                 self.state = ClientState::Running;
@@ -432,6 +454,13 @@ impl ClientSession {
                 got: msg.name(),
                 state: state.name(),
             }),
+        }
+    }
+
+    /// Sends the nonces of the UDP challenges (after `Accepted`, before `Start`).
+    pub fn udp_proof(&mut self, proofs: Vec<UdpProof>) {
+        if self.state == ClientState::AwaitStart {
+            self.out.push_back(encode(&Msg::UdpProof { proofs }));
         }
     }
 

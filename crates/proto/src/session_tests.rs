@@ -26,9 +26,10 @@ fn handshake(spec: &TestSpec, now: Instant) -> (ClientSession, ServerSession, To
     let mut s = ServerSession::new(now, IDLE, TOKEN, "test");
     let ev = s.handle_input(&bytes[PREAMBLE_LEN..], now).unwrap();
     assert!(matches!(ev.as_slice(), [ServerEvent::Spec(_)]));
+    s.accept(Vec::new(), now);
     let reply = drain(&mut || s.poll_transmit());
     let ev = c.handle_input(&reply, now).unwrap();
-    let [ClientEvent::Accepted(token)] = ev.as_slice() else {
+    let [ClientEvent::Accepted(token, _)] = ev.as_slice() else {
         panic!("expected Accepted, got {ev:?}");
     };
     (c, s, *token)

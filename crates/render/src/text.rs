@@ -51,8 +51,12 @@ pub fn interval_header() -> String {
 
 /// One interval line.
 pub fn interval(iv: &Interval) -> String {
+    let udp = match (iv.packets, iv.loss_percent) {
+        (Some(p), Some(l)) => format!("  {p} datagrams, loss {l:.2} %"),
+        _ => String::new(),
+    };
     format!(
-        "{:<15} {:>15} {:>12} {:>15}{}",
+        "{:<15} {:>15} {:>12} {:>15}{udp}{}",
         flow_name(iv.flow),
         format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
         format_bytes(iv.bytes),
@@ -113,6 +117,42 @@ fn tcp_stream_line(label: &str, t: &TcpInfo) -> String {
         us(t.rwnd_limited_us),
         us(t.sndbuf_limited_us),
     )
+}
+
+fn udp_lines(u: &wirerate_core::result::UdpSummary) -> String {
+    let target = u.target_bps.map_or_else(
+        || "unpaced".into(),
+        |t| format!("paced at {} per stream", format_bps(t)),
+    );
+    let mut o = format!(
+        "  {:<22} {} datagrams sent ({target}), {} received, lost {} ({:.3} %), out of order {}, duplicates {}, jitter {}",
+        "UDP",
+        u.packets,
+        u.received,
+        u.lost,
+        u.loss_percent,
+        u.out_of_order,
+        u.duplicates,
+        u.jitter_ms.map_or_else(|| "n/a".into(), |j| format!("{j:.3} ms")),
+    );
+    let where_ = match (u.lost_in_receiver, u.lost_on_path) {
+        (Some(r), Some(p)) if u.lost > 0 => format!(
+            "{r} dropped in the receiving host's buffers (socket overflow {}, host RcvbufErrors {}), {p} on the path",
+            n(u.socket_drops),
+            n(u.receiver_rcvbuf_errors)
+        ),
+        _ if u.lost > 0 => "not known (no kernel drop counters)".into(),
+        _ => "no loss".into(),
+    };
+    let _ = write!(o, "\n  {:<22} {where_}", "UDP loss location");
+    if u.sender_enobufs > 0 || u.foreign_datagrams > 0 {
+        let _ = write!(
+            o,
+            "\n  {:<22} sender ENOBUFS {}, foreign datagrams dropped {}",
+            "UDP other", u.sender_enobufs, u.foreign_datagrams
+        );
+    }
+    o
 }
 
 fn iface_line(side: &str, i: &InterfaceDelta) -> String {
@@ -200,6 +240,9 @@ pub fn summary(r: &RunResult) -> String {
             }
         }
     }
+    if let Some(u) = &s.udp {
+        let _ = writeln!(o, "{}", udp_lines(u));
+    }
     for i in &r.env.client.interfaces {
         let _ = writeln!(o, "{}", iface_line("client", i));
     }
@@ -236,6 +279,8 @@ mod tests {
             bytes: 1 << 30,
             bps: 8.589934592e9,
             omitted: true,
+            packets: None,
+            loss_percent: None,
         };
         let l = interval(&iv);
         assert!(l.contains("1.00 GiB"), "{l}");

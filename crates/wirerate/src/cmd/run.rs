@@ -10,10 +10,12 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::result::{Interval, WireSummary};
-use wirerate_core::spec::{End, DEFAULT_TCP_LEN};
+use wirerate_core::spec::{End, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
+use wirerate_engine::EngineError;
 use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
+use wirerate_proto::ProtoError;
 use wirerate_render::text;
 
 use crate::exit::usage;
@@ -52,9 +54,23 @@ pub struct Args {
     /// Write calls per stream, each of --len bytes (ttcp's nbuf)
     #[arg(long, value_name = "N")]
     pub blocks: Option<u64>,
-    /// Bytes per write call (default 1M for TCP)
+    /// Bytes per write call (TCP default 1M); for UDP the datagram size (default: the largest
+    /// that is not fragmented on the path)
     #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size)]
     pub len: Option<u64>,
+    /// UDP instead of TCP
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// Search for the highest UDP rate whose loss stays within --loss (RFC 2544 style);
+    /// each trial lasts -t seconds (default 2)
+    #[arg(long)]
+    pub find_max: bool,
+    /// Loss limit in percent for --find-max
+    #[arg(long, value_name = "PCT", default_value_t = 0.1, requires = "find_max")]
+    pub loss: f64,
+    /// Target rate of each UDP stream, paced evenly; 0 for unpaced (default 1M)
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero, requires = "udp")]
+    pub bitrate: Option<f64>,
     /// Parallel streams, each on its own thread on each side
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
@@ -109,12 +125,21 @@ fn parse_size(s: &str) -> Result<u64, String> {
     Bytes::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
+fn parse_rate_or_zero(s: &str) -> Result<f64, String> {
+    if s.trim() == "0" {
+        return Ok(0.0);
+    }
+    parse_rate(s)
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     BitRate::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
-/// Turns the arguments into a validated spec, or a usage error.
-pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
+/// Turns the arguments into a validated spec, or a usage error. `udp_len` is the datagram
+/// size to use when none is given.
+pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
+    let protocol = if a.udp { Protocol::Udp } else { Protocol::Tcp };
     let end = match (a.time, a.bytes, a.blocks) {
         (_, Some(bytes), _) => End::Bytes { bytes },
         (_, _, Some(blocks)) => End::Blocks { blocks },
@@ -122,7 +147,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         _ => End::Time { seconds: 10.0 },
     };
     let spec = TestSpec {
-        protocol: Protocol::Tcp,
+        protocol,
         direction: if a.bidir {
             Direction::Bidir
         } else if a.reverse {
@@ -131,7 +156,10 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
             Direction::Forward
         },
         end,
-        len_bytes: a.len.unwrap_or(DEFAULT_TCP_LEN),
+        len_bytes: a.len.unwrap_or(match protocol {
+            Protocol::Tcp => DEFAULT_TCP_LEN,
+            Protocol::Udp => udp_len,
+        }),
         parallel: a.parallel,
         window_bytes: a.window,
         mss_bytes: a.mss,
@@ -140,7 +168,14 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         omit_s: a.omit,
         interval_s: a.interval,
         link_bps: a.link,
-        rate_bps: None,
+        rate_bps: match protocol {
+            Protocol::Tcp => None,
+            Protocol::Udp => match a.bitrate {
+                Some(0.0) => None,
+                Some(r) => Some(r),
+                None => Some(DEFAULT_UDP_RATE_BPS),
+            },
+        },
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -210,13 +245,25 @@ impl Printer {
     }
 }
 
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let spec = spec_from(&a)?;
-    let format = if a.json {
-        Format::Json
-    } else {
-        a.format.unwrap_or(Format::Text)
-    };
+/// Where the tests go: a resolved server, or the embedded one.
+pub struct Target {
+    pub addr: SocketAddr,
+    pub embedded: bool,
+    pub cfg: ClientConfig,
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        if self.embedded {
+            format!("embedded server on {}", self.addr)
+        } else {
+            self.addr.to_string()
+        }
+    }
+}
+
+/// Resolves HOST, or starts the embedded loopback server.
+pub fn target(a: &Args) -> anyhow::Result<Target> {
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
@@ -244,35 +291,43 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             (addr, true)
         }
     };
-    let text_out = format == Format::Text;
-    let target = if embedded {
-        format!("embedded server on {addr}")
-    } else {
-        addr.to_string()
-    };
-    if text_out {
-        println!("{}", text::header(&spec, &target));
-    }
-    let mut printer = Printer {
-        text: text_out,
-        progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
-        total_s: spec.send_seconds(),
-        shown_progress: false,
-    };
+    Ok(Target {
+        addr,
+        embedded,
+        cfg,
+    })
+}
+
+/// Runs one test and builds its result; the strings are errors of streams that broke.
+/// `busy_wait` is how long to keep retrying a server that says it is busy: a run that
+/// follows another one gives the server a moment to free its slot.
+pub fn execute(
+    t: &Target,
+    spec: &TestSpec,
+    obs: &mut dyn Observer,
+    busy_wait: Duration,
+) -> anyhow::Result<(RunResult, Vec<String>)> {
     let started_unix_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let outcome = run_test(addr, &spec, &cfg, &mut printer)?;
-    printer.clear_progress();
+    let give_up = std::time::Instant::now() + busy_wait;
+    let outcome = loop {
+        match run_test(t.addr, spec, &t.cfg, obs) {
+            Err(EngineError::Proto(ProtoError::Busy(_))) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r?,
+        }
+    };
     let result = assemble(
-        &spec,
+        spec,
         &outcome.local,
         &outcome.remote,
         Context {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             started_unix_s,
-            server_addr: addr.to_string(),
-            embedded_server: embedded,
+            server_addr: t.addr.to_string(),
+            embedded_server: t.embedded,
             wire: WireSummary {
                 link_bps: spec.link_bps,
                 link_source: spec.link_bps.map(|_| "--link".into()),
@@ -280,8 +335,59 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             },
         },
     );
+    let errors = outcome
+        .local
+        .streams
+        .iter()
+        .chain(&outcome.remote.streams)
+        .filter_map(|s| s.error.clone())
+        .collect();
+    Ok((result, errors))
+}
+
+/// An observer that prints nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    // validate flags before touching the network; the datagram size is settled below
+    spec_from(&a, 1472)?;
+    if a.find_max && !a.udp {
+        return usage("--find-max searches UDP rates: add -u");
+    }
+    let format = if a.json {
+        Format::Json
+    } else {
+        a.format.unwrap_or(Format::Text)
+    };
+    let t = target(&a)?;
+    let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
+    let mut spec = spec_from(&a, udp_len)?;
+    if a.find_max {
+        if a.time.is_none() && a.bytes.is_none() && a.blocks.is_none() {
+            spec.end = End::Time { seconds: 2.0 };
+        }
+        return super::findmax::run(&t, spec, a.loss, format);
+    }
+    let text_out = format == Format::Text;
+    if text_out {
+        println!("{}", text::header(&spec, &t.describe()));
+    }
+    let mut printer = Printer {
+        text: text_out,
+        progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
+        total_s: spec.send_seconds(),
+        shown_progress: false,
+    };
+    let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
+    printer.clear_progress();
     emit(&result, format)?;
-    Ok(exit_for(&outcome.local, &outcome.remote))
+    if errors.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("wirerate: {}", errors.join("; "));
+        Ok(ExitCode::from(1))
+    }
 }
 
 fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
@@ -292,23 +398,4 @@ fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
-}
-
-/// A stream that broke makes the run a failure, after its figures are shown.
-fn exit_for(
-    local: &wirerate_core::report::SideReport,
-    remote: &wirerate_core::report::SideReport,
-) -> ExitCode {
-    let errors: Vec<&str> = local
-        .streams
-        .iter()
-        .chain(&remote.streams)
-        .filter_map(|s| s.error.as_deref())
-        .collect();
-    if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("wirerate: {}", errors.join("; "));
-        ExitCode::from(1)
-    }
 }

@@ -73,6 +73,8 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 bytes: bytes / 10,
                 bps: goodput_bps,
                 omitted: false,
+                packets: None,
+                loss_percent: None,
             })
             .collect(),
         streams: vec![],

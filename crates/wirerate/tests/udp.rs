@@ -1,0 +1,184 @@
+//! End-to-end UDP tests over loopback: pacing, loss attribution, forged datagrams.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, json, run, stderr, wait_bounded, ServerProc};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn paced_rate_holds_its_target() {
+    let out = run(
+        &["run", "-u", "-b", "40M", "-l", "1400", "-t", "2", "--json"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let s = &j["summary"];
+    let sent = s["sender_bps"].as_f64().unwrap();
+    // the goal is ±1 %; a loaded test machine gets a little more slack
+    assert!((sent / 40e6 - 1.0).abs() < 0.03, "sender at {sent} bit/s");
+    let u = &s["udp"];
+    assert_eq!(u["target_bps"], 40e6);
+    assert!(u["packets"].as_u64().unwrap() > 7000);
+    let loss = u["loss_percent"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&loss));
+    assert!(u["jitter_ms"].as_f64().is_some());
+    for iv in j["intervals"].as_array().unwrap() {
+        let l = iv["loss_percent"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&l), "{iv}");
+    }
+}
+
+#[test]
+fn reverse_bidir_and_parallel_udp() {
+    let out = run(
+        &[
+            "run", "-u", "-b", "10M", "-R", "-P", "2", "-t", "1", "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 2);
+    assert_eq!(j["streams"][0]["flow"], "server_to_client");
+    assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 15e6);
+
+    let out = run(
+        &["run", "-u", "-b", "10M", "--bidir", "-t", "1", "--json"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["summary"]["flows"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_tiny_receive_buffer_loses_in_the_receiver_and_says_so() {
+    let out = run(
+        &[
+            "run", "-u", "-b", "0", "-l", "8K", "-w", "16K", "-t", "1", "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let u = json(&out)["summary"]["udp"].clone();
+    let lost = u["lost"].as_u64().unwrap();
+    assert!(lost > 0, "{u}");
+    assert!(
+        u["loss_location"].as_str().unwrap().starts_with("receiver"),
+        "{u}"
+    );
+    assert!(u["lost_in_receiver"].as_u64().unwrap() > 0);
+    assert!(u["socket_drops"].as_u64().unwrap() > 0);
+    let pct = u["loss_percent"].as_f64().unwrap();
+    assert!(pct > 0.0 && pct <= 100.0);
+}
+
+#[test]
+fn exact_byte_count_arrives_without_loss_at_a_low_rate() {
+    let out = run(
+        &[
+            "run", "-u", "-b", "20M", "-l", "1000", "-n", "500000", "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = &json(&out)["summary"];
+    assert_eq!(s["udp"]["packets"], 500);
+    assert_eq!(s["udp"]["received"], 500);
+    assert_eq!(s["bytes"], 500_000);
+}
+
+/// Local UDP ports of the sockets a process holds, from /proc.
+fn udp_ports_of(pid: u32) -> Vec<u16> {
+    let mut inodes = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for e in rd.flatten() {
+            if let Ok(l) = std::fs::read_link(e.path()) {
+                let l = l.to_string_lossy().to_string();
+                if let Some(i) = l.strip_prefix("socket:[").and_then(|x| x.strip_suffix(']')) {
+                    inodes.push(i.to_string());
+                }
+            }
+        }
+    }
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let inode = f.get(9)?;
+            let port = f.get(1)?.split(':').nth(1)?;
+            inodes
+                .contains(&inode.to_string())
+                .then(|| u16::from_str_radix(port, 16).ok())?
+        })
+        .collect()
+}
+
+#[test]
+fn forged_datagrams_are_counted_and_dropped() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let client = Command::new(bin())
+        .args([
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-u",
+            "-b",
+            "5M",
+            "-t",
+            "2",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = srv.child.id();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut ports = Vec::new();
+    while ports.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        ports = udp_ports_of(pid);
+    }
+    assert!(!ports.is_empty(), "server opened no UDP socket");
+    std::thread::sleep(Duration::from_millis(300));
+    let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // right magic and stream, wrong token; then plain junk
+    let mut fake = vec![0u8; 100];
+    fake[..4].copy_from_slice(b"Wd\x01\x00");
+    for _ in 0..20 {
+        for &port in &ports {
+            let _ = forger.send_to(&fake, ("127.0.0.1", port));
+            let _ = forger.send_to(b"junk", ("127.0.0.1", port));
+        }
+    }
+    let out = wait_bounded(client, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let u = json(&out)["summary"]["udp"].clone();
+    assert!(u["foreign_datagrams"].as_u64().unwrap() >= 40, "{u}");
+    assert_eq!(u["duplicates"], 0);
+    assert_eq!(u["lost"], 0, "{u}");
+}
+
+#[test]
+fn udp_flags_are_checked() {
+    for args in [
+        vec!["run", "-u", "-l", "20"],
+        vec!["run", "-u", "-l", "70000"],
+        vec!["run", "-b", "10M"],
+        vec!["run", "-u", "-b", "fast"],
+    ] {
+        let out = run(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
