@@ -26,7 +26,8 @@ fn scale(metric: Metric, typical: f64) -> (f64, &'static str) {
                 (1.0, "bit/s")
             }
         }
-        Metric::Cpu => (1.0, "%"),
+        Metric::Cpu | Metric::UdpLoss => (1.0, "%"),
+        Metric::UdpJitter => (1.0, "ms"),
         Metric::Pi | Metric::Retransmits => (1.0, ""),
     }
 }
@@ -38,6 +39,8 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::Cpu => "CPU",
         Metric::Pi => "PI",
         Metric::Retransmits => "retransmits",
+        Metric::UdpLoss => "UDP loss",
+        Metric::UdpJitter => "jitter",
     }
 }
 
@@ -45,8 +48,10 @@ fn num(v: f64, div: f64) -> String {
     let x = v / div;
     if x.abs() >= 1000.0 {
         format!("{x:.0}")
-    } else {
+    } else if x.abs() >= 1.0 || x == 0.0 {
         format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
     }
 }
 
@@ -128,6 +133,8 @@ fn words(metric: Metric) -> (&'static str, &'static str, &'static str) {
         Metric::Cpu => ("B uses", "more CPU than", "less CPU than"),
         Metric::Pi => ("B's PI is", "higher than", "lower than"),
         Metric::Retransmits => ("B has", "more retransmits than", "fewer retransmits than"),
+        Metric::UdpLoss => ("B loses", "more datagrams than", "fewer datagrams than"),
+        Metric::UdpJitter => ("B's jitter is", "higher than", "lower than"),
     }
 }
 
@@ -146,20 +153,27 @@ pub fn verdict(metric: Metric, c: &Comparison) -> String {
             )
         }
         (Change::NoSignificantChange, _, Some(p)) => {
-            let mut s = format!(
-                "no significant difference in {} between A and B",
-                metric_name(metric)
-            );
-            let _ = match change {
-                Some(ch) => write!(s, " ({}, {p})", signed_pct(ch)),
-                None => write!(s, " ({p})"),
+            let detail = match change {
+                Some(ch) => format!("change {}, {p}", signed_pct(ch)),
+                None => p,
             };
-            if let (Some(a), Some(b), Some(t)) = (c.a, c.b, c.test) {
-                if t.kind == TestKind::MannWhitney && !rank_test_can_reach(a.n, b.n, ALPHA) {
-                    s.push_str("; too few runs to show any difference, run more");
+            match (c.a, c.b, c.test) {
+                (Some(a), Some(b), Some(t))
+                    if t.kind == TestKind::MannWhitney && !rank_test_can_reach(a.n, b.n, ALPHA) =>
+                {
+                    format!(
+                        "too few runs to tell a difference in {}: {} against {} cannot reach \
+                         p < 0.05 in a rank test ({detail}); run more",
+                        metric_name(metric),
+                        a.n,
+                        b.n
+                    )
                 }
+                _ => format!(
+                    "no significant difference in {} between A and B ({detail})",
+                    metric_name(metric)
+                ),
             }
-            s
         }
         _ => untestable(metric, c),
     }
@@ -238,8 +252,17 @@ mod tests {
         let v = verdict(Metric::Cpu, &compare(&b, &a));
         assert!(v.starts_with("B uses 33.3 % more CPU than A"), "{v}");
         let v = verdict(Metric::Goodput, &compare(&[1.0, 2.0], &[1.5, 2.5]));
+        assert_eq!(
+            v,
+            "too few runs to tell a difference in goodput: 2 against 2 cannot reach p < 0.05 \
+             in a rank test (change +33.3 %, p = 0.67); run more"
+        );
+        let v = verdict(
+            Metric::Goodput,
+            &compare(&[1.0, 2.0, 3.0, 4.0], &[1.5, 2.5, 3.5, 4.5]),
+        );
         assert!(
-            v.contains("no significant difference") && v.contains("run more"),
+            v.starts_with("no significant difference in goodput between A and B"),
             "{v}"
         );
         let v = verdict(Metric::Goodput, &compare(&[100.0], &[75.0, 76.0]));

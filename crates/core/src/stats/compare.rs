@@ -20,14 +20,20 @@ pub enum Metric {
     Pi,
     /// `summary.tcp.retransmits`.
     Retransmits,
+    /// `summary.udp.loss_percent`.
+    UdpLoss,
+    /// `summary.udp.jitter_ms`.
+    UdpJitter,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 6] = [
         Metric::Goodput,
         Metric::Cpu,
         Metric::Pi,
         Metric::Retransmits,
+        Metric::UdpLoss,
+        Metric::UdpJitter,
     ];
 
     /// Name in JSON output, with its unit.
@@ -37,6 +43,8 @@ impl Metric {
             Metric::Cpu => "cpu_percent",
             Metric::Pi => "pi",
             Metric::Retransmits => "retransmits",
+            Metric::UdpLoss => "loss_percent",
+            Metric::UdpJitter => "jitter_ms",
         }
     }
 
@@ -56,6 +64,8 @@ impl Metric {
             ),
             Metric::Pi => s.pi,
             Metric::Retransmits => s.tcp.as_ref().and_then(|t| t.retransmits).map(|n| n as f64),
+            Metric::UdpLoss => s.udp.as_ref().map(|u| u.loss_percent),
+            Metric::UdpJitter => s.udp.as_ref().and_then(|u| u.jitter_ms),
         }
         .filter(|v| v.is_finite())
     }
