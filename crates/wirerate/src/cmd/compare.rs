@@ -21,11 +21,12 @@ pub const EXIT_SLOWER: u8 = 3;
 #[derive(clap::Args)]
 #[command(
     after_help = "A and B each name a set of runs: a label (all runs stored with it), \
-a run id, or a saved JSON file (one result, a JSON array of results, JSON lines, or `history \
---json` output). Prefix with label:, id: or file: to say which.\n\nThe p-value comes from \
-Welch's t-test when both sides have at least 5 runs and neither is skewed (|skewness| > 1), \
-otherwise from the Mann-Whitney U test (exact when small and without ties). A difference is \
-called significant at p < 0.05.\n\nExit status: 0 compared, 1 a side could not be loaded or \
+a run id, or a saved JSON file (one result, a JSON array of results, results appended one \
+after another as `run --json >> FILE` leaves them, or `history --json` output). Prefix with \
+label:, id: or file: to say which.\n\nThe p-value comes from Welch's t-test when both sides \
+have at least 5 runs and neither is skewed (|skewness| at most 1), otherwise from the \
+Mann-Whitney U test (exact when small and without ties). A difference is called significant \
+at p < 0.05. Settings and host facts in which A and B differ are listed under their names.\n\nExit status: 0 compared, 1 a side could not be loaded or \
 the gate could not be decided, 2 bad usage, 3 --fail-if-slower tripped."
 )]
 pub struct Args {
