@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod result;
 pub mod spec;
 pub mod units;
+pub mod wire;
 
 pub use result::RunResult;
 pub use spec::{Direction, Protocol, TestSpec};
