@@ -106,7 +106,8 @@ impl fmt::Display for Bytes {
             ("KiB", 1 << 10),
         ];
         for (name, m) in UNITS {
-            if self.0 >= m && self.0 % m == 0 {
+            // m is a power of two, so the mask test is the remainder test.
+            if self.0 >= m && self.0 & (m - 1) == 0 {
                 return write!(f, "{} {}", self.0 / m, name);
             }
         }
