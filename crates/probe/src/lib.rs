@@ -1,1 +1,3 @@
 //! wirerate probe
+
+pub mod link;
