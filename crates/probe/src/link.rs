@@ -19,7 +19,7 @@ pub fn interface_mtu(ifname: &str) -> Option<u32> {
 /// Reads `root/IF/speed`; a speed that is not a positive number of Mbit/s is unknown.
 pub fn speed_bps_at(root: &Path, ifname: &str) -> Option<f64> {
     let mbps: i64 = read_attr(root, ifname, "speed")?.parse().ok()?;
-    (mbps > 0).then(|| mbps as f64 * 1e6)
+    (mbps > 0).then_some(mbps as f64 * 1e6)
 }
 
 /// Reads `root/IF/mtu`; zero or garbage is unknown.

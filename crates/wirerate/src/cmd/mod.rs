@@ -1,5 +1,6 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod lab;
 pub mod run;
 pub mod serve;
 pub mod ttcp;
