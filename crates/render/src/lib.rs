@@ -1,1 +1,7 @@
-//! wirerate render
+//! Renderers of wirerate results: the human report, JSON, and later ttcp lines and CSV.
+//!
+//! Promise: renderers read the result model and compute nothing; every figure they print
+//! was derived in `wirerate-core`. Output decisions never reach the measurement code.
+
+pub mod json;
+pub mod text;
