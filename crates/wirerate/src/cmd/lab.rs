@@ -10,6 +10,22 @@ use wirerate_lab::{LabError, LabSpec, LabState, LabStatus};
 
 use crate::exit;
 
+/// Writes a line to stdout; a closed pipe becomes an error the caller treats as a clean exit.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+/// Writes text to stdout as it is.
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
 #[derive(clap::Args)]
 #[command(
     long_about = "Emulated Ethernet links: two hosts, each in its own network namespace \
@@ -66,8 +82,11 @@ struct UpArgs {
 #[derive(clap::Args)]
 struct StatusArgs {
     /// Only this lab.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "here")]
     name: Option<String>,
+    /// The lab host this command runs on (run it with 'lab exec'); exit 1 outside a lab.
+    #[arg(long)]
+    here: bool,
     /// Print the status as JSON.
     #[arg(long)]
     json: bool,
@@ -143,10 +162,11 @@ fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return lab_err(e),
     };
-    print!("{}", describe(&state));
-    println!(
+    say_raw!("{}", describe(&state));
+    say!(
         "run a command on a host: wirerate lab exec --name {} {} -- CMD",
-        state.name, state.hosts[0].name
+        state.name,
+        state.hosts[0].name
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -192,9 +212,9 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
         Err(e) => return lab_err(e),
     };
     if report.removed_netns.is_empty() {
-        println!("lab {name}: nothing to remove");
+        say!("lab {name}: nothing to remove");
     } else {
-        println!("lab {name}: removed {}", report.removed_netns.join(", "));
+        say!("lab {name}: removed {}", report.removed_netns.join(", "));
     }
     for (ns, pids) in &report.left_running {
         let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
@@ -207,19 +227,36 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    if a.here {
+        return here(a.json);
+    }
     let labs = match wirerate_lab::status(a.name.as_deref()) {
         Ok(l) => l,
         Err(e) => return lab_err(e),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&labs)?);
+        say!("{}", serde_json::to_string_pretty(&labs)?);
         return Ok(ExitCode::SUCCESS);
     }
     if labs.is_empty() {
-        println!("no labs");
+        say!("no labs");
     }
     for lab in &labs {
-        print!("{}", status_text(lab));
+        say_raw!("{}", status_text(lab));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where this process runs: the lab host and its link, from the lab's record.
+fn here(json: bool) -> anyhow::Result<ExitCode> {
+    let Some(link) = wirerate_lab::current_lab() else {
+        anyhow::bail!("this process does not run on a lab host");
+    };
+    if json {
+        say!("{}", serde_json::to_string_pretty(&link)?);
+    } else {
+        say!("host {} ({}) of:", link.host.name, link.host.netns);
+        say_raw!("{}", describe(&link.lab));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -252,14 +289,8 @@ fn exec(a: ExecArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return lab_err(e),
     };
-    let status = cmd
-        .status()
-        .map_err(|e| wirerate_lab::sh::spawn_error("ip", e))?;
-    use std::os::unix::process::ExitStatusExt;
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => 1,
-    };
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+    // Become the command, so its exit status and signals are the caller's to see and send.
+    use std::os::unix::process::CommandExt;
+    let e = cmd.exec();
+    Err(wirerate_lab::sh::spawn_error("ip", e).into())
 }
