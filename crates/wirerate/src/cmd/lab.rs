@@ -28,7 +28,7 @@ macro_rules! say_raw {
 
 #[derive(clap::Args)]
 #[command(
-    long_about = "Emulated Ethernet links: two hosts, each in its own network namespace \
+    after_help = "Emulated Ethernet links: two hosts, each in its own network namespace \
 (wr-NAME-HOST), joined by a veth pair shaped by tbf on both egresses so that every frame \
 costs what it costs on a real wire (preamble, FCS, inter-frame gap, minimum frame). \
 Segmentation offloads are off on both ends. Needs root.\n\nRates take K, M, G, T as powers \
@@ -65,14 +65,29 @@ struct UpArgs {
     #[command(flatten)]
     name: NameArg,
     /// Link rate each way, SI prefixes (10M = 10 000 000 bit/s).
-    #[arg(long, default_value = "10M", value_name = "RATE")]
+    #[arg(
+        long,
+        default_value = "10M",
+        value_name = "RATE",
+        allow_hyphen_values = true
+    )]
     rate: String,
     /// Queue limit at each egress, IEC prefixes (16K = 16 384 bytes). Small values emulate a
     /// NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP reach the model.
-    #[arg(long, default_value = "64K", value_name = "BYTES")]
+    #[arg(
+        long,
+        default_value = "64K",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     buffer: String,
     /// MTU of both ends, bytes (jumbo allowed, up to 65535).
-    #[arg(long, default_value = "1500", value_name = "BYTES")]
+    #[arg(
+        long,
+        default_value = "1500",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     mtu: String,
     /// The two hosts' names, comma-separated.
     #[arg(long, default_value = "a,b", value_name = "A,B")]
