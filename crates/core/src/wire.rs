@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::result::WireSummary;
+
 /// Preamble (7 bytes) and start-of-frame delimiter (1 byte).
 pub const PREAMBLE_SFD_BYTES: u32 = 8;
 /// Destination and source MAC addresses and the EtherType.
@@ -286,6 +288,29 @@ pub fn fields(p: &WireParams, m: &WireModel) -> Vec<WireField> {
         f("inter-frame gap", m.inter_frame_gap_bytes, false),
     ];
     rows.into_iter().filter(|r| r.bytes > 0).collect()
+}
+
+/// `summary.wire` for a run that measured `goodput_bps`: the link rate and MTU from
+/// `params`, the model's goodput for them, and efficiency = measured goodput ÷ link rate
+/// (comparable with [`WireModel::efficiency`]). `params` is None when the link rate is
+/// unknown; then everything is None. A model that has no answer (say, an MTU it refuses)
+/// leaves `model_goodput_bps` None and keeps what is known. Never a guess.
+pub fn run_summary(
+    params: Option<&WireParams>,
+    link_source: Option<&str>,
+    goodput_bps: f64,
+) -> WireSummary {
+    let Some(p) = params.filter(|p| p.link_bps.is_finite() && p.link_bps > 0.0) else {
+        return WireSummary::default();
+    };
+    let measured = goodput_bps.is_finite() && goodput_bps >= 0.0;
+    WireSummary {
+        link_bps: Some(p.link_bps),
+        model_goodput_bps: model(p).ok().map(|m| m.goodput_bps),
+        efficiency: measured.then(|| goodput_bps / p.link_bps),
+        mtu_bytes: Some(p.mtu),
+        link_source: link_source.map(str::to_string),
+    }
 }
 
 #[cfg(test)]

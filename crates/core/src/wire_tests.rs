@@ -307,6 +307,33 @@ fn serde_names_are_lowercase() {
     assert_eq!(back, p);
 }
 
+#[test]
+fn run_summary_keeps_unknowns_null() {
+    assert_eq!(
+        run_summary(None, None, 9e6),
+        crate::result::WireSummary::default()
+    );
+    let p = params(10e6, 1500, WireProto::Tcp);
+    let s = run_summary(Some(&p), Some("lab"), 9_400_000.0);
+    assert_eq!(s.link_bps, Some(10e6));
+    assert_eq!(s.mtu_bytes, Some(1500));
+    assert_eq!(s.link_source.as_deref(), Some("lab"));
+    close(s.model_goodput_bps.unwrap(), 9_414_824.447_334_2, "model");
+    close(s.efficiency.unwrap(), 0.94, "efficiency");
+    let odd = WireParams {
+        mtu: 20,
+        ..p.clone()
+    };
+    let s = run_summary(Some(&odd), None, 1e6);
+    assert_eq!((s.link_bps, s.model_goodput_bps), (Some(10e6), None));
+    assert_eq!(run_summary(Some(&p), None, f64::NAN).efficiency, None);
+    let bad = WireParams { link_bps: 0.0, ..p };
+    assert_eq!(
+        run_summary(Some(&bad), None, 1e6),
+        crate::result::WireSummary::default()
+    );
+}
+
 fn any_proto() -> impl Strategy<Value = WireProto> {
     prop_oneof![
         Just(WireProto::Tcp),
