@@ -172,7 +172,34 @@ pub struct HostStatus {
     pub netns: String,
     pub host: String,
     pub addresses: Vec<String>,
+    /// The shaper as tc shows it.
     pub qdisc: String,
+    /// What left this host's egress, and what its queue limit dropped.
+    pub sent_bytes: Option<u64>,
+    pub sent_packets: Option<u64>,
+    pub dropped_packets: Option<u64>,
+}
+
+/// Reads the first qdisc of `tc -s qdisc show`: its description line, then the counters
+/// of its `Sent N bytes N pkt (dropped N, …)` line. Missing counters are None.
+pub fn parse_qdisc_stats(text: &str) -> (String, Option<u64>, Option<u64>, Option<u64>) {
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or("").trim().to_string();
+    let Some(sent) = lines.map(str::trim).find(|l| l.starts_with("Sent ")) else {
+        return (head, None, None, None);
+    };
+    let words: Vec<&str> = sent
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(')
+        .collect();
+    let after = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse().ok()
+    };
+    let before = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    (head, before("bytes"), before("pkt"), after("dropped"))
 }
 
 /// A lab as it is now: its record (None when missing) and its hosts.
@@ -200,14 +227,20 @@ pub fn status(only: Option<&str>) -> Result<Vec<LabStatus>, LabError> {
         )
         .map(|out| out.split_whitespace().skip(2).map(str::to_string).collect())
         .unwrap_or_default();
-        let qdisc = run("tc", &["-n", ns.as_str(), "qdisc", "show", "dev", IFNAME])
-            .map(|out| out.lines().next().unwrap_or("").trim().to_string())
-            .unwrap_or_default();
+        let stats = run(
+            "tc",
+            &["-n", ns.as_str(), "-s", "qdisc", "show", "dev", IFNAME],
+        )
+        .unwrap_or_default();
+        let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&stats);
         let entry = HostStatus {
             netns: ns.clone(),
             host: host.to_string(),
             addresses,
             qdisc,
+            sent_bytes,
+            sent_packets,
+            dropped_packets,
         };
         match labs.iter_mut().find(|l| l.name == lab) {
             Some(l) => l.hosts.push(entry),
@@ -249,4 +282,26 @@ pub fn host_ipv4<'a>(state: &'a LabState, host: &str) -> Option<&'a str> {
         .iter()
         .find(|h| h.name == host)
         .map(|h| addr_of(&h.ipv4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qdisc_counters() {
+        let text =
+            "qdisc tbf 8026: root refcnt 3 rate 10Mbit burst 18100b lat 90.4ms overhead 24 \n \
+                    Sent 7638274 bytes 876 pkt (dropped 158, overlimits 2038 requeues 0) \n \
+                    backlog 0b 0p requeues 0\n";
+        let (head, bytes, pkts, dropped) = parse_qdisc_stats(text);
+        assert!(head.starts_with("qdisc tbf 8026:") && head.ends_with("overhead 24"));
+        assert_eq!(
+            (bytes, pkts, dropped),
+            (Some(7_638_274), Some(876), Some(158))
+        );
+        assert_eq!(parse_qdisc_stats(""), (String::new(), None, None, None));
+        let odd = parse_qdisc_stats("qdisc x\n Sent lots bytes\n");
+        assert_eq!((odd.1, odd.2, odd.3), (None, None, None));
+    }
 }

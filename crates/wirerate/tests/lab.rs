@@ -263,6 +263,39 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
 }
 
 #[test]
+fn lab_small_buffer_drops_at_the_queue() {
+    let test = "lab_small_buffer_drops_at_the_queue";
+    if skip_unless_root(test) || skip_without("iperf3", test) {
+        return;
+    }
+    // A 16 KiB queue, like the seeds' 16 KB cards: TCP overflows it and the shaper drops.
+    let lab = Lab::up("sb", &["--rate", "10M", "--buffer", "16K"]);
+    let srv_out = lab.temp("server.json");
+    let mut server = Proc::spawn(&lab.exec_args("a", &["iperf3", "-s", "-1"]), &srv_out);
+    lab.wait_listening("a", 5201);
+    let out = lab.exec(
+        "b",
+        &["timeout", "15", "iperf3", "-c", "10.77.0.1", "-t", "2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.wait(Duration::from_secs(10));
+    let status = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    let labs: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let sender = labs[0]["hosts"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["host"] == "b"))
+        .expect("host b");
+    let dropped = sender["dropped_packets"].as_u64().expect("dropped_packets");
+    println!("16 KiB queue at 10 Mb/s: {dropped} packets dropped in 2 s of TCP");
+    assert!(dropped > 0);
+    assert!(sender["sent_bytes"].as_u64().unwrap_or(0) > 2_000_000);
+}
+
+#[test]
 fn lab_up_status_down() {
     if skip_unless_root("lab_up_status_down") {
         return;

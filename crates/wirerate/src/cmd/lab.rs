@@ -284,13 +284,17 @@ fn status_text(lab: &LabStatus) -> String {
             lab.name
         ),
     };
+    let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
     for h in &lab.hosts {
         out += &format!(
-            "  {} ({}): {}\n    {}\n",
+            "  {} ({}): {}\n    {}\n    sent {} bytes in {} packets, {} dropped at the queue limit\n",
             h.host,
             h.netns,
             h.addresses.join(" "),
-            h.qdisc
+            h.qdisc,
+            n(h.sent_bytes),
+            n(h.sent_packets),
+            n(h.dropped_packets)
         );
     }
     out
