@@ -110,6 +110,23 @@ fn bad_input_is_one_line_and_exit_2() {
 }
 
 #[test]
+fn an_interface_without_a_speed_needs_link() {
+    // Loopback has an MTU but no link speed.
+    let out = wire(&["--dev", "lo"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("give --link") && err.lines().count() == 1,
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&stdout(&wire(&[
+        "--dev", "lo", "--link", "10G", "--mtu", "9000", "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["params"]["mtu"], 9000);
+}
+
+#[test]
 fn help_explains_units() {
     let text = stdout(&wire(&["--help"]));
     assert!(

@@ -32,7 +32,8 @@ pub struct Args {
     /// Link bit rate, SI prefixes: 10M = 10 000 000 bit/s. Default: the speed of --dev.
     #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
     link: Option<String>,
-    /// Read the link rate (and the MTU, unless --mtu is given) from this interface.
+    /// Read the link rate (unless --link is given) and the MTU (unless --mtu is given) from
+    /// this interface.
     #[arg(long, value_name = "IFNAME")]
     dev: Option<String>,
     /// Largest IP packet in bytes (IEC suffixes: 9K = 9216). Default 1500.
@@ -104,12 +105,14 @@ fn validate(args: &Args) -> anyhow::Result<WireParams> {
             return exit::usage("give the link rate with --link RATE (e.g. 10M) or --dev IFNAME")
         }
     };
-    let mtu = match (&args.mtu, &args.dev) {
-        (Some(s), _) => size_u32("--mtu", s)?,
-        (None, Some(dev)) if args.link.is_none() => {
-            wirerate_probe::link::interface_mtu(dev).unwrap_or(1500)
-        }
-        _ => 1500,
+    let dev_mtu = || {
+        args.dev
+            .as_deref()
+            .and_then(wirerate_probe::link::interface_mtu)
+    };
+    let mtu = match &args.mtu {
+        Some(s) => size_u32("--mtu", s)?,
+        None => dev_mtu().unwrap_or(1500),
     };
     let payload = match &args.payload {
         Some(s) => Some(size_u32("--payload", s)?),
