@@ -106,8 +106,7 @@ impl fmt::Display for Bytes {
             ("KiB", 1 << 10),
         ];
         for (name, m) in UNITS {
-            // m is a power of two, so the mask test is the remainder test.
-            if self.0 >= m && self.0 & (m - 1) == 0 {
+            if self.0 >= m && self.0.is_multiple_of(m) {
                 return write!(f, "{} {}", self.0 / m, name);
             }
         }
