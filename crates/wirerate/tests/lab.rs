@@ -260,6 +260,27 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
         .expect("summary.goodput_bps");
     let m = model(&WireParams::ethernet(10e6, WireProto::Tcp)).unwrap();
     check("10 Mb/s TCP (wirerate run)", measured, m.goodput_bps, 10e6);
+    // Once a run fills summary.wire from the lab, it must name this lab's link.
+    let wire = &report["summary"]["wire"];
+    if let Some(link) = wire["link_bps"].as_f64() {
+        assert_eq!(link, 10e6, "summary.wire.link_bps");
+        let model_bps = wire["model_goodput_bps"]
+            .as_f64()
+            .expect("model_goodput_bps");
+        assert!(
+            (model_bps / m.goodput_bps - 1.0).abs() < 1e-9,
+            "summary.wire.model_goodput_bps"
+        );
+        let eff = wire["efficiency"]
+            .as_f64()
+            .expect("summary.wire.efficiency");
+        assert!(
+            (eff / m.efficiency - 1.0).abs() <= TOLERANCE,
+            "summary.wire.efficiency {eff}"
+        );
+    } else {
+        println!("summary.wire.link_bps is null: this run does not read the lab's rate yet");
+    }
 }
 
 #[test]
