@@ -178,10 +178,10 @@ fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return lab_err(e),
     };
     say_raw!("{}", describe(&state));
+    let first = state.hosts.first().map_or("HOST", |h| h.name.as_str());
     say!(
-        "run a command on a host: wirerate lab exec --name {} {} -- CMD",
-        state.name,
-        state.hosts[0].name
+        "run a command on a host: wirerate lab exec --name {} {first} -- CMD",
+        state.name
     );
     Ok(ExitCode::SUCCESS)
 }
