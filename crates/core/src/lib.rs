@@ -12,6 +12,7 @@ pub mod search;
 pub mod spec;
 pub mod udp;
 pub mod units;
+pub mod wire;
 
 pub use result::RunResult;
 pub use spec::{Direction, Protocol, TestSpec};

@@ -37,6 +37,8 @@ enum Command {
     Wire(cmd::wire::Args),
     /// Classic ttcp: its flags, raw-bytes wire protocol and report lines
     Ttcp(cmd::ttcp::Args),
+    /// Emulated links: hosts in network namespaces joined by a shaped veth (needs root)
+    Lab(cmd::lab::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
     };
     exit::finish(result)
 }

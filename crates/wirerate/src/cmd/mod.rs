@@ -1,6 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod findmax;
+pub mod lab;
 pub mod run;
 pub mod serve;
 pub mod ttcp;
