@@ -7,6 +7,7 @@
 pub mod metrics;
 pub mod result;
 pub mod spec;
+pub mod ttcp;
 pub mod units;
 
 pub use result::RunResult;

@@ -34,7 +34,11 @@ pub fn io_stats(calls: u64, bytes: u64, seconds: f64) -> IoStats {
 /// Mbit/s, C the CPU load in percent (the larger `system_percent` of the two hosts), P the
 /// link rate in Mbit/s (1000 when unknown, the original gigabit definition). None when the
 /// CPU load is unknown or zero.
-pub fn performance_index(goodput_bps: f64, cpu_percent: Option<f64>, link_bps: Option<f64>) -> Option<f64> {
+pub fn performance_index(
+    goodput_bps: f64,
+    cpu_percent: Option<f64>,
+    link_bps: Option<f64>,
+) -> Option<f64> {
     let c = cpu_percent?;
     if !(c > 0.0 && c.is_finite()) {
         return None;

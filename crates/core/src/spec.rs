@@ -145,7 +145,9 @@ impl TestSpec {
         match self.end {
             End::Time { seconds } => {
                 if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits::MAX_SECONDS) {
-                    return Err(invalid("time must be more than 0 and at most 86400 seconds"));
+                    return Err(invalid(
+                        "time must be more than 0 and at most 86400 seconds",
+                    ));
                 }
             }
             End::Bytes { bytes } => {

@@ -1,1 +1,2 @@
 //! wirerate render
+pub mod ttcp;
