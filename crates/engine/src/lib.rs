@@ -1,1 +1,2 @@
 //! wirerate engine
+pub mod ttcp;
