@@ -21,6 +21,11 @@ pub const SENTINEL_LEN: usize = 4;
 /// lost datagram does not leave the receiver waiting.
 const LATE_SENTINELS: usize = 4;
 
+/// Pause before each late end sentinel. Classic ttcp sends them back to back, and a receiver
+/// whose buffer overflowed under the data then loses all of them and waits for ever; spaced
+/// out, at least one finds room. The pause is after the clock stopped, so no figure moves.
+const LATE_SENTINEL_PAUSE: Duration = Duration::from_millis(10);
+
 /// How long ttcp waits when the kernel has no buffer for a datagram (ENOBUFS).
 const NOBUFS_PAUSE: Duration = Duration::from_millis(18);
 
@@ -43,7 +48,8 @@ fn send_counted(
 }
 
 /// `-t -u`: start sentinel, `nbuf` pattern datagrams (or stdin in whole buffers), one end
-/// sentinel; the clock stops; four more end sentinels. All sends are counted as calls.
+/// sentinel; the clock stops; four more end sentinels, 10 ms apart. All sends are counted as
+/// calls.
 pub(super) fn transmit(
     cfg: &Config,
     host: &str,
@@ -91,6 +97,7 @@ pub(super) fn transmit(
     send_counted(&sock, &data[..SENTINEL_LEN], to, &mut calls)?;
     let end = sample();
     for _ in 0..LATE_SENTINELS {
+        std::thread::sleep(LATE_SENTINEL_PAUSE);
         send_counted(&sock, &data[..SENTINEL_LEN], to, &mut calls)?;
     }
     Ok(Transfer {
