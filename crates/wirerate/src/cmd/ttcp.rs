@@ -297,3 +297,106 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let argv = ["wirerate", "ttcp"].iter().chain(args);
+        let cli = crate::Cli::try_parse_from(argv).map_err(|e| e.kind().to_string())?;
+        match cli.command {
+            crate::Command::Ttcp(a) => config(&a).map_err(|e| e.to_string()),
+            _ => Err("not ttcp".into()),
+        }
+    }
+
+    #[test]
+    fn classic_defaults() {
+        let c = parse(&["-r"]).unwrap();
+        assert_eq!(c.mode, Mode::Receive);
+        assert_eq!((c.buflen, c.nbuf, c.port), (8192, 2048, 5001));
+        assert_eq!((c.align, c.offset), (16384, 0));
+        assert!(!c.sink && !c.udp && c.sockbuf.is_none());
+        // neither -t nor -r receives, as in ttcp
+        assert_eq!(parse(&["-s"]).unwrap().mode, Mode::Receive);
+    }
+
+    #[test]
+    fn getopt_style_flags() {
+        let c = parse(&[
+            "-tsu",
+            "-l1K",
+            "-n",
+            "10",
+            "-p5002",
+            "-b",
+            "64K",
+            "-D",
+            "localhost",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.mode,
+            Mode::Transmit {
+                host: "localhost".into()
+            }
+        );
+        assert!(c.sink && c.udp && c.nodelay);
+        assert_eq!(
+            (c.buflen, c.nbuf, c.port, c.sockbuf),
+            (1024, 10, 5002, Some(65536))
+        );
+        assert_eq!(parse(&["-r", "-l", "1M"]).unwrap().buflen, 1 << 20);
+    }
+
+    #[test]
+    fn last_mode_wins_and_s_toggles() {
+        assert_eq!(parse(&["-t", "-r"]).unwrap().mode, Mode::Receive);
+        assert!(matches!(
+            parse(&["-r", "-t", "h"]).unwrap().mode,
+            Mode::Transmit { .. }
+        ));
+        assert!(!parse(&["-r", "-s", "-s"]).unwrap().sink);
+        assert!(parse(&["-r", "-sss"]).unwrap().sink);
+        assert_eq!(
+            parse(&["-r", "-l", "100", "-l", "200"]).unwrap().buflen,
+            200
+        );
+    }
+
+    #[test]
+    fn udp_buffers_outgrow_the_sentinel() {
+        assert_eq!(parse(&["-r", "-u", "-l", "2"]).unwrap().buflen, 5);
+        assert_eq!(parse(&["-r", "-l", "2"]).unwrap().buflen, 2);
+    }
+
+    #[test]
+    fn families_and_idle() {
+        assert_eq!(parse(&["-r", "-4"]).unwrap().family, Family::V4);
+        assert_eq!(parse(&["-r", "-6"]).unwrap().family, Family::V6);
+        assert_eq!(parse(&["-r", "--udp-idle", "0"]).unwrap().udp_idle, None);
+        assert_eq!(
+            parse(&["-r"]).unwrap().udp_idle,
+            Some(Duration::from_secs(10))
+        );
+    }
+
+    #[test]
+    fn rejects_what_ttcp_misread() {
+        for bad in [
+            &["-r", "-f", "x"][..],
+            &["-r", "-f", "KK"],
+            &["-r", "-l", "-5"],
+            &["-r", "-l", "0"],
+            &["-r", "-b", "0"],
+            &["-t"],
+            &["-r", "host"],
+            &["-r", "--udp-idle", "nan"],
+            &["-r", "-A", "1G"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
