@@ -219,6 +219,27 @@ fn config(a: &Args) -> anyhow::Result<Config> {
     })
 }
 
+/// The first line, from the validated configuration.
+fn headline(cfg: &Config, side: Side) -> String {
+    let host = match &cfg.mode {
+        Mode::Transmit { host } => Some(host.as_str()),
+        Mode::Receive => None,
+    };
+    lines::headline(&Headline {
+        side,
+        buflen: cfg.buflen as u64,
+        nbuf: cfg.nbuf,
+        align: cfg.align as u64,
+        offset: cfg.offset as u64,
+        port: cfg.port,
+        sockbufsize: cfg.sockbuf.map(|b| b as u64),
+        udp: cfg.udp,
+        host,
+    })
+}
+
+/// Runs one side: headline, transfer, closing lines. The report goes to standard error
+/// when the received data goes to standard output.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
     let side = match cfg.mode {
@@ -232,21 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Box::new(std::io::stdout())
     };
-    let host = match &cfg.mode {
-        Mode::Transmit { host } => Some(host.as_str()),
-        Mode::Receive => None,
-    };
-    let head = lines::headline(&Headline {
-        side,
-        buflen: cfg.buflen as u64,
-        nbuf: cfg.nbuf,
-        align: cfg.align as u64,
-        offset: cfg.offset as u64,
-        port: cfg.port,
-        sockbufsize: cfg.sockbuf.map(|b| b as u64),
-        udp: cfg.udp,
-        host,
-    });
+    let head = headline(&cfg, side);
     report_out
         .write_all(head.as_bytes())
         .context("write report")?;
