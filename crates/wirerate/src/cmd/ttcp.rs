@@ -20,8 +20,6 @@ use wirerate_render::ttcp::{self as lines, Headline, RateUnit, Report, Side, Usa
 
 use crate::exit;
 
-const ABOUT: &str = "Classic ttcp: its flags, raw-bytes wire protocol and report lines";
-
 const LONG_ABOUT: &str = "\
 Classic ttcp, flag for flag. One side listens, the other connects and sends; nothing but the
 data crosses the connection, so either side may be an old ttcp, or any program that writes
@@ -73,13 +71,17 @@ Arithmetic and behaviour kept from classic ttcp (docs/ttcp.md has the details):
     receiver; -D to the transmitter; -b sets SO_SNDBUF on the transmitter, SO_RCVBUF on the
     receiver, and the headline prints the requested size.
 
-Differences from classic ttcp: an unknown -f letter is an error (ttcp used KB); the
+Differences from classic ttcp, each fixing a failure and none changing a figure: an unknown
+-f letter or a malformed number is an error (ttcp used KB and 0); the report goes to
+standard error when data goes to standard output (ttcp appended it to the copied file); the
 receiver sets SO_REUSEADDR so runs can follow each other on one port; the receiver listens
-on IPv6 and IPv4 unless -4 or -6; the UDP transmitter sends the start sentinel also when
-copying standard input, and sends standard input in whole buffers.";
+on IPv6 and IPv4 unless -4 or -6; the four late UDP end sentinels are sent 10 ms apart so a
+receiver whose buffer overflowed still sees one; the UDP transmitter sends the start
+sentinel also when copying standard input, and sends standard input in whole buffers; the
+clock is monotonic.";
 
 #[derive(clap::Args)]
-#[command(about = ABOUT, long_about = LONG_ABOUT, after_long_help = QUIRKS)]
+#[command(before_long_help = LONG_ABOUT, after_long_help = QUIRKS)]
 #[command(arg_required_else_help = true, args_override_self = true)]
 pub struct Args {
     /// Transmit to HOST
