@@ -3,6 +3,7 @@
 
 use super::*;
 use wirerate_core::result::{CpuSummary, Env, IoStats, IoSummary, Summary, Tool, WireSummary};
+use wirerate_core::result::{StreamResult, StreamSide};
 use wirerate_core::spec::End;
 use wirerate_core::TestSpec;
 
@@ -304,4 +305,49 @@ fn addresses_split_into_host_and_port() {
     assert_eq!(split_addr("::1"), ("::1".into(), 0));
     assert_eq!(split_addr(""), ("".into(), 0));
     assert_eq!(split_addr("host:notaport"), ("host".into(), 0));
+}
+
+#[test]
+fn bidirectional_run_gives_a_pair_of_blocks_per_flow() {
+    let mut r = sample_run();
+    r.spec.direction = wirerate_core::Direction::Bidir;
+    r.spec.end = End::Time { seconds: 1.0 };
+    let side = |bytes, calls, seconds| StreamSide {
+        bytes,
+        counted_bytes: bytes,
+        calls,
+        seconds,
+        ..StreamSide::default()
+    };
+    let stream = |id, flow, tx: StreamSide, rx: StreamSide| StreamResult {
+        id,
+        flow,
+        sender: tx,
+        receiver: rx,
+        goodput_bps: 0.0,
+        tcp_sender: None,
+        tcp_receiver: None,
+    };
+    r.streams = vec![
+        stream(
+            1,
+            Flow::ClientToServer,
+            side(8192, 1, 0.5),
+            side(8192, 2, 0.5),
+        ),
+        stream(
+            2,
+            Flow::ServerToClient,
+            side(16384, 2, 0.25),
+            side(16384, 3, 0.25),
+        ),
+    ];
+    let text = run_result_lines(&r);
+    let heads: Vec<&str> = text.lines().filter(|l| l.contains("buflen=")).collect();
+    assert_eq!(heads.len(), 4, "{text}");
+    assert!(text.contains("ttcp-t: 8192 bytes in 0.50 real seconds = 16.00 KB/sec +++\n"));
+    assert!(text.contains("ttcp-r: 16384 bytes in 0.25 real seconds = 64.00 KB/sec +++\n"));
+    assert!(text.contains("ttcp-t: buflen=8192, nbuf=2, align=0/0, port=5201  tcp  -> 127.0.0.1\n"));
+    // the client sends the first flow and receives the second: its CPU appears twice
+    assert_eq!(text.matches("0.0user 0.5sys").count(), 2, "{text}");
 }

@@ -548,3 +548,25 @@ fn ipv6_loopback_pair_when_available() {
         131_072
     );
 }
+
+#[test]
+fn full_block_reads_count_every_partial_read() {
+    // 3 × 300 bytes with pauses, read into 450-byte buffers: with -B the reads are
+    // 300+150, 150+300, then end of file: 5 calls; the data arrives whole.
+    let port = free_port(false);
+    let ps = port.to_string();
+    let rx = Proc::piped(&["-r", "-B", "-4", "-l", "450", "-p", &ps]);
+    wait_bound(port, false);
+    let data = test_bytes(900);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    for chunk in data.chunks(300) {
+        s.write_all(chunk).unwrap();
+        thread::sleep(Duration::from_millis(100));
+    }
+    drop(s);
+    let rx = rx.finish();
+    assert!(rx.status.success(), "{}", rx.stderr);
+    assert!(rx.stdout == data);
+    assert_eq!(check_closing_lines(&rx.stderr, "ttcp-r", Some(5)), 900);
+}
