@@ -4,7 +4,9 @@
 //! Promise: no IO and no clock. Everything here is a function of its arguments, so it is
 //! tested with plain unit tests and property tests.
 
+pub mod assemble;
 pub mod metrics;
+pub mod report;
 pub mod result;
 pub mod spec;
 pub mod ttcp;

@@ -106,7 +106,7 @@ impl fmt::Display for Bytes {
             ("KiB", 1 << 10),
         ];
         for (name, m) in UNITS {
-            if self.0 >= m && self.0.checked_rem(m) == Some(0) {
+            if self.0 >= m && self.0.is_multiple_of(m) {
                 return write!(f, "{} {}", self.0 / m, name);
             }
         }

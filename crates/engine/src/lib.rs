@@ -1,2 +1,23 @@
-//! wirerate engine
+//! The only wirerate code that opens sockets: the client's control driver, the server, and
+//! the stream workers that move the data.
+//!
+//! Threads, not a runtime: each data stream has its own thread on each side, and a control
+//! thread per side drives the sans-IO session from `wirerate-proto`. The data path writes from
+//! and reads into user memory with large I/O sizes and receive batching (`SO_RCVLOWAT`), with
+//! no allocation per block.
+//!
+//! Promise: a server never dies or hangs because of a client. Every read is bounded in size
+//! and time; a client that stalls or vanishes frees the server within the idle timeout.
+
+pub mod client;
+mod control;
+mod error;
+pub mod net;
+pub mod server;
+mod side;
+mod stream;
 pub mod ttcp;
+
+pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
+pub use error::EngineError;
+pub use server::{Server, ServerConfig};

@@ -1,1 +1,10 @@
-//! wirerate probe
+//! OS counters for wirerate: CPU time (getrusage per thread, /proc/stat per core), TCP_INFO,
+//! interface counters and host facts.
+//!
+//! Promise: what the OS does not report is `None`, never 0. Nothing here panics on what the
+//! kernel returns; short or odd data yields fewer fields.
+
+pub mod cpu;
+pub mod host;
+pub mod iface;
+pub mod tcpinfo;

@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a test against a wirerate server; with no HOST, against an embedded loopback server
-    Run(cmd::run::Args),
+    Run(Box<cmd::run::Args>),
     /// Serve tests to wirerate clients
     Serve(cmd::serve::Args),
     /// The wire-rate model: what a link can carry for a protocol and MTU
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         Err(e) => return exit::clap_error(e),
     };
     let result = match cli.command {
-        Command::Run(a) => cmd::run::run(a),
+        Command::Run(a) => cmd::run::run(*a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),

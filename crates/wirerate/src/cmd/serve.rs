@@ -1,10 +1,49 @@
-//! `wirerate serve`: placeholder until the subcommand lands.
+//! `wirerate serve`: a long-running server.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
+use std::time::Duration;
 
-#[derive(clap::Args)]
-pub struct Args {}
+use wirerate_engine::{Server, ServerConfig};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'wirerate serve' is not built yet")
+use crate::cmd::run::DEFAULT_PORT;
+use crate::exit::usage;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "One test runs at a time; a second client is told at once that the server is busy \
+and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout."
+)]
+pub struct Args {
+    /// Port to listen on (control and data connections)
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Address to listen on (default: every address, IPv6 and IPv4)
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Seconds a silent client is waited for before it is dropped
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub idle_timeout: f64,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
+        return usage("--idle-timeout must be 0.1 to 3600 seconds");
+    }
+    let cfg = ServerConfig {
+        idle: Duration::from_secs_f64(a.idle_timeout),
+        ..Default::default()
+    };
+    let server = match a.bind {
+        Some(ip) => Server::bind(SocketAddr::new(ip, a.port), cfg)?,
+        // dual-stack where the host has IPv6, else IPv4 only
+        None => Server::bind(
+            SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), a.port),
+            cfg.clone(),
+        )
+        .or_else(|_| Server::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), a.port), cfg))?,
+    };
+    eprintln!("wirerate serve: listening on {}", server.local_addr()?);
+    server.serve();
+    Ok(ExitCode::SUCCESS)
 }

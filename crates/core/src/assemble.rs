@@ -1,0 +1,299 @@
+//! Joins the two sides' reports into one [`RunResult`]: pairs each stream's sender and
+//! receiver, and derives every summary figure from the raw counts via [`crate::metrics`].
+
+use std::collections::HashMap;
+
+use crate::metrics::{bps, io_stats, max_opt, performance_index};
+use crate::report::{Role, SideReport, StreamReport};
+use crate::result::{
+    CpuSummary, Env, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide, Summary, TcpInfo,
+    TcpSummary, Tool, WireSummary, SCHEMA_VERSION,
+};
+use crate::spec::{Direction, Flow, TestSpec};
+
+/// What the caller knows besides the two reports.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub tool_version: String,
+    pub started_unix_s: f64,
+    pub server_addr: String,
+    pub embedded_server: bool,
+    pub wire: WireSummary,
+}
+
+fn side_of(report: &StreamReport) -> StreamSide {
+    StreamSide {
+        bytes: report.bytes,
+        counted_bytes: report.counted_bytes,
+        calls: report.calls,
+        seconds: report.seconds,
+        user_s: report.user_s,
+        sys_s: report.sys_s,
+    }
+}
+
+/// Builds the result. `client` and `server` are the two sides' reports.
+pub fn assemble(
+    spec: &TestSpec,
+    client: &SideReport,
+    server: &SideReport,
+    ctx: Context,
+) -> RunResult {
+    let mut streams = Vec::new();
+    let mut flows = Vec::new();
+    for &flow in spec.direction.flows() {
+        let (tx, rx) = match flow {
+            Flow::ClientToServer => (client, server),
+            Flow::ServerToClient => (server, client),
+        };
+        let senders = by_id(tx, flow, Role::Sender);
+        let receivers = by_id(rx, flow, Role::Receiver);
+        let mut ids: Vec<u32> = senders.keys().chain(receivers.keys()).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            let s = senders.get(&id).copied();
+            let r = receivers.get(&id).copied();
+            let receiver = r.map(side_of).unwrap_or_default();
+            streams.push(StreamResult {
+                id,
+                flow,
+                sender: s.map(side_of).unwrap_or_default(),
+                receiver,
+                goodput_bps: bps(receiver.counted_bytes, receiver.seconds),
+                tcp_sender: s.and_then(|x| x.tcp.clone()),
+                tcp_receiver: r.and_then(|x| x.tcp.clone()),
+            });
+        }
+        flows.push(flow_summary(flow, &streams));
+    }
+    let summary = summarize(spec, &streams, flows, client, server, ctx.wire.clone());
+    let mut intervals: Vec<_> = client
+        .intervals
+        .iter()
+        .chain(&server.intervals)
+        .cloned()
+        .collect();
+    intervals.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "wirerate".into(),
+            version: ctx.tool_version,
+        },
+        started_unix_s: ctx.started_unix_s,
+        spec: spec.clone(),
+        summary,
+        intervals,
+        streams,
+        env: Env {
+            client: client.host.clone(),
+            server: server.host.clone(),
+            embedded_server: ctx.embedded_server,
+            server_addr: ctx.server_addr,
+        },
+    }
+}
+
+fn by_id(side: &SideReport, flow: Flow, role: Role) -> HashMap<u32, &StreamReport> {
+    side.streams
+        .iter()
+        .filter(|s| s.flow == flow && s.role == role)
+        .map(|s| (s.id, s))
+        .collect()
+}
+
+fn flow_summary(flow: Flow, streams: &[StreamResult]) -> FlowSummary {
+    let of_flow = || streams.iter().filter(move |s| s.flow == flow);
+    let bytes: u64 = of_flow().map(|s| s.receiver.counted_bytes).sum();
+    let seconds = of_flow().map(|s| s.receiver.seconds).fold(0.0, f64::max);
+    let sent: u64 = of_flow().map(|s| s.sender.counted_bytes).sum();
+    let sent_s = of_flow().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    FlowSummary {
+        flow,
+        goodput_bps: bps(bytes, seconds),
+        bytes,
+        seconds,
+        sender_bps: bps(sent, sent_s),
+    }
+}
+
+fn summarize(
+    spec: &TestSpec,
+    streams: &[StreamResult],
+    flows: Vec<FlowSummary>,
+    client: &SideReport,
+    server: &SideReport,
+    wire: WireSummary,
+) -> Summary {
+    let goodput_bps: f64 = flows.iter().map(|f| f.goodput_bps).sum();
+    let sender_bps: f64 = flows.iter().map(|f| f.sender_bps).sum();
+    let seconds = flows.iter().map(|f| f.seconds).fold(0.0, f64::max);
+    let sender_seconds = streams.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let sum = |f: fn(&StreamResult) -> u64| -> u64 { streams.iter().map(f).sum() };
+    let io = IoSummary {
+        sender: io_stats(
+            sum(|s| s.sender.calls),
+            sum(|s| s.sender.bytes),
+            sender_seconds,
+        ),
+        receiver: io_stats(
+            sum(|s| s.receiver.calls),
+            sum(|s| s.receiver.bytes),
+            seconds,
+        ),
+    };
+    let cpu = CpuSummary {
+        local: client.cpu.clone(),
+        remote: server.cpu.clone(),
+    };
+    let busiest = max_opt(
+        cpu.local.as_ref().and_then(|c| c.system_percent),
+        cpu.remote.as_ref().and_then(|c| c.system_percent),
+    );
+    let pi = performance_index(goodput_bps, busiest, wire.link_bps);
+    let tcp = (spec.protocol == crate::spec::Protocol::Tcp).then(|| tcp_summary(streams));
+    Summary {
+        goodput_bps,
+        sender_bps,
+        bytes: flows.iter().map(|f| f.bytes).sum(),
+        sender_bytes: sum(|s| s.sender.counted_bytes),
+        seconds,
+        sender_seconds,
+        io,
+        cpu,
+        pi,
+        tcp,
+        udp: None,
+        wire,
+        flows: if spec.direction == Direction::Bidir {
+            flows
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn sum_opt<'a>(
+    infos: impl Iterator<Item = &'a TcpInfo>,
+    f: fn(&TcpInfo) -> Option<u64>,
+) -> Option<u64> {
+    infos.map(f).fold(None, |acc, v| match (acc, v) {
+        (None, v) => v,
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, None) => a,
+    })
+}
+
+fn tcp_summary(streams: &[StreamResult]) -> TcpSummary {
+    let senders = || streams.iter().filter_map(|s| s.tcp_sender.as_ref());
+    let receivers = || streams.iter().filter_map(|s| s.tcp_receiver.as_ref());
+    let rtts: Vec<f64> = senders()
+        .filter_map(|t| t.rtt_us)
+        .map(|r| r as f64)
+        .collect();
+    TcpSummary {
+        retransmits: sum_opt(senders(), |t| t.retransmits_total),
+        segs_out: sum_opt(senders(), |t| t.segs_out),
+        segs_in: sum_opt(receivers(), |t| t.segs_in),
+        rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+        snd_cwnd_max: senders().filter_map(|t| t.snd_cwnd).max(),
+        busy_time_us: sum_opt(senders(), |t| t.busy_time_us),
+        rwnd_limited_us: sum_opt(senders(), |t| t.rwnd_limited_us),
+        sndbuf_limited_us: sum_opt(senders(), |t| t.sndbuf_limited_us),
+        congestion: senders().find_map(|t| t.congestion.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::CpuSide;
+
+    fn stream(id: u32, flow: Flow, role: Role, bytes: u64, seconds: f64) -> StreamReport {
+        StreamReport {
+            id,
+            flow,
+            role,
+            bytes,
+            counted_bytes: bytes,
+            calls: bytes / 1000,
+            seconds,
+            user_s: 0.1,
+            sys_s: 0.5,
+            tcp: Some(TcpInfo {
+                retransmits_total: Some(2),
+                rtt_us: Some(100),
+                ..Default::default()
+            }),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn forward_two_streams() {
+        let spec = TestSpec {
+            parallel: 2,
+            ..Default::default()
+        };
+        let client = SideReport {
+            streams: vec![
+                stream(0, Flow::ClientToServer, Role::Sender, 1_000_000, 1.0),
+                stream(1, Flow::ClientToServer, Role::Sender, 1_000_000, 1.0),
+            ],
+            cpu: Some(CpuSide {
+                system_percent: Some(50.0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![
+                stream(0, Flow::ClientToServer, Role::Receiver, 1_000_000, 2.0),
+                stream(1, Flow::ClientToServer, Role::Receiver, 500_000, 1.0),
+            ],
+            cpu: Some(CpuSide {
+                system_percent: Some(80.0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        // 1.5 MB over the 2 s receiver window
+        assert_eq!(r.summary.bytes, 1_500_000);
+        assert_eq!(r.summary.goodput_bps, 6e6);
+        assert_eq!(r.summary.sender_bps, 16e6);
+        assert_eq!(r.streams.len(), 2);
+        assert_eq!(r.summary.tcp.as_ref().unwrap().retransmits, Some(4));
+        // PI uses the busier host: 6/80 × 6/1000
+        let pi = r.summary.pi.unwrap();
+        assert!((pi - 6.0 / 80.0 * 6.0 / 1000.0).abs() < 1e-12);
+        assert!(r.summary.flows.is_empty());
+    }
+
+    #[test]
+    fn bidir_sums_both_flows() {
+        let spec = TestSpec {
+            direction: Direction::Bidir,
+            ..Default::default()
+        };
+        let client = SideReport {
+            streams: vec![
+                stream(0, Flow::ClientToServer, Role::Sender, 1_000_000, 1.0),
+                stream(0, Flow::ServerToClient, Role::Receiver, 2_000_000, 1.0),
+            ],
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![
+                stream(0, Flow::ClientToServer, Role::Receiver, 1_000_000, 1.0),
+                stream(0, Flow::ServerToClient, Role::Sender, 2_000_000, 1.0),
+            ],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        assert_eq!(r.summary.goodput_bps, 24e6);
+        assert_eq!(r.summary.flows.len(), 2);
+        assert_eq!(r.summary.pi, None);
+    }
+}

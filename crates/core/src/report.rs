@@ -1,0 +1,46 @@
+//! What one side of a test measured: the half-result each end builds from its own counters,
+//! and the exchange format of the control protocol's final messages. `assemble` joins the
+//! two halves into a [`RunResult`](crate::RunResult).
+
+use serde::{Deserialize, Serialize};
+
+use crate::result::{CpuSide, HostEnv, Interval, TcpInfo};
+use crate::spec::Flow;
+
+/// Whether this side wrote or read a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// One stream as seen by one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    /// All bytes moved, warm-up included.
+    pub bytes: u64,
+    /// Bytes moved after the warm-up.
+    pub counted_bytes: u64,
+    pub calls: u64,
+    /// Seconds from the (post-warm-up) start to this stream's last byte.
+    pub seconds: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub tcp: Option<TcpInfo>,
+    /// An error that ended the stream early, if any.
+    pub error: Option<String>,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SideReport {
+    pub streams: Vec<StreamReport>,
+    /// Interval reports of the flows this side received.
+    pub intervals: Vec<Interval>,
+    pub cpu: Option<CpuSide>,
+    pub host: HostEnv,
+}

@@ -1,0 +1,184 @@
+//! The client's control driver: connect, send the spec, open the data streams, run this
+//! side's workers, and collect both sides' reports.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use wirerate_core::report::{Role, SideReport};
+use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
+use wirerate_core::TestSpec;
+use wirerate_proto::data::DataHello;
+use wirerate_proto::{ClientEvent, ClientSession, Token};
+
+use crate::control::{Control, Input};
+use crate::error::EngineError;
+use crate::net::connect;
+use crate::side::{Attached, SideRun};
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// How long the server may stay silent when it owes an answer.
+    pub idle: Duration,
+    pub connect_timeout: Duration,
+    /// Local address for every connection.
+    pub bind: Option<IpAddr>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            idle: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            bind: None,
+        }
+    }
+}
+
+/// Hears about the test as it runs.
+pub trait Observer {
+    fn started(&mut self) {}
+    fn interval(&mut self, _interval: &Interval) {}
+    /// Called about every 20 ms while the test runs.
+    fn tick(&mut self, _elapsed_s: f64) {}
+}
+
+/// Both sides' measurements.
+pub struct ClientOutcome {
+    pub local: SideReport,
+    pub remote: SideReport,
+    pub server_addr: SocketAddr,
+}
+
+/// Runs one test against the server at `addr`.
+pub fn run_test(
+    addr: SocketAddr,
+    spec: &TestSpec,
+    cfg: &ClientConfig,
+    obs: &mut dyn Observer,
+) -> Result<ClientOutcome, EngineError> {
+    let bind = cfg.bind.map(|ip| SocketAddr::new(ip, 0));
+    let sock = connect(addr, bind, None, cfg.connect_timeout)?;
+    let local_ip = sock.local_addr().ok().map(|a| a.ip());
+    let mut ctl = Control::new(sock);
+    let mut sess = ClientSession::new(spec, Instant::now(), cfg.idle);
+    let mut side: Option<SideRun> = None;
+    let mut local: Option<SideReport> = None;
+    let mut remote: Option<SideReport> = None;
+    let mut started: Option<Instant> = None;
+    let mut streams: Vec<Attached> = Vec::new();
+    let result = (|| -> Result<(), EngineError> {
+        loop {
+            ctl.flush(|| sess.poll_transmit(), cfg.idle)
+                .map_err(EngineError::io("writing to the server"))?;
+            if sess.is_finished() {
+                return Ok(());
+            }
+            let mut wait = Duration::from_millis(20);
+            if let Some(t) = side.as_ref().and_then(|s| s.next_tick()) {
+                wait = wait.min(t.saturating_duration_since(Instant::now()));
+            }
+            let events = match ctl
+                .read(wait)
+                .map_err(EngineError::io("reading from the server"))?
+            {
+                Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
+                Input::Closed => {
+                    sess.handle_close()?;
+                    Vec::new()
+                }
+                Input::Nothing => Vec::new(),
+            };
+            for ev in events {
+                match ev {
+                    ClientEvent::Accepted(token) => {
+                        streams = open_streams(addr, bind, spec, token, cfg)?;
+                    }
+                    ClientEvent::Start => {
+                        started = Some(Instant::now());
+                        side = Some(SideRun::start(
+                            spec,
+                            std::mem::take(&mut streams),
+                            local_ip,
+                            cfg.idle,
+                        ));
+                        obs.started();
+                    }
+                    ClientEvent::Interval(iv) => obs.interval(&iv),
+                    ClientEvent::PeerReport(r) => remote = Some(*r),
+                }
+            }
+            let now = Instant::now();
+            sess.handle_timeout(now)?;
+            if let Some(s) = side.as_mut() {
+                for iv in s.poll_intervals(now) {
+                    obs.interval(&iv);
+                }
+                if let Some(t0) = started {
+                    obs.tick(now.duration_since(t0).as_secs_f64());
+                }
+                if s.is_done() {
+                    if let Some(s) = side.take() {
+                        let report = s.finish();
+                        sess.local_report(report.clone(), Instant::now());
+                        local = Some(report);
+                    }
+                }
+            }
+        }
+    })();
+    if let Err(e) = result {
+        if let Some(s) = side.take() {
+            s.abort();
+            let _ = s.finish();
+        }
+        sess.abort(&e.to_string());
+        let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+        return Err(e);
+    }
+    match (local, remote) {
+        (Some(local), Some(remote)) => Ok(ClientOutcome {
+            local,
+            remote,
+            server_addr: addr,
+        }),
+        _ => Err(EngineError::Setup(
+            "the test ended without both reports".into(),
+        )),
+    }
+}
+
+fn open_streams(
+    addr: SocketAddr,
+    bind: Option<SocketAddr>,
+    spec: &TestSpec,
+    token: Token,
+    cfg: &ClientConfig,
+) -> Result<Vec<Attached>, EngineError> {
+    let mut out = Vec::new();
+    for &flow in spec.direction.flows() {
+        for id in 0..spec.parallel {
+            let mut sock = connect(addr, bind, Some(spec), cfg.connect_timeout)?;
+            let hello = DataHello {
+                token,
+                flow,
+                stream_id: id,
+            };
+            sock.set_write_timeout(Some(cfg.idle))
+                .and_then(|()| sock.write_all(&hello.emit()))
+                .map_err(EngineError::io("opening a data stream"))?;
+            let role = match flow {
+                Flow::ClientToServer => Role::Sender,
+                Flow::ServerToClient => Role::Receiver,
+            };
+            out.push(Attached {
+                flow,
+                id,
+                role,
+                sock,
+            });
+        }
+    }
+    Ok(out)
+}

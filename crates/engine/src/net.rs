@@ -1,0 +1,156 @@
+//! Socket set-up shared by both sides: options from the spec, bounded reads, tokens.
+
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use wirerate_core::TestSpec;
+
+use crate::error::EngineError;
+
+/// Receive batching: wake the reader only when this much is queued (or at EOF). Large enough
+/// to halve the wake-ups of a 1 MiB stream, small enough to keep small-window tests smooth;
+/// the kernel caps it at half the receive buffer.
+pub const MAX_RCVLOWAT: u64 = 512 << 10;
+
+/// Applies the spec's window, Nagle and congestion-control options to a data socket.
+pub fn apply_options(sock: &SockRef<'_>, spec: &TestSpec) -> Result<(), EngineError> {
+    if let Some(w) = spec.window_bytes {
+        let w = usize::try_from(w).unwrap_or(usize::MAX);
+        sock.set_send_buffer_size(w)
+            .map_err(EngineError::io("setting SO_SNDBUF"))?;
+        sock.set_recv_buffer_size(w)
+            .map_err(EngineError::io("setting SO_RCVBUF"))?;
+    }
+    if spec.nodelay {
+        sock.set_nodelay(true)
+            .map_err(EngineError::io("setting TCP_NODELAY"))?;
+    }
+    if let Some(cc) = &spec.congestion {
+        set_congestion(sock, cc)?;
+    }
+    Ok(())
+}
+
+/// Turns on receive batching for a reader of `len`-byte buffers.
+pub fn batch_receive(sock: &SockRef<'_>, len: u64) {
+    let lowat = len.clamp(1, MAX_RCVLOWAT);
+    // Best effort: a kernel without SO_RCVLOWAT support just wakes the reader more often.
+    let _ = set_int_opt(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat as i32);
+}
+
+fn set_int_opt(sock: &SockRef<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live i32 and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&v as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn set_congestion(sock: &SockRef<'_>, cc: &str) -> Result<(), EngineError> {
+    // SAFETY: passes the name's bytes and their length; the kernel copies them.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(EngineError::Setup(format!(
+            "congestion control '{cc}' is not available here ({}); see /proc/sys/net/ipv4/tcp_available_congestion_control",
+            io::Error::last_os_error()
+        )))
+    }
+}
+
+/// Connects a TCP socket, with the spec's pre-connect options, an optional local address and
+/// a timeout.
+pub fn connect(
+    addr: SocketAddr,
+    bind: Option<SocketAddr>,
+    spec: Option<&TestSpec>,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
+    let err = |source| EngineError::Connect {
+        addr: addr.to_string(),
+        source,
+    };
+    let sock =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    if let Some(b) = bind {
+        sock.bind(&b.into()).map_err(err)?;
+    }
+    if let Some(spec) = spec {
+        if let Some(mss) = spec.mss_bytes {
+            sock.set_mss(mss)
+                .map_err(EngineError::io("setting TCP_MAXSEG"))?;
+        }
+        // window before connect, so the window scale in the SYN matches it
+        apply_options(&SockRef::from(&sock), spec)?;
+    }
+    sock.connect_timeout(&addr.into(), timeout).map_err(err)?;
+    Ok(sock.into())
+}
+
+/// Reads exactly `buf.len()` bytes, or fails once `deadline` passes.
+pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "peer was silent"));
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "peer was silent"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// 16 random bytes from the kernel.
+pub fn random_token() -> Result<[u8; 16], EngineError> {
+    let mut t = [0u8; 16];
+    let mut filled = 0;
+    while filled < t.len() {
+        // SAFETY: writes at most the remaining length into our buffer.
+        let n = unsafe { libc::getrandom(t[filled..].as_mut_ptr().cast(), t.len() - filled, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(EngineError::io("getrandom")(e));
+        }
+        filled += n as usize;
+    }
+    Ok(t)
+}

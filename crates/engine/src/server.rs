@@ -1,0 +1,356 @@
+//! `wirerate serve`: one listener for control and data connections. Each new connection gets
+//! a short-lived thread that reads its preamble within the idle timeout and routes it; one
+//! test runs at a time, and a second client is told at once that the server is busy.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use wirerate_core::report::Role;
+use wirerate_core::spec::Flow;
+use wirerate_core::TestSpec;
+use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
+use wirerate_proto::frame::PREAMBLE_LEN;
+use wirerate_proto::session::busy_reply;
+use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
+
+use crate::control::{Control, Input};
+use crate::error::EngineError;
+use crate::net::{apply_options, random_token, read_exact_by};
+use crate::side::{Attached, SideRun};
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// How long any peer may stay silent before it is dropped.
+    pub idle: Duration,
+    /// Connections that have not yet said who they are, at most.
+    pub max_pending: usize,
+    /// No log lines (the embedded server).
+    pub quiet: bool,
+    pub name: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            idle: Duration::from_secs(10),
+            max_pending: 1000,
+            quiet: false,
+            name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+struct Active {
+    token: Token,
+    tx: Sender<(DataHello, TcpStream)>,
+    free_at: Instant,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    active: Mutex<Option<Active>>,
+    pending: AtomicUsize,
+}
+
+impl Shared {
+    fn log(&self, msg: std::fmt::Arguments<'_>) {
+        if !self.cfg.quiet {
+            eprintln!("wirerate serve: {msg}");
+        }
+    }
+
+    fn active(&self) -> MutexGuard<'_, Option<Active>> {
+        // A panicking holder cannot leave the slot inconsistent: it is a plain Option.
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    pub fn bind(addr: SocketAddr, cfg: ServerConfig) -> Result<Server, EngineError> {
+        let listener = TcpListener::bind(addr).map_err(|source| EngineError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                cfg,
+                active: Mutex::new(None),
+                pending: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, EngineError> {
+        self.listener
+            .local_addr()
+            .map_err(EngineError::io("reading the listening address"))
+    }
+
+    /// Accepts connections until the process ends.
+    pub fn serve(self) {
+        for conn in self.listener.incoming() {
+            match conn {
+                Ok(sock) => self.dispatch(sock),
+                Err(e) => {
+                    // out of descriptors and the like: wait a moment instead of spinning
+                    self.shared.log(format_args!("accept failed: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// Serves on a background thread.
+    pub fn spawn(self) -> Result<JoinHandle<()>, EngineError> {
+        std::thread::Builder::new()
+            .name("wr-server".into())
+            .spawn(move || self.serve())
+            .map_err(EngineError::io("starting the server thread"))
+    }
+
+    fn dispatch(&self, sock: TcpStream) {
+        let shared = self.shared.clone();
+        if shared.pending.fetch_add(1, Ordering::SeqCst) >= shared.cfg.max_pending {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            shared.log(format_args!(
+                "too many pending connections; dropped {}",
+                peer(&sock)
+            ));
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("wr-conn".into())
+            .stack_size(256 << 10)
+            .spawn(move || handle_conn(sock, &shared));
+        if spawned.is_err() {
+            self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+            self.shared
+                .log(format_args!("cannot start a connection thread"));
+        }
+    }
+}
+
+fn peer(sock: &TcpStream) -> String {
+    sock.peer_addr()
+        .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+}
+
+/// Reads the preamble and routes the connection. Counted as pending until routed.
+fn handle_conn(mut sock: TcpStream, shared: &Shared) {
+    let who = peer(&sock);
+    let deadline = Instant::now() + shared.cfg.idle;
+    let mut pre = [0u8; DATA_HELLO_LEN];
+    let routed = read_exact_by(&mut sock, &mut pre[..PREAMBLE_LEN], deadline)
+        .map_err(|e| format!("no preamble: {e}"))
+        .and_then(|()| Preamble::parse(&pre).map_err(|e| e.to_string()));
+    match routed {
+        Err(reason) => {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            shared.log(format_args!("rejected {who}: {reason}"));
+        }
+        Ok(p) if p.channel == Channel::Data => {
+            let r = read_exact_by(&mut sock, &mut pre[PREAMBLE_LEN..], deadline)
+                .map_err(|e| format!("short data hello: {e}"))
+                .and_then(|()| {
+                    DataHello::parse_after_preamble(&pre[PREAMBLE_LEN..]).map_err(|e| e.to_string())
+                })
+                .and_then(|hello| route_data(hello, sock, shared));
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            if let Err(reason) = r {
+                shared.log(format_args!("rejected data stream from {who}: {reason}"));
+            }
+        }
+        Ok(_) => {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            control(sock, shared, &who);
+        }
+    }
+}
+
+fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), String> {
+    let tx = match &*shared.active() {
+        Some(a) if token_eq(&a.token, &hello.token) => a.tx.clone(),
+        _ => return Err("wrong or stale session token".into()),
+    };
+    tx.send((hello, sock))
+        .map_err(|_| "the session has ended".to_string())
+}
+
+/// Claims the test slot (or answers busy) and runs the session.
+fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
+    let token = match random_token() {
+        Ok(t) => t,
+        Err(e) => return shared.log(format_args!("{e}")),
+    };
+    let (tx, rx) = mpsc::channel();
+    {
+        let mut slot = shared.active();
+        if let Some(a) = slot.as_ref() {
+            let retry = a
+                .free_at
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64()
+                .ceil()
+                .max(1.0);
+            let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = sock.write_all(&busy_reply(retry));
+            drop(slot);
+            shared.log(format_args!("busy: told {who} to retry in {retry:.0} s"));
+            return;
+        }
+        *slot = Some(Active {
+            token,
+            tx,
+            free_at: Instant::now() + shared.cfg.idle,
+        });
+    }
+    match run_session(sock, token, rx, shared) {
+        Ok(spec) => shared.log(format_args!(
+            "served {who}: {:?} {:?}, {} stream(s)",
+            spec.protocol, spec.direction, spec.parallel
+        )),
+        Err(e) => shared.log(format_args!("ended test with {who}: {e}")),
+    }
+    *shared.active() = None;
+}
+
+fn set_free_at(shared: &Shared, spec: &TestSpec) {
+    let run = spec.send_seconds().unwrap_or(0.0);
+    if let Some(a) = shared.active().as_mut() {
+        a.free_at = Instant::now() + Duration::from_secs_f64(run) + shared.cfg.idle;
+    }
+}
+
+struct Running {
+    spec: Option<TestSpec>,
+    pending: Vec<Attached>,
+    side: Option<SideRun>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(side) = self.side.take() {
+            side.abort();
+            let _ = side.finish();
+        }
+    }
+}
+
+fn run_session(
+    sock: TcpStream,
+    token: Token,
+    rx: Receiver<(DataHello, TcpStream)>,
+    shared: &Shared,
+) -> Result<TestSpec, EngineError> {
+    let idle = shared.cfg.idle;
+    let local_ip = sock.local_addr().ok().map(|a| a.ip());
+    let mut ctl = Control::new(sock);
+    let mut sess = ServerSession::new(Instant::now(), idle, token, &shared.cfg.name);
+    let mut run = Running {
+        spec: None,
+        pending: Vec::new(),
+        side: None,
+    };
+    let result = loop {
+        if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
+            break Err(EngineError::io("writing to the client")(e));
+        }
+        if sess.is_finished() {
+            break Ok(());
+        }
+        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, local_ip, shared) {
+            sess.refuse(&e.to_string());
+            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+            break Err(e);
+        }
+    };
+    result?;
+    run.spec
+        .take()
+        .ok_or_else(|| EngineError::Setup("no spec".into()))
+}
+
+fn step(
+    ctl: &mut Control,
+    sess: &mut ServerSession,
+    run: &mut Running,
+    rx: &Receiver<(DataHello, TcpStream)>,
+    local_ip: Option<std::net::IpAddr>,
+    shared: &Shared,
+) -> Result<(), EngineError> {
+    let idle = shared.cfg.idle;
+    while let Ok((hello, sock)) = rx.try_recv() {
+        let Some(spec) = run.spec.as_ref() else {
+            continue;
+        };
+        let role = match hello.flow {
+            Flow::ClientToServer => Role::Receiver,
+            Flow::ServerToClient => Role::Sender,
+        };
+        match sess.attach_stream(&hello, Instant::now()) {
+            Ok(start) => {
+                apply_options(&SockRef::from(&sock), spec)?;
+                run.pending.push(Attached {
+                    flow: hello.flow,
+                    id: hello.stream_id,
+                    role,
+                    sock,
+                });
+                if start == Some(ServerEvent::Start) {
+                    run.side = Some(SideRun::start(
+                        spec,
+                        std::mem::take(&mut run.pending),
+                        local_ip,
+                        idle,
+                    ));
+                }
+            }
+            Err(e) => shared.log(format_args!("rejected a data stream: {e}")),
+        }
+    }
+    let now = Instant::now();
+    let mut wait = Duration::from_millis(20);
+    if let Some(t) = run.side.as_ref().and_then(|s| s.next_tick()) {
+        wait = wait.min(t.saturating_duration_since(now));
+    }
+    match ctl
+        .read(wait)
+        .map_err(EngineError::io("reading from the client"))?
+    {
+        Input::Bytes(n) => {
+            for ev in sess.handle_input(ctl.bytes(n), Instant::now())? {
+                if let ServerEvent::Spec(spec) = ev {
+                    set_free_at(shared, &spec);
+                    run.spec = Some(spec);
+                }
+            }
+        }
+        Input::Closed => sess.handle_close()?,
+        Input::Nothing => {}
+    }
+    let now = Instant::now();
+    sess.handle_timeout(now)?;
+    if let Some(side) = run.side.as_mut() {
+        for iv in side.poll_intervals(now) {
+            sess.send_interval(iv);
+        }
+        if side.is_done() {
+            if let Some(side) = run.side.take() {
+                sess.local_report(side.finish(), Instant::now());
+            }
+        }
+    }
+    Ok(())
+}

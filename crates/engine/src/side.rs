@@ -1,0 +1,261 @@
+//! One side of a running test: its stream threads, its CPU window, its interface counters
+//! and its interval clock. Both the client and the server drive one of these.
+
+use std::net::{IpAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wirerate_core::metrics::bps;
+use wirerate_core::report::{Role, SideReport, StreamReport};
+use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
+use wirerate_core::TestSpec;
+use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
+use wirerate_probe::host::host_env;
+use wirerate_probe::iface::{interface_for, IfaceSnapshot};
+
+use crate::stream::{run_receiver, run_sender, Counters, Plan};
+
+/// A stream ready to run on this side.
+pub struct Attached {
+    pub flow: Flow,
+    pub id: u32,
+    pub role: Role,
+    pub sock: TcpStream,
+}
+
+struct Worker {
+    flow: Flow,
+    role: Role,
+    counters: Arc<Counters>,
+    handle: Option<JoinHandle<StreamReport>>,
+}
+
+pub struct SideRun {
+    spec: Arc<TestSpec>,
+    start: Instant,
+    workers: Vec<Worker>,
+    socks: Vec<TcpStream>,
+    stop: Arc<AtomicBool>,
+    cpu: CpuWindow,
+    ctl_t0: ThreadTimes,
+    iface: Option<IfaceSnapshot>,
+    clock: IntervalClock,
+}
+
+impl SideRun {
+    /// Starts every stream's thread. `local_ip` names the interface whose counters are kept.
+    pub fn start(
+        spec: &TestSpec,
+        streams: Vec<Attached>,
+        local_ip: Option<IpAddr>,
+        idle: Duration,
+    ) -> SideRun {
+        let spec = Arc::new(spec.clone());
+        let iface = local_ip
+            .and_then(interface_for)
+            .and_then(|n| IfaceSnapshot::read(&n));
+        let cpu = CpuWindow::start();
+        let ctl_t0 = ThreadTimes::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let mut workers = Vec::new();
+        let mut socks = Vec::new();
+        for a in streams {
+            if let Ok(c) = a.sock.try_clone() {
+                socks.push(c);
+            }
+            let counters = Arc::new(Counters::default());
+            let plan = Plan {
+                id: a.id,
+                flow: a.flow,
+                role: a.role,
+                spec: spec.clone(),
+                start,
+                idle,
+                counters: counters.clone(),
+                stop: stop.clone(),
+            };
+            let sock = a.sock;
+            let handle = std::thread::Builder::new()
+                .name(format!("wr-{:?}-{}", a.role, a.id).to_lowercase())
+                .spawn(move || match plan.role {
+                    Role::Sender => run_sender(sock, plan),
+                    Role::Receiver => run_receiver(sock, plan),
+                })
+                .ok();
+            workers.push(Worker {
+                flow: a.flow,
+                role: a.role,
+                counters,
+                handle,
+            });
+        }
+        let clock = IntervalClock::new(start, spec.interval_s, spec.omit_s);
+        SideRun {
+            spec,
+            start,
+            workers,
+            socks,
+            stop,
+            cpu,
+            ctl_t0,
+            iface,
+            clock,
+        }
+    }
+
+    /// True once every stream thread has returned.
+    pub fn is_done(&self) -> bool {
+        self.workers
+            .iter()
+            .all(|w| w.handle.as_ref().is_none_or(|h| h.is_finished()))
+    }
+
+    /// The next moment an interval ends, if intervals are on.
+    pub fn next_tick(&self) -> Option<Instant> {
+        self.clock.next
+    }
+
+    /// Interval reports due by `now`, for the flows this side receives.
+    pub fn poll_intervals(&mut self, now: Instant) -> Vec<Interval> {
+        let received = self.received_by_flow();
+        self.clock.poll(now, &received)
+    }
+
+    fn received_by_flow(&self) -> Vec<(Flow, u64)> {
+        let mut out: Vec<(Flow, u64)> = Vec::new();
+        for w in self.workers.iter().filter(|w| w.role == Role::Receiver) {
+            let b = w.counters.bytes.load(Ordering::Relaxed);
+            match out.iter_mut().find(|(f, _)| *f == w.flow) {
+                Some((_, total)) => *total += b,
+                None => out.push((w.flow, b)),
+            }
+        }
+        out
+    }
+
+    /// Stops every stream now: the test is being abandoned.
+    pub fn abort(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for s in &self.socks {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Joins the threads and builds this side's report, with a last partial interval.
+    pub fn finish(mut self) -> SideReport {
+        let mut streams = Vec::new();
+        let mut threads = ThreadTimes::now().since(self.ctl_t0);
+        for w in &mut self.workers {
+            if let Some(r) = w.handle.take().and_then(|h| h.join().ok()) {
+                threads.user_s += r.user_s;
+                threads.sys_s += r.sys_s;
+                streams.push(r);
+            }
+        }
+        let cpu = self.cpu.finish(threads, self.start.elapsed().as_secs_f64());
+        let last_end = self.spec.omit_s
+            + streams
+                .iter()
+                .filter(|s| s.role == Role::Receiver)
+                .map(|s| s.seconds)
+                .fold(0.0, f64::max);
+        let received = self.received_by_flow();
+        let mut intervals = std::mem::take(&mut self.clock.done);
+        intervals.extend(self.clock.close(last_end, &received));
+        let mut host = host_env();
+        if let Some(before) = &self.iface {
+            if let Some(after) = IfaceSnapshot::read(&before.name) {
+                host.interfaces.push(after.delta(before));
+            }
+        }
+        SideReport {
+            streams,
+            intervals,
+            cpu: Some(cpu),
+            host,
+        }
+    }
+}
+
+/// Cuts received byte counts into intervals of fixed length from the side's start.
+struct IntervalClock {
+    start: Instant,
+    period: f64,
+    omit_s: f64,
+    next: Option<Instant>,
+    index: u64,
+    last: Vec<(Flow, u64)>,
+    done: Vec<Interval>,
+}
+
+impl IntervalClock {
+    fn new(start: Instant, period: f64, omit_s: f64) -> IntervalClock {
+        IntervalClock {
+            start,
+            period,
+            omit_s,
+            next: (period > 0.0).then(|| start + Duration::from_secs_f64(period)),
+            index: 0,
+            last: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    fn cut(&mut self, start_s: f64, end_s: f64, received: &[(Flow, u64)]) -> Vec<Interval> {
+        let mut out = Vec::new();
+        for &(flow, total) in received {
+            let prev = self
+                .last
+                .iter()
+                .find(|(f, _)| *f == flow)
+                .map_or(0, |x| x.1);
+            let bytes = total.saturating_sub(prev);
+            out.push(Interval {
+                flow,
+                start_s,
+                end_s,
+                bytes,
+                bps: bps(bytes, end_s - start_s),
+                omitted: end_s <= self.omit_s + 1e-9,
+            });
+        }
+        self.last = received.to_vec();
+        out
+    }
+
+    fn poll(&mut self, now: Instant, received: &[(Flow, u64)]) -> Vec<Interval> {
+        let Some(next) = self.next else {
+            return Vec::new();
+        };
+        if now < next {
+            return Vec::new();
+        }
+        let start_s = self.index as f64 * self.period;
+        self.index += 1;
+        let end_s = self.index as f64 * self.period;
+        self.next =
+            Some(self.start + Duration::from_secs_f64((self.index + 1) as f64 * self.period));
+        let out = self.cut(start_s, end_s, received);
+        self.done.extend(out.iter().cloned());
+        out
+    }
+
+    /// The last, partial interval up to `end_s`, if it holds anything.
+    fn close(&mut self, end_s: f64, received: &[(Flow, u64)]) -> Vec<Interval> {
+        if self.period <= 0.0 {
+            return Vec::new();
+        }
+        let start_s = self.index as f64 * self.period;
+        if end_s <= start_s + 1e-3 {
+            return Vec::new();
+        }
+        self.cut(start_s, end_s, received)
+            .into_iter()
+            .filter(|i| i.bytes > 0)
+            .collect()
+    }
+}

@@ -1,0 +1,213 @@
+//! Stream workers: one thread per stream per side. The sender writes `len`-byte blocks from
+//! one buffer; the receiver reads into one buffer. Per call they do one clock read and two
+//! relaxed atomic adds, so the control thread can sample progress without locks.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::spec::{End, Flow};
+use wirerate_core::TestSpec;
+use wirerate_probe::cpu::ThreadTimes;
+use wirerate_probe::tcpinfo::tcp_info;
+
+/// Progress of one stream, shared with the control thread.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub bytes: AtomicU64,
+    pub calls: AtomicU64,
+}
+
+/// What a worker needs to know.
+#[derive(Clone)]
+pub struct Plan {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    pub spec: Arc<TestSpec>,
+    /// The side's start of the test.
+    pub start: Instant,
+    pub idle: Duration,
+    pub counters: Arc<Counters>,
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Running tallies, turned into a report at the end.
+struct Tally {
+    bytes: u64,
+    calls: u64,
+    counted_from: u64,
+    omit_end: Instant,
+    omitted: bool,
+    last: Instant,
+}
+
+impl Tally {
+    fn new(plan: &Plan) -> Tally {
+        let omit_end = plan.start + Duration::from_secs_f64(plan.spec.omit_s);
+        Tally {
+            bytes: 0,
+            calls: 0,
+            counted_from: 0,
+            omit_end,
+            omitted: plan.spec.omit_s > 0.0,
+            last: plan.start,
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, n: usize, now: Instant, c: &Counters) {
+        if self.omitted && now >= self.omit_end {
+            // the bytes of the call that crossed the boundary still belong to the warm-up
+            self.omitted = false;
+            self.counted_from = self.bytes;
+        }
+        self.bytes += n as u64;
+        self.calls += 1;
+        self.last = now;
+        c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        c.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn report(
+        &self,
+        plan: &Plan,
+        times: ThreadTimes,
+        sock: &TcpStream,
+        error: Option<String>,
+    ) -> StreamReport {
+        let counted = if self.omitted {
+            0
+        } else {
+            self.bytes - self.counted_from
+        };
+        let window_start = if plan.spec.omit_s > 0.0 {
+            self.omit_end
+        } else {
+            plan.start
+        };
+        StreamReport {
+            id: plan.id,
+            flow: plan.flow,
+            role: plan.role,
+            bytes: self.bytes,
+            counted_bytes: counted,
+            calls: self.calls,
+            seconds: self
+                .last
+                .saturating_duration_since(window_start)
+                .as_secs_f64(),
+            user_s: times.user_s,
+            sys_s: times.sys_s,
+            tcp: tcp_info(sock),
+            error,
+        }
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    // A non-trivial pattern, so nothing on the path can compress it to nothing.
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(7))
+        .collect()
+}
+
+/// Writes until the spec's end, then half-closes and waits for the receiver to finish, so the
+/// final TCP_INFO includes every acknowledgement.
+pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
+    let t0 = ThreadTimes::now();
+    let spec = &plan.spec;
+    let len = spec.len_bytes as usize;
+    let buf = pattern(len);
+    let mut t = Tally::new(&plan);
+    let end_at = spec
+        .send_seconds()
+        .map(|s| plan.start + Duration::from_secs_f64(s));
+    let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
+    let blocks = matches!(spec.end, End::Blocks { .. });
+    let _ = sock.set_write_timeout(Some(plan.idle));
+    let mut error = None;
+    let mut off = 0usize; // progress inside the current block (only for --blocks)
+    while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if end_at.is_some_and(|e| now >= e) {
+            break;
+        }
+        let want = (len - off).min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        match sock.write(&buf[off..off + want]) {
+            Ok(0) => break,
+            Ok(n) => {
+                t.add(n, Instant::now(), &plan.counters);
+                remaining -= n as u64;
+                if blocks {
+                    off = (off + n) % len;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                error = Some(describe(&e, "sending"));
+                break;
+            }
+        }
+    }
+    let times = ThreadTimes::now().since(t0);
+    let _ = sock.shutdown(Shutdown::Write);
+    if error.is_none() {
+        wait_for_close(&mut sock, plan.idle);
+    }
+    t.report(&plan, times, &sock, error)
+}
+
+/// Waits (bounded) until the peer closes, so the kernel has seen every ACK.
+fn wait_for_close(sock: &mut TcpStream, idle: Duration) {
+    let _ = sock.set_read_timeout(Some(idle));
+    let mut scratch = [0u8; 512];
+    let deadline = Instant::now() + idle;
+    while Instant::now() < deadline {
+        match sock.read(&mut scratch) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Reads until EOF. A stream silent for longer than the idle timeout ends with an error.
+pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
+    let t0 = ThreadTimes::now();
+    let len = plan.spec.len_bytes.max(64 << 10) as usize;
+    let mut buf = vec![0u8; len];
+    super::net::batch_receive(&SockRef::from(&sock), len as u64);
+    let _ = sock.set_read_timeout(Some(plan.idle));
+    let mut t = Tally::new(&plan);
+    let mut error = None;
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => t.add(n, Instant::now(), &plan.counters),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if !plan.stop.load(Ordering::Relaxed) {
+                    error = Some(describe(&e, "receiving"));
+                }
+                break;
+            }
+        }
+    }
+    let times = ThreadTimes::now().since(t0);
+    let report = t.report(&plan, times, &sock, error);
+    let _ = sock.shutdown(Shutdown::Both);
+    report
+}
+
+fn describe(e: &io::Error, what: &str) -> String {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("stream stalled while {what}: no progress within the idle timeout")
+        }
+        _ => format!("{what}: {e}"),
+    }
+}

@@ -1,0 +1,230 @@
+//! Preamble and length-prefixed frames. The decoder is a byte accumulator: feed it whatever
+//! arrived, pull out whole frames. Length prefixes are checked against the cap before the
+//! decoder reserves anything.
+
+use crate::msg::Msg;
+
+pub const MAGIC: [u8; 4] = *b"WRRT";
+pub const PREAMBLE_LEN: usize = 8;
+
+/// Frames a server accepts from a client: specs and reports are small.
+pub const MAX_CLIENT_FRAME: usize = 256 << 10;
+/// Frames a client accepts from a server: final reports carry every interval.
+pub const MAX_SERVER_FRAME: usize = 16 << 20;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtoError {
+    #[error("peer is not a wirerate endpoint (bad magic)")]
+    BadMagic,
+    #[error("peer speaks protocol version {0}, this build speaks {1}")]
+    Version(u16, u16),
+    #[error("unknown channel {0}")]
+    BadChannel(u8),
+    #[error("frame of {0} bytes exceeds the limit of {1} bytes")]
+    FrameTooLarge(usize, usize),
+    #[error("malformed message: {0}")]
+    BadMessage(String),
+    #[error("unexpected message '{got}' while {state}")]
+    Unexpected {
+        got: &'static str,
+        state: &'static str,
+    },
+    #[error("peer was silent for too long while {0}")]
+    TimedOut(&'static str),
+    #[error("wrong session token")]
+    BadToken,
+    #[error("peer closed the connection while {0}")]
+    Closed(&'static str),
+    #[error("peer refused the test: {0}")]
+    Refused(String),
+    #[error("server is busy; retry in {0:.0} s")]
+    Busy(f64),
+}
+
+/// Which kind of connection a preamble opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    Control,
+    Data,
+}
+
+/// The first 8 bytes of every connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preamble {
+    pub version: u16,
+    pub channel: Channel,
+}
+
+impl Preamble {
+    pub fn new(channel: Channel) -> Preamble {
+        Preamble {
+            version: crate::VERSION,
+            channel,
+        }
+    }
+
+    pub fn emit(&self) -> [u8; PREAMBLE_LEN] {
+        let v = self.version.to_be_bytes();
+        let c = match self.channel {
+            Channel::Control => 0,
+            Channel::Data => 1,
+        };
+        [MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], v[0], v[1], c, 0]
+    }
+
+    /// Parses and checks magic and version. `bytes` may be shorter than a preamble only if
+    /// the caller passes what it has; that is an error here, so read all 8 bytes first.
+    pub fn parse(bytes: &[u8]) -> Result<Preamble, ProtoError> {
+        let b: &[u8; PREAMBLE_LEN] = bytes
+            .get(..PREAMBLE_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(ProtoError::BadMagic)?;
+        if b[..4] != MAGIC {
+            return Err(ProtoError::BadMagic);
+        }
+        let version = u16::from_be_bytes([b[4], b[5]]);
+        if version != crate::VERSION {
+            return Err(ProtoError::Version(version, crate::VERSION));
+        }
+        let channel = match b[6] {
+            0 => Channel::Control,
+            1 => Channel::Data,
+            c => return Err(ProtoError::BadChannel(c)),
+        };
+        Ok(Preamble { version, channel })
+    }
+}
+
+/// Encodes one message as a frame.
+pub fn encode(msg: &Msg) -> Vec<u8> {
+    // Serializing our own types to a Vec cannot fail: no maps with non-string keys, no IO.
+    let body = serde_json::to_vec(msg).unwrap_or_default();
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Accumulates bytes and yields whole frames.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    max_frame: usize,
+}
+
+impl FrameDecoder {
+    pub fn new(max_frame: usize) -> FrameDecoder {
+        FrameDecoder {
+            buf: Vec::new(),
+            max_frame,
+        }
+    }
+
+    /// Adds received bytes. Fails as soon as a length prefix exceeds the cap, and never
+    /// holds more than one maximal frame plus the chunk just pushed.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), ProtoError> {
+        if self.buf.len() > self.max_frame + 4 {
+            return Err(ProtoError::FrameTooLarge(self.buf.len(), self.max_frame));
+        }
+        self.buf.extend_from_slice(bytes);
+        match self.pending_len() {
+            Some(len) if len > self.max_frame => {
+                Err(ProtoError::FrameTooLarge(len, self.max_frame))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn pending_len(&self) -> Option<usize> {
+        let p: [u8; 4] = self.buf.get(..4)?.try_into().ok()?;
+        Some(u32::from_be_bytes(p) as usize)
+    }
+
+    /// The next whole message, if one has arrived.
+    pub fn next_msg(&mut self) -> Result<Option<Msg>, ProtoError> {
+        let Some(len) = self.pending_len() else {
+            return Ok(None);
+        };
+        if len > self.max_frame {
+            return Err(ProtoError::FrameTooLarge(len, self.max_frame));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let msg = serde_json::from_slice::<Msg>(&self.buf[4..4 + len])
+            .map_err(|e| ProtoError::BadMessage(e.to_string()));
+        self.buf.drain(..4 + len);
+        msg.map(Some)
+    }
+
+    /// Bytes received but not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn preamble_round_trip_and_rejects() {
+        let p = Preamble::new(Channel::Data);
+        assert_eq!(Preamble::parse(&p.emit()).unwrap(), p);
+        assert_eq!(Preamble::parse(b"GET / HT"), Err(ProtoError::BadMagic));
+        assert_eq!(Preamble::parse(b"WRRT"), Err(ProtoError::BadMagic));
+        let mut v = p.emit();
+        v[5] = 9;
+        assert!(matches!(
+            Preamble::parse(&v),
+            Err(ProtoError::Version(9, _))
+        ));
+        let mut c = p.emit();
+        c[6] = 7;
+        assert_eq!(Preamble::parse(&c), Err(ProtoError::BadChannel(7)));
+    }
+
+    #[test]
+    fn oversized_prefix_is_refused_before_allocation() {
+        let mut d = FrameDecoder::new(1024);
+        assert!(matches!(
+            d.push(&u32::MAX.to_be_bytes()),
+            Err(ProtoError::FrameTooLarge(_, 1024))
+        ));
+        assert!(matches!(
+            d.next_msg(),
+            Err(ProtoError::FrameTooLarge(_, 1024))
+        ));
+    }
+
+    #[test]
+    fn frames_split_anywhere_reassemble() {
+        let msg = Msg::Start;
+        let bytes = [encode(&msg), encode(&Msg::Busy { retry_after_s: 3.0 })].concat();
+        for cut in 0..bytes.len() {
+            let mut d = FrameDecoder::new(1024);
+            d.push(&bytes[..cut]).unwrap();
+            let mut got = Vec::new();
+            while let Some(m) = d.next_msg().unwrap() {
+                got.push(m);
+            }
+            d.push(&bytes[cut..]).unwrap();
+            while let Some(m) = d.next_msg().unwrap() {
+                got.push(m);
+            }
+            assert_eq!(got.len(), 2, "cut at {cut}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn junk_never_panics(junk in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = Preamble::parse(&junk);
+            let mut d = FrameDecoder::new(256);
+            if d.push(&junk).is_ok() {
+                while let Ok(Some(_)) = d.next_msg() {}
+            }
+        }
+    }
+}

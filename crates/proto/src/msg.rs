@@ -1,0 +1,73 @@
+//! Control messages. One enum for both directions; the session state machines decide which
+//! are acceptable when.
+
+use serde::{Deserialize, Serialize};
+use wirerate_core::report::SideReport;
+use wirerate_core::result::Interval;
+use wirerate_core::TestSpec;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    /// Server → client, first frame: ready for a spec.
+    Welcome { server: String },
+    /// Server → client: another test is running; try again later.
+    Busy { retry_after_s: f64 },
+    /// Client → server: the test to run.
+    Spec { spec: TestSpec },
+    /// Server → client: spec accepted; data streams must present this token (hex).
+    Accepted { token: String },
+    /// Either way: the test cannot go on, and why.
+    Refused { reason: String },
+    /// Server → client: every data stream is attached; the clock starts now.
+    Start,
+    /// Server → client: an interval of a flow the server receives.
+    Interval { interval: Interval },
+    /// Either way: this side's final measurements.
+    Report { report: Box<SideReport> },
+}
+
+impl Msg {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Msg::Welcome { .. } => "welcome",
+            Msg::Busy { .. } => "busy",
+            Msg::Spec { .. } => "spec",
+            Msg::Accepted { .. } => "accepted",
+            Msg::Refused { .. } => "refused",
+            Msg::Start => "start",
+            Msg::Interval { .. } => "interval",
+            Msg::Report { .. } => "report",
+        }
+    }
+}
+
+/// Hex of a token, for the `Accepted` message.
+pub fn token_hex(t: &crate::Token) -> String {
+    t.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a token from hex; None unless exactly 32 hex digits.
+pub fn token_from_hex(s: &str) -> Option<crate::Token> {
+    if s.len() != 32 || !s.is_ascii() {
+        return None;
+    }
+    let mut t = [0u8; 16];
+    for (i, byte) in t.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_hex_round_trip() {
+        let t = [0xab; 16];
+        assert_eq!(token_from_hex(&token_hex(&t)), Some(t));
+        assert_eq!(token_from_hex("zz"), None);
+        assert_eq!(token_from_hex(&"é".repeat(16)), None);
+    }
+}

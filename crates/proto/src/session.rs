@@ -1,0 +1,496 @@
+//! Client and server sessions as state machines. They own no socket and read no clock: the
+//! driver feeds received bytes and the current time, attaches data streams, and sends what
+//! `poll_transmit` yields. Deadlines come out of `poll_timeout` and are enforced by
+//! `handle_timeout`, so a silent peer is detected the same way in tests and in production.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use wirerate_core::report::SideReport;
+use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
+use wirerate_core::TestSpec;
+
+use crate::data::{token_eq, DataHello};
+use crate::frame::{
+    encode, Channel, FrameDecoder, Preamble, ProtoError, MAX_CLIENT_FRAME, MAX_SERVER_FRAME,
+    PREAMBLE_LEN,
+};
+use crate::msg::{token_from_hex, token_hex, Msg};
+use crate::Token;
+
+/// The set of (flow, stream id) a spec asks for.
+pub fn expected_streams(spec: &TestSpec) -> HashSet<(Flow, u32)> {
+    spec.direction
+        .flows()
+        .iter()
+        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+        .collect()
+}
+
+/// Bytes a server sends a client it cannot serve now, then closes.
+pub fn busy_reply(retry_after_s: f64) -> Vec<u8> {
+    let mut out = Preamble::new(Channel::Control).emit().to_vec();
+    out.extend(encode(&Msg::Busy { retry_after_s }));
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerState {
+    AwaitSpec,
+    AwaitStreams,
+    Running,
+    Failed,
+}
+
+impl ServerState {
+    fn name(self) -> &'static str {
+        match self {
+            ServerState::AwaitSpec => "waiting for the test spec",
+            ServerState::AwaitStreams => "waiting for data streams",
+            ServerState::Running => "running the test",
+            ServerState::Failed => "failed",
+        }
+    }
+}
+
+/// What the server driver must act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// A valid spec arrived and was accepted: prepare the streams.
+    Spec(TestSpec),
+    /// Every data stream is attached and `Start` is queued: start the workers.
+    Start,
+    /// The client's final measurements.
+    PeerReport(Box<SideReport>),
+}
+
+/// The server's half of one control connection, after its preamble was read.
+#[derive(Debug)]
+pub struct ServerSession {
+    state: ServerState,
+    dec: FrameDecoder,
+    out: VecDeque<Vec<u8>>,
+    deadline: Option<Instant>,
+    idle: Duration,
+    token: Token,
+    expected: HashSet<(Flow, u32)>,
+    attached: HashSet<(Flow, u32)>,
+    peer_report: bool,
+    local_report: bool,
+}
+
+impl ServerSession {
+    pub fn new(now: Instant, idle: Duration, token: Token, server_name: &str) -> ServerSession {
+        let mut out = VecDeque::new();
+        out.push_back(Preamble::new(Channel::Control).emit().to_vec());
+        out.push_back(encode(&Msg::Welcome {
+            server: server_name.to_string(),
+        }));
+        ServerSession {
+            state: ServerState::AwaitSpec,
+            dec: FrameDecoder::new(MAX_CLIENT_FRAME),
+            out,
+            deadline: Some(now + idle),
+            idle,
+            token,
+            expected: HashSet::new(),
+            attached: HashSet::new(),
+            peer_report: false,
+            local_report: false,
+        }
+    }
+
+    /// Feeds bytes from the control connection.
+    pub fn handle_input(
+        &mut self,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<Vec<ServerEvent>, ProtoError> {
+        self.check_live()?;
+        self.dec
+            .push(bytes)
+            .inspect_err(|_| self.state = ServerState::Failed)?;
+        let mut events = Vec::new();
+        loop {
+            let msg = match self.dec.next_msg() {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => {
+                    self.state = ServerState::Failed;
+                    return Err(e);
+                }
+            };
+            events.push(self.on_msg(msg, now)?);
+        }
+        Ok(events)
+    }
+
+    fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<ServerEvent, ProtoError> {
+        match (self.state, msg) {
+            (ServerState::AwaitSpec, Msg::Spec { spec }) => {
+                if let Err(e) = spec.validate() {
+                    let reason = e.to_string();
+                    self.out.push_back(encode(&Msg::Refused {
+                        reason: reason.clone(),
+                    }));
+                    self.state = ServerState::Failed;
+                    return Err(ProtoError::Refused(reason));
+                }
+                self.expected = expected_streams(&spec);
+                self.out.push_back(encode(&Msg::Accepted {
+                    token: token_hex(&self.token),
+                }));
+                self.state = ServerState::AwaitStreams;
+                self.deadline = Some(now + self.idle);
+                Ok(ServerEvent::Spec(spec))
+            }
+            (ServerState::Running, Msg::Report { report }) if !self.peer_report => {
+                self.peer_report = true;
+                self.update_deadline(now);
+                Ok(ServerEvent::PeerReport(report))
+            }
+            (ServerState::Running | ServerState::AwaitStreams, Msg::Refused { reason }) => {
+                self.state = ServerState::Failed;
+                Err(ProtoError::Refused(reason))
+            }
+            (state, msg) => {
+                self.state = ServerState::Failed;
+                Err(ProtoError::Unexpected {
+                    got: msg.name(),
+                    state: state.name(),
+                })
+            }
+        }
+    }
+
+    /// A data connection presented this hello. Returns the `Start` event once the last
+    /// expected stream is attached.
+    pub fn attach_stream(
+        &mut self,
+        hello: &DataHello,
+        now: Instant,
+    ) -> Result<Option<ServerEvent>, ProtoError> {
+        if self.state != ServerState::AwaitStreams {
+            return Err(ProtoError::Unexpected {
+                got: "data stream",
+                state: self.state.name(),
+            });
+        }
+        if !token_eq(&hello.token, &self.token) {
+            return Err(ProtoError::BadToken);
+        }
+        let key = (hello.flow, hello.stream_id);
+        if !self.expected.contains(&key) || !self.attached.insert(key) {
+            return Err(ProtoError::BadMessage(format!(
+                "stream {} of that flow is not expected",
+                hello.stream_id
+            )));
+        }
+        if self.attached.len() < self.expected.len() {
+            return Ok(None);
+        }
+        self.out.push_back(encode(&Msg::Start));
+        self.state = ServerState::Running;
+        // While the test runs the control connection is quiet by design; the data streams
+        // carry their own read timeouts.
+        self.deadline = None;
+        let _ = now;
+        Ok(Some(ServerEvent::Start))
+    }
+
+    /// Queues an interval report of a flow this server receives.
+    pub fn send_interval(&mut self, interval: Interval) {
+        if self.state == ServerState::Running {
+            self.out.push_back(encode(&Msg::Interval { interval }));
+        }
+    }
+
+    /// Queues this side's final report; from now on the peer has `idle` to send its own.
+    pub fn local_report(&mut self, report: SideReport, now: Instant) {
+        if self.state == ServerState::Running && !self.local_report {
+            self.local_report = true;
+            self.out.push_back(encode(&Msg::Report {
+                report: Box::new(report),
+            }));
+            self.update_deadline(now);
+        }
+    }
+
+    /// Tells the client why the test ends early.
+    pub fn refuse(&mut self, reason: &str) {
+        if self.state != ServerState::Failed {
+            self.out.push_back(encode(&Msg::Refused {
+                reason: reason.to_string(),
+            }));
+            self.state = ServerState::Failed;
+        }
+    }
+
+    fn update_deadline(&mut self, now: Instant) {
+        self.deadline = if self.is_finished() {
+            None
+        } else if self.local_report {
+            Some(now + self.idle)
+        } else {
+            None
+        };
+    }
+
+    fn check_live(&self) -> Result<(), ProtoError> {
+        if self.state == ServerState::Failed {
+            return Err(ProtoError::Unexpected {
+                got: "input",
+                state: "failed",
+            });
+        }
+        Ok(())
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        match self.deadline {
+            Some(d) if now >= d => {
+                let what = self.state.name();
+                self.state = ServerState::Failed;
+                Err(ProtoError::TimedOut(what))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The peer closed the control connection.
+    pub fn handle_close(&mut self) -> Result<(), ProtoError> {
+        if self.is_finished() {
+            return Ok(());
+        }
+        let what = self.state.name();
+        self.state = ServerState::Failed;
+        Err(ProtoError::Closed(what))
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.peer_report && self.local_report
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.state == ServerState::Running
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientState {
+    AwaitPreamble,
+    AwaitWelcome,
+    AwaitAccepted,
+    AwaitStart,
+    Running,
+    Failed,
+}
+
+impl ClientState {
+    fn name(self) -> &'static str {
+        match self {
+            ClientState::AwaitPreamble | ClientState::AwaitWelcome => {
+                "waiting for the server's hello"
+            }
+            ClientState::AwaitAccepted => "waiting for the server to accept the spec",
+            ClientState::AwaitStart => "waiting for the server to start the test",
+            ClientState::Running => "running the test",
+            ClientState::Failed => "failed",
+        }
+    }
+}
+
+/// What the client driver must act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// Open the data streams, presenting this token.
+    Accepted(Token),
+    /// The test starts now.
+    Start,
+    Interval(Interval),
+    PeerReport(Box<SideReport>),
+}
+
+/// The client's half of a control connection.
+#[derive(Debug)]
+pub struct ClientSession {
+    state: ClientState,
+    pre: Vec<u8>,
+    dec: FrameDecoder,
+    out: VecDeque<Vec<u8>>,
+    deadline: Option<Instant>,
+    idle: Duration,
+    peer_report: bool,
+    local_report: bool,
+}
+
+impl ClientSession {
+    /// Queues the preamble and the spec at once: one round trip to the server's answer.
+    pub fn new(spec: &TestSpec, now: Instant, idle: Duration) -> ClientSession {
+        let mut out = VecDeque::new();
+        out.push_back(Preamble::new(Channel::Control).emit().to_vec());
+        out.push_back(encode(&Msg::Spec { spec: spec.clone() }));
+        ClientSession {
+            state: ClientState::AwaitPreamble,
+            pre: Vec::with_capacity(PREAMBLE_LEN),
+            dec: FrameDecoder::new(MAX_SERVER_FRAME),
+            out,
+            deadline: Some(now + idle),
+            idle,
+            peer_report: false,
+            local_report: false,
+        }
+    }
+
+    pub fn handle_input(
+        &mut self,
+        mut bytes: &[u8],
+        now: Instant,
+    ) -> Result<Vec<ClientEvent>, ProtoError> {
+        if self.state == ClientState::Failed {
+            return Err(ProtoError::Unexpected {
+                got: "input",
+                state: "failed",
+            });
+        }
+        if self.state == ClientState::AwaitPreamble {
+            let take = (PREAMBLE_LEN - self.pre.len()).min(bytes.len());
+            self.pre.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.pre.len() < PREAMBLE_LEN {
+                return Ok(Vec::new());
+            }
+            let p = Preamble::parse(&self.pre).inspect_err(|_| self.state = ClientState::Failed)?;
+            if p.channel != Channel::Control {
+                self.state = ClientState::Failed;
+                return Err(ProtoError::BadChannel(1));
+            }
+            self.state = ClientState::AwaitWelcome;
+        }
+        self.dec
+            .push(bytes)
+            .inspect_err(|_| self.state = ClientState::Failed)?;
+        let mut events = Vec::new();
+        loop {
+            match self.dec.next_msg() {
+                Ok(Some(m)) => {
+                    if let Some(ev) = self
+                        .on_msg(m, now)
+                        .inspect_err(|_| self.state = ClientState::Failed)?
+                    {
+                        events.push(ev);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.state = ClientState::Failed;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<Option<ClientEvent>, ProtoError> {
+        match (self.state, msg) {
+            (_, Msg::Busy { retry_after_s }) => Err(ProtoError::Busy(retry_after_s)),
+            (_, Msg::Refused { reason }) => Err(ProtoError::Refused(reason)),
+            (ClientState::AwaitWelcome, Msg::Welcome { .. }) => {
+                self.state = ClientState::AwaitAccepted;
+                Ok(None)
+            }
+            (ClientState::AwaitAccepted, Msg::Accepted { token }) => {
+                let t = token_from_hex(&token)
+                    .ok_or_else(|| ProtoError::BadMessage("token is not 32 hex digits".into()))?;
+                self.state = ClientState::AwaitStart;
+                self.deadline = Some(now + self.idle);
+                Ok(Some(ClientEvent::Accepted(t)))
+            }
+            (ClientState::AwaitStart, Msg::Start) => {
+                self.state = ClientState::Running;
+                self.deadline = None;
+                Ok(Some(ClientEvent::Start))
+            }
+            (ClientState::Running, Msg::Interval { interval }) => {
+                Ok(Some(ClientEvent::Interval(interval)))
+            }
+            (ClientState::Running, Msg::Report { report }) if !self.peer_report => {
+                self.peer_report = true;
+                self.deadline = None;
+                Ok(Some(ClientEvent::PeerReport(report)))
+            }
+            (state, msg) => Err(ProtoError::Unexpected {
+                got: msg.name(),
+                state: state.name(),
+            }),
+        }
+    }
+
+    /// Queues this side's final report; the server then has `idle` to send its own.
+    pub fn local_report(&mut self, report: SideReport, now: Instant) {
+        if self.state == ClientState::Running && !self.local_report {
+            self.local_report = true;
+            self.out.push_back(encode(&Msg::Report {
+                report: Box::new(report),
+            }));
+            if !self.peer_report {
+                self.deadline = Some(now + self.idle);
+            }
+        }
+    }
+
+    /// Gives up on the test and tells the server.
+    pub fn abort(&mut self, reason: &str) {
+        if self.state != ClientState::Failed {
+            self.out.push_back(encode(&Msg::Refused {
+                reason: reason.to_string(),
+            }));
+            self.state = ClientState::Failed;
+        }
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        match self.deadline {
+            Some(d) if now >= d => {
+                let what = self.state.name();
+                self.state = ClientState::Failed;
+                Err(ProtoError::TimedOut(what))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn handle_close(&mut self) -> Result<(), ProtoError> {
+        if self.is_finished() {
+            return Ok(());
+        }
+        let what = self.state.name();
+        self.state = ClientState::Failed;
+        Err(ProtoError::Closed(what))
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.peer_report && self.local_report
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

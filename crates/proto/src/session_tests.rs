@@ -1,0 +1,221 @@
+//! Two in-memory peers shuttling frames, with time passed in by hand.
+
+use super::*;
+use crate::data::DataHello;
+use wirerate_core::report::SideReport;
+use wirerate_core::spec::{Direction, Flow};
+
+const IDLE: Duration = Duration::from_secs(10);
+const TOKEN: Token = [9; 16];
+
+fn drain(out: &mut dyn FnMut() -> Option<Vec<u8>>) -> Vec<u8> {
+    let mut all = Vec::new();
+    while let Some(b) = out() {
+        all.extend(b);
+    }
+    all
+}
+
+/// Connects a client and a server up to `Accepted`; returns both and the client's token.
+fn handshake(spec: &TestSpec, now: Instant) -> (ClientSession, ServerSession, Token) {
+    let mut c = ClientSession::new(spec, now, IDLE);
+    let bytes = drain(&mut || c.poll_transmit());
+    // the engine reads and checks the preamble before it makes a session
+    let pre = Preamble::parse(&bytes).unwrap();
+    assert_eq!(pre.channel, Channel::Control);
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "test");
+    let ev = s.handle_input(&bytes[PREAMBLE_LEN..], now).unwrap();
+    assert!(matches!(ev.as_slice(), [ServerEvent::Spec(_)]));
+    let reply = drain(&mut || s.poll_transmit());
+    let ev = c.handle_input(&reply, now).unwrap();
+    let [ClientEvent::Accepted(token)] = ev.as_slice() else {
+        panic!("expected Accepted, got {ev:?}");
+    };
+    (c, s, *token)
+}
+
+#[test]
+fn full_session_forward_two_streams() {
+    let now = Instant::now();
+    let spec = TestSpec {
+        parallel: 2,
+        ..Default::default()
+    };
+    let (mut c, mut s, token) = handshake(&spec, now);
+    assert_eq!(token, TOKEN);
+    let h0 = DataHello {
+        token,
+        flow: Flow::ClientToServer,
+        stream_id: 0,
+    };
+    assert_eq!(s.attach_stream(&h0, now).unwrap(), None);
+    // the same stream twice is refused
+    assert!(s.attach_stream(&h0, now).is_err());
+    let h1 = DataHello { stream_id: 1, ..h0 };
+    assert_eq!(s.attach_stream(&h1, now).unwrap(), Some(ServerEvent::Start));
+    let ev = c
+        .handle_input(&drain(&mut || s.poll_transmit()), now)
+        .unwrap();
+    assert_eq!(ev, vec![ClientEvent::Start]);
+    // quiet for an hour while running: no timeout on either side
+    let later = now + Duration::from_secs(3600);
+    s.handle_timeout(later).unwrap();
+    c.handle_timeout(later).unwrap();
+    c.local_report(SideReport::default(), later);
+    let ev = s
+        .handle_input(&drain(&mut || c.poll_transmit()), later)
+        .unwrap();
+    assert!(matches!(ev.as_slice(), [ServerEvent::PeerReport(_)]));
+    s.local_report(SideReport::default(), later);
+    let ev = c
+        .handle_input(&drain(&mut || s.poll_transmit()), later)
+        .unwrap();
+    assert!(matches!(ev.as_slice(), [ClientEvent::PeerReport(_)]));
+    assert!(c.is_finished() && s.is_finished());
+    assert!(c.handle_close().is_ok() && s.handle_close().is_ok());
+}
+
+#[test]
+fn wrong_token_and_unknown_stream_are_refused() {
+    let now = Instant::now();
+    let spec = TestSpec {
+        direction: Direction::Reverse,
+        ..Default::default()
+    };
+    let (_c, mut s, token) = handshake(&spec, now);
+    let bad = DataHello {
+        token: [1; 16],
+        flow: Flow::ServerToClient,
+        stream_id: 0,
+    };
+    assert_eq!(s.attach_stream(&bad, now), Err(ProtoError::BadToken));
+    let wrong_flow = DataHello {
+        token,
+        flow: Flow::ClientToServer,
+        stream_id: 0,
+    };
+    assert!(s.attach_stream(&wrong_flow, now).is_err());
+    let wrong_id = DataHello {
+        token,
+        flow: Flow::ServerToClient,
+        stream_id: 5,
+    };
+    assert!(s.attach_stream(&wrong_id, now).is_err());
+}
+
+#[test]
+fn silent_client_times_out_at_each_stage() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    assert!(s.handle_timeout(now + Duration::from_secs(9)).is_ok());
+    assert!(matches!(
+        s.handle_timeout(now + IDLE),
+        Err(ProtoError::TimedOut(_))
+    ));
+    // after the spec, the streams must come within the idle timeout too
+    let (_c, mut s, _) = handshake(&TestSpec::default(), now);
+    assert_eq!(s.poll_timeout(), Some(now + IDLE));
+    assert!(s
+        .handle_timeout(now + IDLE + Duration::from_millis(1))
+        .is_err());
+}
+
+#[test]
+fn truncated_frame_waits_and_close_is_an_error() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    let frame = encode(&Msg::Spec {
+        spec: TestSpec::default(),
+    });
+    let ev = s.handle_input(&frame[..frame.len() - 3], now).unwrap();
+    assert!(ev.is_empty());
+    assert!(matches!(s.handle_close(), Err(ProtoError::Closed(_))));
+}
+
+#[test]
+fn oversized_and_junk_frames_fail_the_session() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    assert!(matches!(
+        s.handle_input(&[0xff, 0xff, 0xff, 0xff], now),
+        Err(ProtoError::FrameTooLarge(..))
+    ));
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    let mut junk = 5u32.to_be_bytes().to_vec();
+    junk.extend(b"{{{{{");
+    assert!(matches!(
+        s.handle_input(&junk, now),
+        Err(ProtoError::BadMessage(_))
+    ));
+    // and a failed session takes nothing more
+    assert!(s.handle_input(b"x", now).is_err());
+}
+
+#[test]
+fn messages_out_of_order_are_rejected() {
+    let now = Instant::now();
+    // a report before any spec
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    let f = encode(&Msg::Report {
+        report: Box::default(),
+    });
+    assert!(matches!(
+        s.handle_input(&f, now),
+        Err(ProtoError::Unexpected { got: "report", .. })
+    ));
+    // a client told Start before Accepted
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    let mut bytes = Preamble::new(Channel::Control).emit().to_vec();
+    bytes.extend(encode(&Msg::Welcome { server: "x".into() }));
+    bytes.extend(encode(&Msg::Start));
+    assert!(matches!(
+        c.handle_input(&bytes, now),
+        Err(ProtoError::Unexpected { got: "start", .. })
+    ));
+}
+
+#[test]
+fn invalid_spec_is_refused_with_a_reason() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    let spec = TestSpec {
+        parallel: 0,
+        ..Default::default()
+    };
+    let r = s.handle_input(&encode(&Msg::Spec { spec }), now);
+    assert!(matches!(r, Err(ProtoError::Refused(_))));
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    let reply = drain(&mut || s.poll_transmit());
+    assert!(matches!(
+        c.handle_input(&reply, now),
+        Err(ProtoError::Refused(reason)) if reason.contains("parallel")
+    ));
+}
+
+#[test]
+fn busy_reply_reaches_the_client() {
+    let now = Instant::now();
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    let r = c.handle_input(&busy_reply(7.0), now);
+    assert_eq!(r, Err(ProtoError::Busy(7.0)));
+}
+
+#[test]
+fn client_times_out_waiting_for_the_server_report() {
+    let now = Instant::now();
+    let (mut c, mut s, token) = handshake(&TestSpec::default(), now);
+    let h = DataHello {
+        token,
+        flow: Flow::ClientToServer,
+        stream_id: 0,
+    };
+    s.attach_stream(&h, now).unwrap();
+    c.handle_input(&drain(&mut || s.poll_transmit()), now)
+        .unwrap();
+    c.local_report(SideReport::default(), now);
+    assert!(c.handle_timeout(now + Duration::from_secs(5)).is_ok());
+    assert!(matches!(
+        c.handle_timeout(now + Duration::from_secs(11)),
+        Err(ProtoError::TimedOut("running the test"))
+    ));
+}

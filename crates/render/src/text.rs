@@ -1,0 +1,254 @@
+//! The human report: a header, interval lines while the test runs, and a summary table.
+
+use std::fmt::Write;
+
+use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
+use wirerate_core::spec::{Direction, End, Flow};
+use wirerate_core::units::{format_bps, format_bytes};
+use wirerate_core::{RunResult, TestSpec};
+
+pub fn flow_name(f: Flow) -> &'static str {
+    match f {
+        Flow::ClientToServer => "client→server",
+        Flow::ServerToClient => "server→client",
+    }
+}
+
+/// One line describing the test before it starts.
+pub fn header(spec: &TestSpec, target: &str) -> String {
+    let dir = match spec.direction {
+        Direction::Forward => "client → server",
+        Direction::Reverse => "server → client (reverse)",
+        Direction::Bidir => "both directions",
+    };
+    let end = match spec.end {
+        End::Time { seconds } => format!("{seconds} s"),
+        End::Bytes { bytes } => format_bytes(bytes),
+        End::Blocks { blocks } => format!("{blocks} blocks"),
+    };
+    let omit = if spec.omit_s > 0.0 {
+        format!(" after {} s warm-up", spec.omit_s)
+    } else {
+        String::new()
+    };
+    format!(
+        "wirerate: {:?} to {target}, {dir}, {} stream(s), {end}{omit}, {} per write",
+        spec.protocol,
+        spec.parallel,
+        format_bytes(spec.len_bytes)
+    )
+    .replace("Tcp", "TCP")
+    .replace("Udp", "UDP")
+}
+
+/// The column header for interval lines.
+pub fn interval_header() -> String {
+    format!(
+        "{:<15} {:>15} {:>12} {:>15}",
+        "flow", "interval", "received", "goodput"
+    )
+}
+
+/// One interval line.
+pub fn interval(iv: &Interval) -> String {
+    format!(
+        "{:<15} {:>15} {:>12} {:>15}{}",
+        flow_name(iv.flow),
+        format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
+        format_bytes(iv.bytes),
+        format_bps(iv.bps),
+        if iv.omitted { "  (omitted)" } else { "" }
+    )
+}
+
+fn io_line(name: &str, io: &IoStats, verb: &str) -> String {
+    format!(
+        "  {name:<22} {} {verb}, {:.1}/s, {} per call",
+        io.calls,
+        io.calls_per_s,
+        format_bytes(io.bytes_per_call as u64)
+    )
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |x| format!("{x:.1} %"))
+}
+
+fn cpu_line(name: &str, c: Option<&CpuSide>) -> String {
+    let Some(c) = c else {
+        return format!("  {name:<22} n/a");
+    };
+    let busiest = match (c.busiest_core, c.busiest_core_percent) {
+        (Some(n), Some(p)) => format!(", busiest core {n} at {p:.0} %"),
+        _ => String::new(),
+    };
+    format!(
+        "  {name:<22} user {:.2} s, sys {:.2} s ({:.0} % of a core); host busy {} (softirq+irq {}{busiest})",
+        c.user_s,
+        c.sys_s,
+        c.process_percent,
+        opt_pct(c.system_percent),
+        opt_pct(c.softirq_percent),
+    )
+}
+
+fn us(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".into(), |x| format!("{:.3} s", x as f64 / 1e6))
+}
+
+fn n(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".into(), |x| x.to_string())
+}
+
+fn tcp_stream_line(label: &str, t: &TcpInfo) -> String {
+    format!(
+        "    {label:<8} retrans {}, segs out {} in {}, rtt {} µs, cwnd {}, mss {}, busy {}, rwnd-limited {}, sndbuf-limited {}",
+        n(t.retransmits_total),
+        n(t.segs_out),
+        n(t.segs_in),
+        n(t.rtt_us),
+        n(t.snd_cwnd),
+        n(t.snd_mss),
+        us(t.busy_time_us),
+        us(t.rwnd_limited_us),
+        us(t.sndbuf_limited_us),
+    )
+}
+
+fn iface_line(side: &str, i: &InterfaceDelta) -> String {
+    format!(
+        "  {:<22} {}: rx {} pkts {}, tx {} pkts {}, drops {}/{}, errors {}/{}, overruns {}",
+        format!("interface ({side})"),
+        i.name,
+        n(i.rx_packets),
+        i.rx_bytes.map_or_else(|| "n/a".into(), format_bytes),
+        n(i.tx_packets),
+        i.tx_bytes.map_or_else(|| "n/a".into(), format_bytes),
+        n(i.rx_dropped),
+        n(i.tx_dropped),
+        n(i.rx_errors),
+        n(i.tx_errors),
+        n(i.rx_over_errors.zip(i.rx_fifo_errors).map(|(a, b)| a + b)),
+    )
+}
+
+/// The summary table printed at the end of a run.
+pub fn summary(r: &RunResult) -> String {
+    let s = &r.summary;
+    let mut o = String::new();
+    let _ = writeln!(o, "\nSummary");
+    let _ = writeln!(
+        o,
+        "  {:<22} {:>15}   {} in {:.2} s",
+        "goodput (receiver)",
+        format_bps(s.goodput_bps),
+        format_bytes(s.bytes),
+        s.seconds
+    );
+    let _ = writeln!(
+        o,
+        "  {:<22} {:>15}   {} in {:.2} s",
+        "sent (sender)",
+        format_bps(s.sender_bps),
+        format_bytes(s.sender_bytes),
+        s.sender_seconds
+    );
+    for f in &s.flows {
+        let _ = writeln!(
+            o,
+            "  {:<22} {:>15}   {} in {:.2} s",
+            flow_name(f.flow),
+            format_bps(f.goodput_bps),
+            format_bytes(f.bytes),
+            f.seconds
+        );
+    }
+    if r.streams.len() > 1 {
+        for st in &r.streams {
+            let _ = writeln!(
+                o,
+                "  {:<22} {:>15}   {}",
+                format!("stream {} {}", st.id, flow_name(st.flow)),
+                format_bps(st.goodput_bps),
+                format_bytes(st.receiver.counted_bytes)
+            );
+        }
+    }
+    let _ = writeln!(o, "{}", io_line("I/O sender", &s.io.sender, "writes"));
+    let _ = writeln!(o, "{}", io_line("I/O receiver", &s.io.receiver, "reads"));
+    let _ = writeln!(o, "{}", cpu_line("CPU client", s.cpu.local.as_ref()));
+    let _ = writeln!(o, "{}", cpu_line("CPU server", s.cpu.remote.as_ref()));
+    let _ = writeln!(
+        o,
+        "  {:<22} {}",
+        "PI = T/C × T/P",
+        s.pi.map_or_else(|| "n/a (CPU load unknown)".into(), |p| format!("{p:.2}"))
+    );
+    if let Some(t) = &s.tcp {
+        let _ = writeln!(
+            o,
+            "  {:<22} retransmits {}, congestion {}, mean rtt {}",
+            "TCP",
+            n(t.retransmits),
+            t.congestion.as_deref().unwrap_or("n/a"),
+            t.rtt_us
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs"))
+        );
+        for st in &r.streams {
+            if let Some(ti) = &st.tcp_sender {
+                let _ = writeln!(o, "{}", tcp_stream_line(&format!("s{} tx", st.id), ti));
+            }
+        }
+    }
+    for i in &r.env.client.interfaces {
+        let _ = writeln!(o, "{}", iface_line("client", i));
+    }
+    if !r.env.embedded_server {
+        for i in &r.env.server.interfaces {
+            let _ = writeln!(o, "{}", iface_line("server", i));
+        }
+    }
+    let w = &s.wire;
+    let wire = match (w.link_bps, w.model_goodput_bps, w.efficiency) {
+        (Some(l), Some(m), Some(e)) => format!(
+            "link {}, model goodput {}, efficiency {:.1} %",
+            format_bps(l),
+            format_bps(m),
+            e * 100.0
+        ),
+        (Some(l), _, _) => format!("link {}, no model for this test", format_bps(l)),
+        _ => "link rate unknown (state it with --link RATE)".into(),
+    };
+    let _ = writeln!(o, "  {:<22} {wire}", "wire");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_line_has_units() {
+        let iv = Interval {
+            flow: Flow::ClientToServer,
+            start_s: 0.0,
+            end_s: 1.0,
+            bytes: 1 << 30,
+            bps: 8.589934592e9,
+            omitted: true,
+        };
+        let l = interval(&iv);
+        assert!(l.contains("1.00 GiB"), "{l}");
+        assert!(l.contains("8.59 Gbit/s"), "{l}");
+        assert!(l.contains("omitted"), "{l}");
+    }
+
+    #[test]
+    fn header_names_the_test() {
+        let h = header(&TestSpec::default(), "127.0.0.1:5350");
+        assert!(
+            h.starts_with("wirerate: TCP to 127.0.0.1:5350, client → server, 1 stream(s), 10 s"),
+            "{h}"
+        );
+    }
+}

@@ -1,0 +1,273 @@
+//! End-to-end tests of `wirerate run` over loopback: the figures, the modes, and bad input.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{json, run, stderr, ServerProc};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn embedded_run_reports_every_figure_in_json() {
+    let out = run(&["run", "-t", "1", "-i", "0.5", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let s = &j["summary"];
+    assert!(s["goodput_bps"].as_f64().unwrap() > 1e8, "{s}");
+    assert!(s["sender_bps"].as_f64().unwrap() > 1e8);
+    assert!(s["bytes"].as_u64().unwrap() > 0);
+    assert!(s["seconds"].as_f64().unwrap() > 0.5);
+    for side in ["local", "remote"] {
+        let c = &s["cpu"][side];
+        assert!(
+            c["sys_s"].as_f64().unwrap() + c["user_s"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+        let sp = c["system_percent"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&sp), "{sp}");
+        assert!(c["busiest_core_percent"].as_f64().is_some());
+    }
+    assert!(s["pi"].as_f64().unwrap() > 0.0);
+    assert!(s["tcp"]["retransmits"].as_u64().is_some());
+    assert!(s["io"]["sender"]["calls"].as_u64().unwrap() > 0);
+    assert!(s["io"]["receiver"]["bytes_per_call"].as_f64().unwrap() > 0.0);
+    // the wire section is present; without --link its fields are null, not guesses
+    assert!(s["wire"].is_object());
+    assert!(s["wire"]["link_bps"].is_null());
+    let st = &j["streams"][0];
+    assert!(st["tcp_sender"]["segs_out"].as_u64().unwrap() > 0);
+    assert!(st["tcp_receiver"]["segs_in"].as_u64().unwrap() > 0);
+    assert!(st["tcp_sender"]["busy_time_us"].as_u64().is_some());
+    assert!(j["intervals"].as_array().unwrap().len() >= 2);
+    let lo = &j["env"]["client"]["interfaces"][0];
+    assert_eq!(lo["name"], "lo");
+    assert!(lo["tx_packets"].as_u64().unwrap() > 0);
+    assert_eq!(j["env"]["embedded_server"], true);
+    assert_eq!(j["schema_version"], 1);
+}
+
+#[test]
+fn json_output_validates_against_the_checked_in_schema() {
+    let schema_text = include_str!("../../../schema/result.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    for args in [
+        vec!["run", "-t", "0.5", "--json"],
+        vec![
+            "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "--json",
+        ],
+    ] {
+        let out = run(&args, LIMIT);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let doc = json(&out);
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+        // and the schema is strict enough to catch a broken document
+        let mut broken = doc.clone();
+        broken["summary"]["goodput_bps"] = serde_json::json!("fast");
+        assert!(!validator.is_valid(&broken));
+        let mut broken = doc;
+        broken["summary"]["cpu"]["local"]["system_percent"] = serde_json::json!(250.0);
+        assert!(!validator.is_valid(&broken));
+    }
+}
+
+#[test]
+fn byte_count_is_delivered_exactly_over_parallel_streams() {
+    let out = run(
+        &["run", "-n", "10000001", "-P", "3", "-l", "64K", "--json"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["summary"]["bytes"], 10_000_001);
+    assert_eq!(j["summary"]["sender_bytes"], 10_000_001);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn blocks_are_ttcp_nbuf_times_buflen() {
+    let out = run(&["run", "--blocks", "100", "-l", "8K", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["summary"]["bytes"], 100 * 8192);
+    assert_eq!(j["summary"]["io"]["sender"]["calls"], 100);
+}
+
+#[test]
+fn reverse_and_bidir_move_data_the_right_way() {
+    let out = run(&["run", "-R", "-n", "4M", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["streams"][0]["flow"], "server_to_client");
+    assert_eq!(j["summary"]["bytes"], 4 << 20);
+
+    let out = run(&["run", "--bidir", "-t", "1", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let flows = j["summary"]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    for f in flows {
+        assert!(f["goodput_bps"].as_f64().unwrap() > 1e7, "{f}");
+    }
+}
+
+#[test]
+fn omit_excludes_the_warm_up() {
+    let out = run(
+        &["run", "-t", "1", "-O", "0.5", "-i", "0.25", "--json"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let s = &j["summary"];
+    // the counted window is the second after the warm-up, not the 1.5 s of sending
+    let secs = s["seconds"].as_f64().unwrap();
+    assert!(secs > 0.8 && secs < 1.3, "{secs}");
+    let ivs = j["intervals"].as_array().unwrap();
+    assert!(ivs.iter().any(|i| i["omitted"] == true));
+    assert!(ivs.iter().any(|i| i["omitted"] == false));
+}
+
+#[test]
+fn socket_options_reach_the_kernel() {
+    let out = run(
+        &[
+            "run", "-t", "0.5", "-M", "1000", "-N", "-C", "cubic", "-w", "256K", "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let t = &j["streams"][0]["tcp_sender"];
+    assert_eq!(t["congestion"], "cubic");
+    // MSS 1000 less the 12-byte timestamp option
+    assert!(t["snd_mss"].as_u64().unwrap() <= 1000, "{t}");
+}
+
+#[test]
+fn text_report_has_intervals_and_summary() {
+    let out = run(&["run", "-t", "1"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "goodput (receiver)",
+        "sent (sender)",
+        "CPU client",
+        "CPU server",
+        "PI",
+        "retransmits",
+        "0.00-1.00 s",
+        "interface (client)",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    for args in [
+        vec!["run", "-P", "0"],
+        vec!["run", "-l", "0"],
+        vec!["run", "-t", "abc"],
+        vec!["run", "-t", "-1"],
+        vec!["run", "-n", "12Q"],
+        vec!["run", "--bogus"],
+        vec!["run", "-R", "--bidir"],
+        vec!["run", "-t", "1", "-n", "1M"],
+        vec!["run", "-C", "bad name!"],
+        vec!["run", "--link", "0"],
+        vec!["run", "-i", "-2"],
+    ] {
+        let out = run(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.trim().lines().next().is_some_and(|l| !l.is_empty()),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn refused_and_silent_peers_exit_1_quickly() {
+    let port = common::free_port().to_string();
+    let out = run(&["run", "127.0.0.1", "-p", &port, "-t", "1"], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+
+    let out = run(&["run", "no-such-host.invalid", "-t", "1"], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot resolve"), "{}", stderr(&out));
+
+    // a peer that accepts and never speaks
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let t0 = Instant::now();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "1",
+            "--idle-timeout",
+            "1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(stderr(&out).contains("silent"), "{}", stderr(&out));
+    drop(silent);
+}
+
+#[test]
+fn unknown_congestion_control_is_a_clear_error() {
+    let out = run(&["run", "-t", "0.5", "-C", "nosuchalgo"], LIMIT);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("nosuchalgo") && err.contains("not available"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn remote_server_run_fills_both_sides() {
+    let srv = ServerProc::start(&[]);
+    let port = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "1",
+            "-P",
+            "2",
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["env"]["embedded_server"], false);
+    assert!(j["summary"]["cpu"]["remote"]["sys_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 2);
+    assert!(!j["env"]["server"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}

@@ -1,0 +1,183 @@
+//! Robustness of `wirerate serve`: junk, idle hordes, slot squatters, oversized frames,
+//! forged data streams and killed clients never stop the server or block the next test for
+//! longer than the idle timeout.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, json, run, stderr, ServerProc};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn quick_test(port: u16) -> std::process::Output {
+    let p = port.to_string();
+    run(&["run", "127.0.0.1", "-p", &p, "-n", "4M", "--json"], LIMIT)
+}
+
+fn assert_serves(port: u16) {
+    let out = quick_test(port);
+    assert!(
+        out.status.success(),
+        "server did not serve: {}",
+        stderr(&out)
+    );
+    assert_eq!(json(&out)["summary"]["bytes"], 4 << 20);
+}
+
+fn connect(port: u16) -> TcpStream {
+    TcpStream::connect(("127.0.0.1", port)).expect("connect")
+}
+
+/// True when the server closes the connection within `limit`.
+fn closed_within(mut s: TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    let t0 = Instant::now();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+        if t0.elapsed() > limit {
+            return false;
+        }
+    }
+}
+
+#[test]
+fn junk_bytes_are_rejected_and_logged() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let mut s = connect(srv.port);
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert!(closed_within(s, Duration::from_secs(3)));
+    assert_serves(srv.port);
+    let log = srv.stop();
+    assert!(
+        log.contains("rejected") && log.contains("bad magic"),
+        "{log}"
+    );
+}
+
+#[test]
+fn hundreds_of_idle_connections_do_not_block_a_test() {
+    let srv = ServerProc::start(&["--idle-timeout", "3"]);
+    let idle: Vec<TcpStream> = (0..300).map(|_| connect(srv.port)).collect();
+    let t0 = Instant::now();
+    assert_serves(srv.port);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "test waited for idle connections"
+    );
+    drop(idle);
+}
+
+#[test]
+fn a_client_squatting_the_slot_is_dropped_after_the_idle_timeout() {
+    let mut srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let mut squatter = connect(srv.port);
+    // a valid control preamble, then silence: the server reserves the test slot
+    squatter.write_all(b"WRRT\x00\x01\x00\x00").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = quick_test(srv.port);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(2200));
+    assert_serves(srv.port);
+    assert!(srv.alive());
+}
+
+#[test]
+fn an_oversized_frame_is_refused_before_allocation() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let mut s = connect(srv.port);
+    s.write_all(b"WRRT\x00\x01\x00\x00").unwrap();
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    assert!(closed_within(s, Duration::from_secs(3)));
+    assert_serves(srv.port);
+    let log = srv.stop();
+    assert!(log.contains("exceeds the limit"), "{log}");
+}
+
+#[test]
+fn a_data_stream_with_a_forged_token_is_rejected() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let mut s = connect(srv.port);
+    let mut hello = b"WRRT\x00\x01\x01\x00".to_vec();
+    hello.extend([0xAAu8; 16]);
+    hello.extend([0, 0, 0, 0, 0]);
+    s.write_all(&hello).unwrap();
+    assert!(closed_within(s, Duration::from_secs(3)));
+    assert_serves(srv.port);
+    let log = srv.stop();
+    assert!(log.contains("wrong or stale session token"), "{log}");
+}
+
+#[test]
+fn a_client_killed_mid_test_frees_the_server() {
+    for reverse in [false, true] {
+        let mut srv = ServerProc::start(&["--idle-timeout", "2"]);
+        let p = srv.port.to_string();
+        let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "30"];
+        if reverse {
+            args.push("-R");
+        }
+        let mut client = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        client.kill().unwrap();
+        client.wait().unwrap();
+        let t0 = Instant::now();
+        // within the idle timeout (and a little), the next test runs
+        loop {
+            let out = quick_test(srv.port);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(4),
+                "server still busy: {}",
+                stderr(&out)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(srv.alive());
+    }
+}
+
+#[test]
+fn a_second_client_is_told_busy_at_once() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let mut first = Command::new(bin())
+        .args(["run", "127.0.0.1", "-p", &p, "-t", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let out = quick_test(srv.port);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let err = stderr(&out);
+    assert!(err.contains("busy") && err.contains("retry in"), "{err}");
+    let status = common::wait_bounded(
+        {
+            let _ = first.stdout.take();
+            first
+        },
+        LIMIT,
+    )
+    .status;
+    assert!(status.success());
+}
