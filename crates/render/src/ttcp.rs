@@ -1,23 +1,16 @@
 //! Classic ttcp report lines, with the classic arithmetic, so a new run can be set beside an
 //! old ttcp log line for line.
 //!
-//! Promise: pure formatting of plain figures, no IO and no clock; the same figures always
-//! give the same text (the golden tests below pin it).
-//!
-//! The arithmetic is ttcp's own, quirks included (docs/ttcp.md explains each):
-//! - rate = bytes ÷ real seconds, scaled by 1024 per prefix for every `-f` letter, and
-//!   ×8 for the bit letters (`k`, `m`, `g`);
-//! - msec/call = **1024** × real seconds ÷ calls (not 1000);
-//! - real and CPU seconds are clamped to 0.001 and 0.00001 so nothing divides by zero;
-//! - the usage line truncates user and system time to tenths, elapsed time to whole
-//!   seconds, and computes the percentage from hundredths truncated part by part;
-//! - `maxrss` is the kernel's figure halved.
+//! Promise: pure formatting, no IO and no clock; the same figures always give the same text
+//! (the golden tests pin it against lines from old logs). The arithmetic, ttcp's own with its
+//! quirks, is in `wirerate_core::ttcp`; this module only lays the figures out as ttcp did
+//! (`%.2f`, `m:ss`, the field order of the usage line).
 
 use std::fmt::Write as _;
 
 use wirerate_core::result::CpuSide;
 use wirerate_core::spec::{Flow, Protocol};
-use wirerate_core::ttcp::{Sample, Timeval, Transfer, Usage};
+use wirerate_core::ttcp::{figures, usage_figures, Sample, Timeval, Transfer, Usage};
 use wirerate_core::RunResult;
 
 /// Which end of the transfer a line belongs to.
@@ -37,46 +30,11 @@ impl Side {
     }
 }
 
-/// The unit of the rate figure, chosen by ttcp's `-f` letter. Every prefix is a power of
-/// 1024, for bits as well as bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RateUnit {
-    Kbit,
-    #[default]
-    KByte,
-    Mbit,
-    MByte,
-    Gbit,
-    GByte,
-}
+pub use wirerate_core::ttcp::RateUnit;
 
-impl RateUnit {
-    /// The unit for a `-f` letter: `k`/`m`/`g` bits, `K`/`M`/`G` bytes.
-    pub fn from_letter(c: char) -> Option<RateUnit> {
-        Some(match c {
-            'k' => RateUnit::Kbit,
-            'K' => RateUnit::KByte,
-            'm' => RateUnit::Mbit,
-            'M' => RateUnit::MByte,
-            'g' => RateUnit::Gbit,
-            'G' => RateUnit::GByte,
-            _ => return None,
-        })
-    }
-
-    /// Formats bytes per second as ttcp does, without the trailing `/sec`: `3034.52 KB`.
-    pub fn format(self, bytes_per_s: f64) -> String {
-        let (bits, power, name) = match self {
-            RateUnit::Kbit => (true, 1, "Kbit"),
-            RateUnit::KByte => (false, 1, "KB"),
-            RateUnit::Mbit => (true, 2, "Mbit"),
-            RateUnit::MByte => (false, 2, "MB"),
-            RateUnit::Gbit => (true, 3, "Gbit"),
-            RateUnit::GByte => (false, 3, "GB"),
-        };
-        let scaled = if bits { bytes_per_s * 8.0 } else { bytes_per_s } / 1024f64.powi(power);
-        format!("{scaled:.2} {name}")
-    }
+/// A rate as ttcp prints it, without the trailing `/sec`: `3034.52 KB`.
+pub fn rate(unit: RateUnit, bytes_per_s: f64) -> String {
+    format!("{:.2} {}", unit.scale(bytes_per_s), unit.name())
 }
 
 /// The first line of a run: the parameters as ttcp prints them.
@@ -146,46 +104,6 @@ pub struct Report {
     pub fields: UsageFields,
 }
 
-/// `t1 - t0` with a borrow from the seconds, as a C `timeval` subtraction.
-fn tv_sub(t1: Timeval, t0: Timeval) -> Timeval {
-    let mut d = Timeval {
-        sec: t1.sec - t0.sec,
-        usec: t1.usec - t0.usec,
-    };
-    if d.usec < 0 {
-        d.sec -= 1;
-        d.usec += 1_000_000;
-    }
-    d
-}
-
-/// Hundredths of a second between two readings, truncating the seconds and microsecond
-/// parts separately (this is how ttcp computes both the CPU and the elapsed hundredths).
-fn hundredths(t1: Timeval, t0: Timeval) -> i64 {
-    (t1.sec - t0.sec) * 100 + (t1.usec - t0.usec) / 10_000
-}
-
-/// Real seconds of a transfer, clamped to 0.001 as ttcp does.
-pub fn real_seconds(t: &Transfer) -> f64 {
-    let r = tv_sub(t.end.clock, t.start.clock).as_secs_f64();
-    if r <= 0.0 {
-        0.001
-    } else {
-        r
-    }
-}
-
-/// CPU (user + system) seconds of a transfer, clamped to 0.00001 as ttcp does.
-pub fn cpu_seconds(t: &Transfer) -> f64 {
-    let (u0, u1) = (t.start.usage, t.end.usage);
-    let c = tv_sub(u1.user, u0.user).as_secs_f64() + tv_sub(u1.sys, u0.sys).as_secs_f64();
-    if c < 0.00001 {
-        0.00001
-    } else {
-        c
-    }
-}
-
 /// Elapsed whole seconds as `m:ss`, or `h:mm:ss` from one hour on.
 fn elapsed(secs: i64) -> String {
     let hours = secs / 3600;
@@ -199,33 +117,27 @@ fn elapsed(secs: i64) -> String {
 
 /// The usage line after its prefix, from two samples.
 pub fn usage_line(start: &Sample, end: &Sample, fields: UsageFields) -> String {
-    let (r0, r1): (&Usage, &Usage) = (&start.usage, &end.usage);
-    let cpu = hundredths(r1.user, r0.user) + hundredths(r1.sys, r0.sys);
-    let wall = hundredths(end.clock, start.clock);
-    let user = tv_sub(r1.user, r0.user);
-    let sys = tv_sub(r1.sys, r0.sys);
-    let percent = cpu * 100 / if wall != 0 { wall } else { 1 };
+    let u = usage_figures(start, end);
     let mut s = format!(
         "{}.{}user {}.{}sys {}real {}%",
-        user.sec,
-        user.usec / 100_000,
-        sys.sec,
-        sys.usec / 100_000,
-        elapsed(wall / 100),
-        percent
+        u.user_tenths / 10,
+        u.user_tenths % 10,
+        u.sys_tenths / 10,
+        u.sys_tenths % 10,
+        elapsed(u.elapsed_s),
+        u.percent
     );
     if fields == UsageFields::Bsd {
-        let per_tick = |d: i64| if cpu == 0 { 0 } else { d / cpu };
-        let text = per_tick(r1.ixrss - r0.ixrss);
-        let data = per_tick(r1.idrss + r1.isrss - (r0.idrss + r0.isrss));
         let _ = write!(
             s,
-            " {text}i+{data}d {}maxrss {}+{}pf {}+{}csw",
-            r1.maxrss_kib / 2,
-            r1.major_faults - r0.major_faults,
-            r1.minor_faults - r0.minor_faults,
-            r1.voluntary_csw - r0.voluntary_csw,
-            r1.involuntary_csw - r0.involuntary_csw
+            " {}i+{}d {}maxrss {}+{}pf {}+{}csw",
+            u.text,
+            u.data,
+            u.maxrss_half,
+            u.major_faults,
+            u.minor_faults,
+            u.voluntary_csw,
+            u.involuntary_csw
         );
     }
     s
@@ -236,31 +148,28 @@ pub fn usage_line(start: &Sample, end: &Sample, fields: UsageFields) -> String {
 pub fn report(r: &Report) -> String {
     let p = r.side.prefix();
     let t = &r.transfer;
-    let realt = real_seconds(t);
-    let cput = cpu_seconds(t);
-    let bytes = t.bytes as f64;
-    let calls = t.calls as f64;
+    let f = figures(t);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{p}: {} bytes in {realt:.2} real seconds = {}/sec +++",
+        "{p}: {} bytes in {:.2} real seconds = {}/sec +++",
         t.bytes,
-        r.unit.format(bytes / realt)
+        f.real_s,
+        rate(r.unit, f.bytes_per_real_s)
     );
     if r.verbose {
         let _ = writeln!(
             s,
-            "{p}: {} bytes in {cput:.2} CPU seconds = {}/cpu sec",
+            "{p}: {} bytes in {:.2} CPU seconds = {}/cpu sec",
             t.bytes,
-            r.unit.format(bytes / cput)
+            f.cpu_s,
+            rate(r.unit, f.bytes_per_cpu_s)
         );
     }
     let _ = writeln!(
         s,
         "{p}: {} I/O calls, msec/call = {:.2}, calls/sec = {:.2}",
-        t.calls,
-        1024.0 * realt / calls,
-        calls / realt
+        t.calls, f.msec_per_call, f.calls_per_s
     );
     if r.fields != UsageFields::Omitted {
         let _ = writeln!(s, "{p}: {}", usage_line(&t.start, &t.end, r.fields));

@@ -129,17 +129,13 @@ fn rate_letters_are_powers_of_1024() {
     ];
     for (letter, want) in cases {
         let unit = RateUnit::from_letter(letter).unwrap();
-        assert_eq!(unit.format(mib_per_s), want, "-f {letter}");
+        assert_eq!(rate(unit, mib_per_s), want, "-f {letter}");
     }
-    assert_eq!(RateUnit::from_letter('x'), None);
-    assert_eq!(RateUnit::default(), RateUnit::KByte);
 }
 
 #[test]
 fn empty_transfer_is_clamped_not_divided_by_zero() {
     let t = transfer(0, 0, tv(0, 0), tv(0, 0), tv(0, 0));
-    assert_eq!(real_seconds(&t), 0.001);
-    assert_eq!(cpu_seconds(&t), 0.00001);
     assert_eq!(
         report(&plain(Side::Receive, t)),
         "ttcp-r: 0 bytes in 0.00 real seconds = 0.00 KB/sec +++\n\
