@@ -570,3 +570,54 @@ fn full_block_reads_count_every_partial_read() {
     assert!(rx.stdout == data);
     assert_eq!(check_closing_lines(&rx.stderr, "ttcp-r", Some(5)), 900);
 }
+
+#[test]
+fn a_real_wirerate_run_renders_as_ttcp_lines() {
+    let child = Command::new(env!("CARGO_BIN_EXE_wirerate"))
+        .args([
+            "run",
+            "--blocks",
+            "64",
+            "-l",
+            "8K",
+            "--json",
+            "-p",
+            &free_port(false).to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wirerate run");
+    let run = Proc(Some(child)).finish();
+    assert!(run.status.success(), "{}", run.stderr);
+    let result: wirerate_core::RunResult =
+        serde_json::from_slice(&run.stdout).expect("result JSON");
+    let text = wirerate_render::ttcp::run_result_lines(&result);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("ttcp-t: buflen=8192, nbuf=64, align=0/0, port="),
+        "{text}"
+    );
+    assert!(lines[0].contains("  tcp  -> "), "{text}");
+    assert!(lines[1].starts_with("ttcp-t: 524288 bytes in "), "{text}");
+    assert!(
+        lines[2].starts_with("ttcp-t: 64 I/O calls, msec/call = "),
+        "{text}"
+    );
+    let r_head = lines
+        .iter()
+        .position(|l| l.starts_with("ttcp-r: buflen=8192, nbuf=64"))
+        .expect("receiver block");
+    assert!(
+        lines[r_head + 1].starts_with("ttcp-r: 524288 bytes in "),
+        "{text}"
+    );
+    // usage lines, where present, have the System V form
+    for l in lines.iter().filter(|l| l.contains("user ")) {
+        assert!(
+            l.ends_with('%') && l.contains("sys ") && l.contains("real "),
+            "{l}"
+        );
+    }
+}
