@@ -104,7 +104,13 @@ pub struct Ends<'a> {
 
 /// Runs one side of a classic ttcp transfer.
 pub fn run(cfg: &Config, ends: &mut Ends<'_>) -> Result<Outcome, TtcpError> {
-    let mut buf = Buffer::new(cfg.buflen, cfg.align, cfg.offset);
+    // A UDP buffer must outgrow a sentinel, as in ttcp; no buffer may be empty.
+    let buflen = if cfg.udp {
+        cfg.buflen.max(udp::SENTINEL_LEN + 1)
+    } else {
+        cfg.buflen.max(1)
+    };
+    let mut buf = Buffer::new(buflen, cfg.align, cfg.offset);
     let buffer_addr = buf.addr();
     let (transfer, idle_timeout) = match (&cfg.mode, cfg.udp) {
         (Mode::Transmit { host }, false) => (tcp::transmit(cfg, host, &mut buf, ends)?, false),
@@ -332,6 +338,45 @@ mod tests {
         let (n, calls) = fill(&mut input, &mut buf).unwrap();
         assert_eq!((n, &buf[..n]), (5, &b"hello"[..]));
         assert_eq!(calls, 2);
+    }
+
+    #[test]
+    fn tiny_udp_buffer_still_carries_data_and_sentinels() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let cfg = Config {
+            mode: Mode::Transmit {
+                host: "127.0.0.1".into(),
+            },
+            port: rx.local_addr().unwrap().port(),
+            family: Family::V4,
+            udp: true,
+            buflen: 1,
+            nbuf: 1,
+            sink: true,
+            sockbuf: None,
+            nodelay: false,
+            debug: false,
+            align: 0,
+            offset: 0,
+            full_blocks: false,
+            touch: false,
+            udp_idle: None,
+        };
+        let (mut input, mut output) = (io::empty(), io::sink());
+        let out = run(
+            &cfg,
+            &mut Ends {
+                input: &mut input,
+                output: &mut output,
+                progress: &mut |_| {},
+            },
+        )
+        .unwrap();
+        assert_eq!((out.transfer.bytes, out.transfer.calls), (5, 7));
+        let mut b = [0u8; 64];
+        let sizes: Vec<usize> = (0..3).map(|_| rx.recv(&mut b).unwrap()).collect();
+        assert_eq!(sizes, [4, 5, 4]);
     }
 
     #[test]
