@@ -10,6 +10,7 @@ pub mod report;
 pub mod result;
 pub mod search;
 pub mod spec;
+pub mod ttcp;
 pub mod udp;
 pub mod units;
 pub mod wire;

@@ -1,7 +1,8 @@
-//! Renderers of wirerate results: the human report, JSON, and later ttcp lines and CSV.
+//! Renderers of wirerate results: the human report, JSON, classic ttcp lines, and later CSV.
 //!
 //! Promise: renderers read the result model and compute nothing; every figure they print
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
 pub mod json;
 pub mod text;
+pub mod ttcp;

@@ -45,11 +45,7 @@ fn main() -> ExitCode {
     exit::ignore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(e) => return exit::clap_error(e),
     };
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
