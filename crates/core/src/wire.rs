@@ -291,8 +291,8 @@ pub fn fields(p: &WireParams, m: &WireModel) -> Vec<WireField> {
 }
 
 /// `summary.wire` for a run that measured `goodput_bps`: the link rate and MTU from
-/// `params`, the model's goodput for them, and efficiency = measured goodput ÷ link rate
-/// (comparable with [`WireModel::efficiency`]). `params` is None when the link rate is
+/// `params`, the model's goodput for them, and efficiency = measured goodput ÷ the model's
+/// goodput (1.0 means the test carried all the wire can carry for this protocol). `params` is None when the link rate is
 /// unknown; then everything is None. A model that has no answer (say, an MTU it refuses)
 /// leaves `model_goodput_bps` None and keeps what is known. Never a guess.
 pub fn run_summary(
@@ -304,10 +304,11 @@ pub fn run_summary(
         return WireSummary::default();
     };
     let measured = goodput_bps.is_finite() && goodput_bps >= 0.0;
+    let model_bps = model(p).ok().map(|m| m.goodput_bps).filter(|m| *m > 0.0);
     WireSummary {
         link_bps: Some(p.link_bps),
-        model_goodput_bps: model(p).ok().map(|m| m.goodput_bps),
-        efficiency: measured.then(|| goodput_bps / p.link_bps),
+        model_goodput_bps: model_bps,
+        efficiency: model_bps.filter(|_| measured).map(|m| goodput_bps / m),
         mtu_bytes: Some(p.mtu),
         link_source: link_source.map(str::to_string),
     }

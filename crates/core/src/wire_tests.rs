@@ -319,7 +319,11 @@ fn run_summary_keeps_unknowns_null() {
     assert_eq!(s.mtu_bytes, Some(1500));
     assert_eq!(s.link_source.as_deref(), Some("lab"));
     close(s.model_goodput_bps.unwrap(), 9_414_824.447_334_2, "model");
-    close(s.efficiency.unwrap(), 0.94, "efficiency");
+    close(
+        s.efficiency.unwrap(),
+        9_400_000.0 / 9_414_824.447_334_2,
+        "efficiency",
+    );
     let odd = WireParams {
         mtu: 20,
         ..p.clone()

@@ -274,10 +274,12 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
         let eff = wire["efficiency"]
             .as_f64()
             .expect("summary.wire.efficiency");
+        // efficiency is measured goodput over the model's: within the tolerance of 1
         assert!(
-            (eff / m.efficiency - 1.0).abs() <= TOLERANCE,
+            (eff - 1.0).abs() <= TOLERANCE,
             "summary.wire.efficiency {eff}"
         );
+        assert!((eff - measured / m.goodput_bps).abs() < 1e-9);
     } else {
         println!("summary.wire.link_bps is null: this run does not read the lab's rate yet");
     }
