@@ -244,9 +244,9 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
         "-p",
         "5350",
         "-t",
-        "5",
-        "-l",
-        "16K",
+        "4",
+        "-O",
+        "1",
         "--json",
     ];
     let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
@@ -283,6 +283,61 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
     } else {
         println!("summary.wire.link_bps is null: this run does not read the lab's rate yet");
     }
+}
+
+/// Runs `wirerate run` from host b against `wirerate serve` on host a; returns the JSON.
+fn wirerate_in_lab(lab: &Lab, extra: &[&str]) -> Value {
+    let (srv_out, cli_out) = (lab.temp("wr-server.log"), lab.temp("wr-client.json"));
+    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    let mut args = vec![BIN, "run", "10.77.0.1", "-p", "5350", "--json"];
+    args.extend_from_slice(extra);
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(
+        client.wait(Duration::from_secs(40)).success(),
+        "wirerate run failed"
+    );
+    read_json(&cli_out)
+}
+
+#[test]
+fn lab_udp_wirerate_overload_loses_the_excess_on_the_path() {
+    let test = "lab_udp_wirerate_overload_loses_the_excess_on_the_path";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up("uw", &["--rate", "10M", "--buffer", "64K"]);
+    // 12 Mbit/s of 1472-byte datagrams into a 10 Mb/s wire
+    let report = wirerate_in_lab(&lab, &["-u", "-b", "12M", "-t", "4", "-O", "1"]);
+    let s = &report["summary"];
+    let m = model(&WireParams::ethernet(10e6, WireProto::Udp)).unwrap();
+    check(
+        "10 Mb/s UDP offered 12 Mbit/s (wirerate run)",
+        s["goodput_bps"].as_f64().unwrap(),
+        m.goodput_bps,
+        10e6,
+    );
+    assert_eq!(
+        report["spec"]["len_bytes"], 1472,
+        "default datagram fits the MTU"
+    );
+    let u = &s["udp"];
+    let loss = u["loss_percent"].as_f64().unwrap();
+    // frames per second on the wire over datagrams per second offered
+    let expected = (1.0 - m.frames_per_s / (12e6 / (1472.0 * 8.0))) * 100.0;
+    println!(
+        "loss {loss:.2} % (expected {expected:.2} %), location {}",
+        u["loss_location"]
+    );
+    assert!(
+        (loss - expected).abs() < 2.0,
+        "loss {loss} % against {expected} %"
+    );
+    assert_eq!(u["loss_location"], "path", "{u}");
+    let wire = &s["wire"];
+    assert_eq!(wire["link_bps"], 10e6);
+    let eff = wire["efficiency"].as_f64().unwrap();
+    assert!((eff - 1.0).abs() <= TOLERANCE, "efficiency {eff}");
 }
 
 #[test]
