@@ -341,6 +341,40 @@ fn lab_udp_wirerate_overload_loses_the_excess_on_the_path() {
 }
 
 #[test]
+fn lab_find_max_converges_on_the_udp_model() {
+    let test = "lab_find_max_converges_on_the_udp_model";
+    if skip_unless_root(test) {
+        return;
+    }
+    // a small queue, so a trial above the wire's rate cannot hide its excess in the buffer
+    let lab = Lab::up("fm", &["--rate", "10M", "--buffer", "16K"]);
+    let report = wirerate_in_lab(
+        &lab,
+        &[
+            "-u",
+            "--find-max",
+            "--link",
+            "12M",
+            "-t",
+            "2",
+            "--loss",
+            "0.5",
+        ],
+    );
+    let best = report["max_rate_bps"].as_f64().expect("a rate passed");
+    let steps = report["steps"].as_array().unwrap().len();
+    // the offered rate counts UDP payload; the wire carries it at the model's goodput
+    let m = model(&WireParams::ethernet(10e6, WireProto::Udp)).unwrap();
+    println!(
+        "find-max: {:.4} Mbit/s after {steps} steps, model {:.4}",
+        best / 1e6,
+        m.goodput_bps / 1e6
+    );
+    assert!(best <= m.goodput_bps * 1.02, "{best}");
+    assert!(best >= m.goodput_bps * 0.95, "{best}");
+}
+
+#[test]
 fn lab_small_buffer_drops_at_the_queue() {
     let test = "lab_small_buffer_drops_at_the_queue";
     if skip_unless_root(test) || skip_without("iperf3", test) {
