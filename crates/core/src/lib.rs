@@ -11,8 +11,10 @@ pub mod result;
 pub mod search;
 pub mod spec;
 pub mod stats;
+pub mod ttcp;
 pub mod udp;
 pub mod units;
+pub mod wire;
 
 pub use result::RunResult;
 pub use spec::{Direction, Protocol, TestSpec};

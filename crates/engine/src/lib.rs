@@ -16,6 +16,7 @@ pub mod net;
 pub mod server;
 mod side;
 mod stream;
+pub mod ttcp;
 mod udp;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};

@@ -1,5 +1,5 @@
 //! OS counters for wirerate: CPU time (getrusage per thread, /proc/stat per core), TCP_INFO,
-//! interface counters and host facts.
+//! interface counters, link facts and host facts.
 //!
 //! Promise: what the OS does not report is `None`, never 0. Nothing here panics on what the
 //! kernel returns; short or odd data yields fewer fields.
@@ -7,5 +7,6 @@
 pub mod cpu;
 pub mod host;
 pub mod iface;
+pub mod link;
 pub mod snmp;
 pub mod tcpinfo;

@@ -220,3 +220,51 @@ fn client_times_out_waiting_for_the_server_report() {
         Err(ProtoError::TimedOut("running the test"))
     ));
 }
+
+#[test]
+fn udp_proofs_come_between_accepted_and_start() {
+    let now = Instant::now();
+    let spec = TestSpec {
+        protocol: wirerate_core::Protocol::Udp,
+        len_bytes: 1472,
+        parallel: 2,
+        ..Default::default()
+    };
+    let mut c = ClientSession::new(&spec, now, IDLE);
+    let bytes = drain(&mut || c.poll_transmit());
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    s.handle_input(&bytes[PREAMBLE_LEN..], now).unwrap();
+    s.accept(vec![4000, 4001], now);
+    let ev = c
+        .handle_input(&drain(&mut || s.poll_transmit()), now)
+        .unwrap();
+    assert_eq!(ev, vec![ClientEvent::Accepted(TOKEN, vec![4000, 4001])]);
+    let proofs: Vec<crate::msg::UdpProof> = (0..2)
+        .map(|i| crate::msg::UdpProof {
+            flow: Flow::ClientToServer,
+            stream_id: i,
+            nonce: 77 + u64::from(i),
+        })
+        .collect();
+    c.udp_proof(proofs.clone());
+    let ev = s
+        .handle_input(&drain(&mut || c.poll_transmit()), now)
+        .unwrap();
+    assert_eq!(ev, vec![ServerEvent::UdpProof(proofs)]);
+    // more proofs than streams is refused
+    let mut s2 = ServerSession::new(now, IDLE, TOKEN, "t");
+    s2.handle_input(&encode(&Msg::Spec { spec: spec.clone() }), now)
+        .unwrap();
+    s2.accept(vec![1, 2], now);
+    let many = encode(&Msg::UdpProof {
+        proofs: vec![
+            crate::msg::UdpProof {
+                flow: Flow::ClientToServer,
+                stream_id: 0,
+                nonce: 1
+            };
+            3
+        ],
+    });
+    assert!(s2.handle_input(&many, now).is_err());
+}

@@ -1,4 +1,4 @@
-//! Renderers of wirerate results: the human report, JSON, and later ttcp lines and CSV.
+//! Renderers of wirerate results: the human report, JSON, classic ttcp lines, and later CSV.
 //!
 //! Promise: renderers read the result model and compute nothing; every figure they print
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
@@ -6,3 +6,4 @@
 pub mod json;
 pub mod stats;
 pub mod text;
+pub mod ttcp;

@@ -45,6 +45,32 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Reports a command-line parse failure: help and version as clap prints them (exit 0),
+/// help shown for missing arguments in full (exit 2), and every other mistake as one line
+/// (exit 2), like the errors of `finish`.
+pub fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("bad usage");
+            eprintln!("wirerate: {}", first.trim_start_matches("error: "));
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// A peer that goes away must give EPIPE on write, never kill the process.
 pub fn ignore_sigpipe() {
     // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.

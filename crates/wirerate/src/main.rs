@@ -7,6 +7,7 @@
 
 mod cmd;
 mod exit;
+mod link;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,8 @@ enum Command {
     Wire(cmd::wire::Args),
     /// Classic ttcp: its flags, raw-bytes wire protocol and report lines
     Ttcp(cmd::ttcp::Args),
+    /// Emulated links: hosts in network namespaces joined by a shaped veth (needs root)
+    Lab(cmd::lab::Args),
     /// List stored runs, or export them as CSV or JSON
     History(cmd::history::Args),
     /// Store saved JSON results in the results database
@@ -51,17 +54,14 @@ fn main() -> ExitCode {
     exit::ignore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(e) => return exit::clap_error(e),
     };
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
         Command::History(a) => cmd::history::run(a),
         Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),

@@ -182,3 +182,46 @@ fn udp_flags_are_checked() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn find_max_reports_its_steps_and_a_rate_that_passed() {
+    // a stated link bounds the search, and short trials keep it quick
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "--find-max",
+            "--link",
+            "200M",
+            "-t",
+            "0.3",
+            "-l",
+            "1400",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["kind"], "find_max");
+    let steps = j["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    assert_eq!(steps[0]["offered_bps"], 200e6);
+    let best = j["max_rate_bps"].as_f64().unwrap();
+    // the best rate is one that was tried and passed
+    assert!(steps
+        .iter()
+        .any(|s| s["pass"] == true && s["offered_bps"].as_f64() == Some(best)));
+    for s in steps {
+        let l = s["loss_percent"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&l));
+        assert_eq!(s["pass"] == true, l <= 0.1, "{s}");
+    }
+}
+
+#[test]
+fn find_max_needs_udp() {
+    let out = run(&["run", "--find-max"], LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("-u"));
+}

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod findmax;
 pub mod history;
 pub mod import;
+pub mod lab;
 pub mod results;
 pub mod run;
 pub mod serve;

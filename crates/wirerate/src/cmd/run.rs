@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::result::{Interval, WireSummary};
+use wirerate_core::result::Interval;
 use wirerate_core::spec::{End, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
@@ -19,6 +19,7 @@ use wirerate_proto::ProtoError;
 use wirerate_render::text;
 
 use crate::exit::usage;
+use crate::link::{fill_wire, link_facts};
 
 pub const DEFAULT_PORT: u16 = 5350;
 
@@ -28,6 +29,8 @@ pub enum Format {
     Text,
     /// One JSON document following the result schema
     Json,
+    /// Classic ttcp report lines (ttcp-t and ttcp-r), for comparison with old logs
+    Ttcp,
 }
 
 /// Sizes take K, M, G, T as powers of 1024 (128K = 131072 bytes); rates take K, M, G, T as
@@ -319,7 +322,8 @@ pub fn execute(
             r => break r?,
         }
     };
-    let result = assemble(
+    let facts = link_facts(spec, &outcome.local);
+    let mut result = assemble(
         spec,
         &outcome.local,
         &outcome.remote,
@@ -328,13 +332,10 @@ pub fn execute(
             started_unix_s,
             server_addr: t.addr.to_string(),
             embedded_server: t.embedded,
-            wire: WireSummary {
-                link_bps: spec.link_bps,
-                link_source: spec.link_bps.map(|_| "--link".into()),
-                ..Default::default()
-            },
+            wire: facts.summary(),
         },
     );
+    fill_wire(&mut result, &facts);
     let errors = outcome
         .local
         .streams
@@ -395,6 +396,7 @@ fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
     match format {
         Format::Text => write!(out, "{}", text::summary(r))?,
         Format::Json => writeln!(out, "{}", wirerate_render::json::result(r))?,
+        Format::Ttcp => write!(out, "{}", wirerate_render::ttcp::run_result_lines(r))?,
     }
     out.flush()?;
     Ok(())

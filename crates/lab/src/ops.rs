@@ -1,0 +1,307 @@
+//! Making, inspecting and removing labs. `up` either finishes or removes what it made;
+//! `down` removes only namespaces named with the lab prefix and never ends a process.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sh::run;
+use crate::spec::{addr_of, ipv4_cidr, ipv6_cidr, parse_netns, LabSpec, IFNAME};
+use crate::spec::{TBF_MPU_BYTES, TBF_OVERHEAD_BYTES};
+use crate::state::{self, LabHost, LabState, NETNS_DIR, STATE_DIR};
+use crate::LabError;
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn require_root() -> Result<(), LabError> {
+    if is_root() {
+        Ok(())
+    } else {
+        Err(LabError::NotRoot)
+    }
+}
+
+/// Namespaces that exist for lab `name`.
+fn namespaces_of(name: &str) -> Vec<String> {
+    state::lab_namespaces(Path::new(NETNS_DIR))
+        .into_iter()
+        .filter(|ns| parse_netns(ns).is_some_and(|(lab, _)| lab == name))
+        .collect()
+}
+
+/// Creates the lab: two namespaces, a veth pair between them, addresses, offloads off and a
+/// tbf shaper on each egress. On any failure, removes what it made and returns the error.
+pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
+    spec.validate()?;
+    require_root()?;
+    if !namespaces_of(&spec.name).is_empty() {
+        return Err(LabError::Exists(spec.name.clone()));
+    }
+    let mut made = Vec::new();
+    match build(spec, &mut made) {
+        Ok(state) => Ok(state),
+        Err(e) => {
+            for ns in made.iter().rev() {
+                let _ = run("ip", &["netns", "del", ns.as_str()]);
+            }
+            let _ = state::remove(Path::new(STATE_DIR), &spec.name);
+            Err(e)
+        }
+    }
+}
+
+fn build(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
+    let ns = [spec.netns(0), spec.netns(1)];
+    for n in &ns {
+        run("ip", &["netns", "add", n.as_str()])?;
+        made.push(n.clone());
+    }
+    // Both ends are born inside their namespaces, so no name is ever taken in the host's.
+    run(
+        "ip",
+        &[
+            "link", "add", IFNAME, "netns", &ns[0], "type", "veth", "peer", "name", IFNAME,
+            "netns", &ns[1],
+        ],
+    )?;
+    let mtu = spec.mtu.to_string();
+    let mut hosts = Vec::new();
+    for (i, n) in ns.iter().enumerate() {
+        run("ip", &["-n", n, "link", "set", "lo", "up"])?;
+        run("ip", &["-n", n, "link", "set", IFNAME, "mtu", &mtu])?;
+        // Without this the shaper sees 64 KB super-frames and charges them as one packet.
+        run(
+            "ip",
+            &[
+                "netns", "exec", n, "ethtool", "-K", IFNAME, "tso", "off", "gso", "off", "gro",
+                "off",
+            ],
+        )?;
+        run(
+            "ip",
+            &["-n", n, "addr", "add", &ipv4_cidr(i), "dev", IFNAME],
+        )?;
+        run(
+            "ip",
+            &[
+                "-n",
+                n,
+                "-6",
+                "addr",
+                "add",
+                &ipv6_cidr(i),
+                "dev",
+                IFNAME,
+                "nodad",
+            ],
+        )?;
+        run("tc", &spec.tbf_args(n))?;
+        hosts.push(LabHost {
+            name: spec.hosts[i].clone(),
+            netns: n.clone(),
+            ifname: IFNAME.to_string(),
+            ipv4: ipv4_cidr(i),
+            ipv6: ipv6_cidr(i),
+        });
+    }
+    for n in &ns {
+        run("ip", &["-n", n, "link", "set", IFNAME, "up"])?;
+    }
+    let state = LabState {
+        name: spec.name.clone(),
+        link_bps: spec.link_bps,
+        mtu: spec.mtu,
+        buffer_bytes: spec.buffer_bytes,
+        burst_bytes: spec.burst_bytes(),
+        overhead_bytes: TBF_OVERHEAD_BYTES,
+        mpu_bytes: TBF_MPU_BYTES,
+        hosts,
+    };
+    state::save(Path::new(STATE_DIR), &state)?;
+    Ok(state)
+}
+
+/// What `down` did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DownReport {
+    pub removed_netns: Vec<String>,
+    /// Processes still running in a removed namespace; they keep it alive until they exit.
+    pub left_running: Vec<(String, Vec<u32>)>,
+}
+
+/// Removes lab `name`: its namespaces (which takes the veth pair and shapers with them) and
+/// its record. A lab that does not exist is not an error: the report is empty.
+pub fn down(name: &str) -> Result<DownReport, LabError> {
+    require_root()?;
+    let mut report = DownReport::default();
+    let mut first_error = None;
+    for ns in namespaces_of(name) {
+        let pids: Vec<u32> = run("ip", &["netns", "pids", ns.as_str()])
+            .map(|out| {
+                out.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        match run("ip", &["netns", "del", ns.as_str()]) {
+            Ok(_) => {
+                if !pids.is_empty() {
+                    report.left_running.push((ns.clone(), pids));
+                }
+                report.removed_netns.push(ns);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    state::remove(Path::new(STATE_DIR), name)?;
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// One host as it is now: its namespace, its addresses and its shaper, read live.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostStatus {
+    pub netns: String,
+    pub host: String,
+    pub addresses: Vec<String>,
+    /// The shaper as tc shows it.
+    pub qdisc: String,
+    /// What left this host's egress, and what its queue limit dropped.
+    pub sent_bytes: Option<u64>,
+    pub sent_packets: Option<u64>,
+    pub dropped_packets: Option<u64>,
+}
+
+/// Reads the first qdisc of `tc -s qdisc show`: its description line, then the counters
+/// of its `Sent N bytes N pkt (dropped N, …)` line. Missing counters are None.
+pub fn parse_qdisc_stats(text: &str) -> (String, Option<u64>, Option<u64>, Option<u64>) {
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or("").trim().to_string();
+    let Some(sent) = lines.map(str::trim).find(|l| l.starts_with("Sent ")) else {
+        return (head, None, None, None);
+    };
+    let words: Vec<&str> = sent
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(')
+        .collect();
+    let after = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse().ok()
+    };
+    let before = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    (head, before("bytes"), before("pkt"), after("dropped"))
+}
+
+/// A lab as it is now: its record (None when missing) and its hosts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LabStatus {
+    pub name: String,
+    pub state: Option<LabState>,
+    pub hosts: Vec<HostStatus>,
+}
+
+/// Every lab that has a namespace, or only lab `only`.
+pub fn status(only: Option<&str>) -> Result<Vec<LabStatus>, LabError> {
+    require_root()?;
+    let mut labs: Vec<LabStatus> = Vec::new();
+    for ns in state::lab_namespaces(Path::new(NETNS_DIR)) {
+        let Some((lab, host)) = parse_netns(&ns) else {
+            continue;
+        };
+        if only.is_some_and(|o| o != lab) {
+            continue;
+        }
+        let addresses = run(
+            "ip",
+            &["-n", ns.as_str(), "-br", "addr", "show", "dev", IFNAME],
+        )
+        .map(|out| out.split_whitespace().skip(2).map(str::to_string).collect())
+        .unwrap_or_default();
+        let stats = run(
+            "tc",
+            &["-n", ns.as_str(), "-s", "qdisc", "show", "dev", IFNAME],
+        )
+        .unwrap_or_default();
+        let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&stats);
+        let entry = HostStatus {
+            netns: ns.clone(),
+            host: host.to_string(),
+            addresses,
+            qdisc,
+            sent_bytes,
+            sent_packets,
+            dropped_packets,
+        };
+        match labs.iter_mut().find(|l| l.name == lab) {
+            Some(l) => l.hosts.push(entry),
+            None => labs.push(LabStatus {
+                name: lab.to_string(),
+                state: state::load(Path::new(STATE_DIR), lab),
+                hosts: vec![entry],
+            }),
+        }
+    }
+    Ok(labs)
+}
+
+/// A command that runs `program args…` on host `host` of lab `lab`. The caller decides how
+/// to run it (inherit stdio, capture, spawn and wait with a deadline).
+pub fn exec_command(
+    lab: &str,
+    host: &str,
+    program: &str,
+    args: &[String],
+) -> Result<Command, LabError> {
+    require_root()?;
+    let ns = crate::spec::netns_name(lab, host);
+    if !namespaces_of(lab).contains(&ns) {
+        return Err(LabError::NoSuchHost {
+            lab: lab.to_string(),
+            host: host.to_string(),
+        });
+    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns.as_str(), program]).args(args);
+    Ok(cmd)
+}
+
+/// The IPv4 address (without prefix) of `host` in a lab's record.
+pub fn host_ipv4<'a>(state: &'a LabState, host: &str) -> Option<&'a str> {
+    state
+        .hosts
+        .iter()
+        .find(|h| h.name == host)
+        .map(|h| addr_of(&h.ipv4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qdisc_counters() {
+        let text =
+            "qdisc tbf 8026: root refcnt 3 rate 10Mbit burst 18100b lat 90.4ms overhead 24 \n \
+                    Sent 7638274 bytes 876 pkt (dropped 158, overlimits 2038 requeues 0) \n \
+                    backlog 0b 0p requeues 0\n";
+        let (head, bytes, pkts, dropped) = parse_qdisc_stats(text);
+        assert!(head.starts_with("qdisc tbf 8026:") && head.ends_with("overhead 24"));
+        assert_eq!(
+            (bytes, pkts, dropped),
+            (Some(7_638_274), Some(876), Some(158))
+        );
+        assert_eq!(parse_qdisc_stats(""), (String::new(), None, None, None));
+        let odd = parse_qdisc_stats("qdisc x\n Sent lots bytes\n");
+        assert_eq!((odd.1, odd.2, odd.3), (None, None, None));
+    }
+}

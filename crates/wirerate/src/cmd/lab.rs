@@ -1,0 +1,315 @@
+//! `wirerate lab up|down|status|exec`: emulated Ethernet links between hosts in network
+//! namespaces. Flags are validated here (bad ones exit 2); the work is `wirerate_lab`'s.
+
+use std::process::ExitCode;
+
+use wirerate_core::units::format_bps;
+use wirerate_core::wire::{self, WireParams, WireProto};
+use wirerate_core::{BitRate, Bytes};
+use wirerate_lab::{LabError, LabSpec, LabState, LabStatus};
+
+use crate::exit;
+
+/// Writes a line to stdout; a closed pipe becomes an error the caller treats as a clean exit.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+/// Writes text to stdout as it is.
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Emulated Ethernet links: two hosts, each in its own network namespace \
+(wr-NAME-HOST), joined by a veth pair shaped by tbf on both egresses so that every frame \
+costs what it costs on a real wire (preamble, FCS, inter-frame gap, minimum frame). \
+Segmentation offloads are off on both ends. Needs root.\n\nRates take K, M, G, T as powers \
+of 1000 (10M = 10000000 bit/s); sizes take K, M, G as powers of 1024 (16K = 16384 bytes).\n\n\
+A process started with 'lab exec' can find its lab and link rate in \
+/run/wirerate/lab/NAME.json."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: LabCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum LabCmd {
+    /// Create a lab: two hosts joined by a shaped link
+    Up(UpArgs),
+    /// Remove a lab's namespaces (and with them its links and shapers)
+    Down(NameArg),
+    /// Show labs: hosts, addresses and shaping
+    Status(StatusArgs),
+    /// Run a command on a lab host: wirerate lab exec [--name NAME] HOST -- CMD [ARGS...]
+    Exec(ExecArgs),
+}
+
+#[derive(clap::Args)]
+struct NameArg {
+    /// Lab name: 1 to 16 lowercase letters or digits.
+    #[arg(long, default_value = "lab")]
+    name: String,
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    #[command(flatten)]
+    name: NameArg,
+    /// Link rate each way, SI prefixes (10M = 10 000 000 bit/s).
+    #[arg(
+        long,
+        default_value = "10M",
+        value_name = "RATE",
+        allow_hyphen_values = true
+    )]
+    rate: String,
+    /// Queue limit at each egress, IEC prefixes (16K = 16 384 bytes). Small values emulate a
+    /// NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP reach the model.
+    #[arg(
+        long,
+        default_value = "64K",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
+    buffer: String,
+    /// MTU of both ends, bytes (jumbo allowed, up to 65535).
+    #[arg(
+        long,
+        default_value = "1500",
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
+    mtu: String,
+    /// The two hosts' names, comma-separated.
+    #[arg(long, default_value = "a,b", value_name = "A,B")]
+    hosts: String,
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// Only this lab.
+    #[arg(long, conflicts_with = "here")]
+    name: Option<String>,
+    /// The lab host this command runs on (run it with 'lab exec'); exit 1 outside a lab.
+    #[arg(long)]
+    here: bool,
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ExecArgs {
+    #[command(flatten)]
+    name: NameArg,
+    /// The host to run on (a name given to 'lab up --hosts').
+    node: String,
+    /// The command and its arguments, after '--'.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.cmd {
+        LabCmd::Up(a) => up(a),
+        LabCmd::Down(a) => down(&a.name),
+        LabCmd::Status(a) => status(a),
+        LabCmd::Exec(a) => exec(a),
+    }
+}
+
+/// Bad input is a usage error (exit 2); everything else a runtime failure (exit 1).
+fn lab_err<T>(e: LabError) -> anyhow::Result<T> {
+    match e {
+        LabError::Invalid(msg) => exit::usage(msg),
+        other => Err(other.into()),
+    }
+}
+
+fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
+    let link_bps = match BitRate::parse(&a.rate) {
+        Ok(r) => r.bps(),
+        Err(e) => return exit::usage(format!("--rate: {e}")),
+    };
+    let buffer_bytes = match Bytes::parse(&a.buffer) {
+        Ok(b) => b.get(),
+        Err(e) => return exit::usage(format!("--buffer: {e}")),
+    };
+    let mtu = match Bytes::parse(&a.mtu)
+        .ok()
+        .and_then(|b| u32::try_from(b.get()).ok())
+    {
+        Some(m) => m,
+        None => return exit::usage(format!("--mtu: '{}' is not a size in bytes", a.mtu)),
+    };
+    let hosts: Vec<&str> = a.hosts.split(',').map(str::trim).collect();
+    let [h0, h1] = hosts.as_slice() else {
+        return exit::usage(format!(
+            "--hosts: give two names separated by a comma, not '{}'",
+            a.hosts
+        ));
+    };
+    let spec = LabSpec {
+        name: a.name.name.clone(),
+        hosts: [h0.to_string(), h1.to_string()],
+        link_bps,
+        buffer_bytes,
+        mtu,
+    };
+    if let Err(e) = spec.validate() {
+        return lab_err(e);
+    }
+    Ok(spec)
+}
+
+fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    let spec = up_spec(&a)?;
+    let state = match wirerate_lab::up(&spec) {
+        Ok(s) => s,
+        Err(e) => return lab_err(e),
+    };
+    say_raw!("{}", describe(&state));
+    let first = state.hosts.first().map_or("HOST", |h| h.name.as_str());
+    say!(
+        "run a command on a host: wirerate lab exec --name {} {first} -- CMD",
+        state.name
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A lab's link, its hosts and what the model says the link carries.
+fn describe(s: &LabState) -> String {
+    let mut out = format!(
+        "lab {}: {} each way, MTU {}, queue {} bytes, burst {} bytes, tbf overhead {} mpu {}\n",
+        s.name,
+        format_bps(s.link_bps),
+        s.mtu,
+        s.buffer_bytes,
+        s.burst_bytes,
+        s.overhead_bytes,
+        s.mpu_bytes
+    );
+    for h in &s.hosts {
+        out += &format!(
+            "  {:<12} {:<24} {:<16} {}\n",
+            h.name, h.netns, h.ipv4, h.ipv6
+        );
+    }
+    let goodput = |proto| {
+        let p = WireParams {
+            mtu: s.mtu,
+            ..WireParams::ethernet(s.link_bps, proto)
+        };
+        wire::model(&p)
+            .map(|m| format_bps(m.goodput_bps))
+            .unwrap_or_else(|_| "n/a".into())
+    };
+    out += &format!(
+        "  model goodput: TCP {} (timestamps), UDP {}\n",
+        goodput(WireProto::Tcp),
+        goodput(WireProto::Udp)
+    );
+    out
+}
+
+fn down(name: &str) -> anyhow::Result<ExitCode> {
+    let report = match wirerate_lab::down(name) {
+        Ok(r) => r,
+        Err(e) => return lab_err(e),
+    };
+    if report.removed_netns.is_empty() {
+        say!("lab {name}: nothing to remove");
+    } else {
+        say!("lab {name}: removed {}", report.removed_netns.join(", "));
+    }
+    for (ns, pids) in &report.left_running {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        eprintln!(
+            "wirerate: processes still run in {ns} (pids {}); it goes when they exit",
+            pids.join(" ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    if a.here {
+        return here(a.json);
+    }
+    let labs = match wirerate_lab::status(a.name.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return lab_err(e),
+    };
+    if a.json {
+        say!("{}", serde_json::to_string_pretty(&labs)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if labs.is_empty() {
+        say!("no labs");
+    }
+    for lab in &labs {
+        say_raw!("{}", status_text(lab));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where this process runs: the lab host and its link, from the lab's record.
+fn here(json: bool) -> anyhow::Result<ExitCode> {
+    let Some(link) = wirerate_lab::current_lab() else {
+        anyhow::bail!("this process does not run on a lab host");
+    };
+    if json {
+        say!("{}", serde_json::to_string_pretty(&link)?);
+    } else {
+        say!("host {} ({}) of:", link.host.name, link.host.netns);
+        say_raw!("{}", describe(&link.lab));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status_text(lab: &LabStatus) -> String {
+    let mut out = match &lab.state {
+        Some(s) => describe(s),
+        None => format!(
+            "lab {}: no record (made by hand or half removed)\n",
+            lab.name
+        ),
+    };
+    let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    for h in &lab.hosts {
+        out += &format!(
+            "  {} ({}): {}\n    {}\n    sent {} bytes in {} packets, {} dropped at the queue limit\n",
+            h.host,
+            h.netns,
+            h.addresses.join(" "),
+            h.qdisc,
+            n(h.sent_bytes),
+            n(h.sent_packets),
+            n(h.dropped_packets)
+        );
+    }
+    out
+}
+
+fn exec(a: ExecArgs) -> anyhow::Result<ExitCode> {
+    let Some((program, rest)) = a.cmd.split_first() else {
+        return exit::usage("give a command after '--'");
+    };
+    let mut cmd = match wirerate_lab::exec_command(&a.name.name, &a.node, program, rest) {
+        Ok(c) => c,
+        Err(e) => return lab_err(e),
+    };
+    // Become the command, so its exit status and signals are the caller's to see and send.
+    use std::os::unix::process::CommandExt;
+    let e = cmd.exec();
+    Err(wirerate_lab::sh::spawn_error("ip", e).into())
+}

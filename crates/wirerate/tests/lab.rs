@@ -1,0 +1,527 @@
+//! End-to-end tests of `wirerate lab`: emulated 10 Mb/s Ethernet links in network
+//! namespaces, checked against the wire-rate model.
+//!
+//! They need root (namespaces, veth, tc) and skip with a message otherwise. Each test uses
+//! its own lab name, is bounded in time, removes its lab when it ends (pass, fail or panic),
+//! and ends only the processes it started, by PID. Traffic goes only to addresses inside
+//! the test's own namespaces.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wirerate_core::wire::{model, WireParams, WireProto};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirerate");
+/// How far a measurement may fall from the model.
+const TOLERANCE: f64 = 0.015;
+
+fn skip_unless_root(test: &str) -> bool {
+    if wirerate_lab::is_root() {
+        return false;
+    }
+    eprintln!("SKIPPED {test}: lab tests need root (network namespaces, veth, tc)");
+    true
+}
+
+fn skip_without(program: &str, test: &str) -> bool {
+    let found = Command::new(program).arg("--version").output().is_ok();
+    if !found {
+        eprintln!("SKIPPED {test}: '{program}' is not installed");
+    }
+    !found
+}
+
+fn wirerate(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run the wirerate binary")
+}
+
+/// A lab that is removed when the test ends, however it ends.
+struct Lab {
+    name: String,
+}
+
+impl Lab {
+    fn up(tag: &str, extra: &[&str]) -> Lab {
+        let name = format!("{tag}{}", std::process::id() % 100_000);
+        let lab = Lab { name };
+        let mut args = vec!["lab", "up", "--name", lab.name.as_str()];
+        args.extend_from_slice(extra);
+        let out = wirerate(&args);
+        assert!(
+            out.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lab
+    }
+
+    /// `wirerate lab exec --name NAME HOST -- ARGS…`
+    fn exec_args<'a>(&'a self, host: &'a str, cmd: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec!["lab", "exec", "--name", self.name.as_str(), host, "--"];
+        v.extend_from_slice(cmd);
+        v
+    }
+
+    fn exec(&self, host: &str, cmd: &[&str]) -> Output {
+        wirerate(&self.exec_args(host, cmd))
+    }
+
+    fn temp(&self, what: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("wirerate-test-{}-{what}", self.name))
+    }
+
+    /// Waits until something listens on `port` in `host`.
+    fn wait_listening(&self, host: &str, port: u16) {
+        let filter = format!("sport = :{port}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let out = self.exec(host, &["ss", "-Hltn", &filter]);
+            if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nothing listens on port {port} in host {host} after 5 s");
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["lab", "down", "--name", &self.name])
+            .output();
+        for what in ["server.json", "client.json"] {
+            let _ = std::fs::remove_file(self.temp(what));
+        }
+    }
+}
+
+/// A process this test started; ended by its PID if it is still running when dropped.
+struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    /// Starts `wirerate ARGS…` with stdout into `out`. `lab exec` becomes the command, so
+    /// the PID is the command's own.
+    fn spawn(args: &[&str], out: &PathBuf) -> Proc {
+        let file = File::create(out).expect("create output file");
+        let child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        Proc { child }
+    }
+
+    /// Waits at most `limit`; ends the process and fails the test when it takes longer.
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process {} ran over {limit:?}",
+                self.child.id()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn read_json(path: &PathBuf) -> Value {
+    let text = std::fs::read_to_string(path).expect("read JSON output");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"))
+}
+
+/// Receiver goodput from an `iperf3 -s -J` report (the receiving side's own count).
+fn iperf3_receiver_bps(server: &Value) -> f64 {
+    let end = &server["end"];
+    let sum = if end["sum_received"].is_object() {
+        &end["sum_received"]
+    } else {
+        &end["sum"]
+    };
+    sum["bits_per_second"]
+        .as_f64()
+        .expect("bits_per_second in the server's report")
+}
+
+fn check(what: &str, measured_bps: f64, model_bps: f64, link_bps: f64) {
+    let ratio = measured_bps / model_bps;
+    println!(
+        "{what}: {:.4} Mbit/s measured, model {:.4} Mbit/s ({:+.2} %), efficiency {:.2} % \
+         (model {:.2} %)",
+        measured_bps / 1e6,
+        model_bps / 1e6,
+        (ratio - 1.0) * 100.0,
+        measured_bps / link_bps * 100.0,
+        model_bps / link_bps * 100.0
+    );
+    assert!(
+        (ratio - 1.0).abs() <= TOLERANCE,
+        "{what}: {ratio:.4} of the model"
+    );
+}
+
+/// Runs an iperf3 test from host b to host a and returns the receiver's goodput.
+fn iperf3_goodput(lab: &Lab, client_args: &[&str]) -> f64 {
+    let (srv_out, cli_out) = (lab.temp("server.json"), lab.temp("client.json"));
+    let mut server = Proc::spawn(&lab.exec_args("a", &["iperf3", "-s", "-1", "-J"]), &srv_out);
+    lab.wait_listening("a", 5201);
+    let mut args = vec!["iperf3", "-c", "10.77.0.1", "-t", "4", "-O", "1", "-J"];
+    args.extend_from_slice(client_args);
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(
+        client.wait(Duration::from_secs(20)).success(),
+        "iperf3 client failed"
+    );
+    assert!(
+        server.wait(Duration::from_secs(10)).success(),
+        "iperf3 server failed"
+    );
+    iperf3_receiver_bps(&read_json(&srv_out))
+}
+
+#[test]
+fn lab_tcp_iperf3_reaches_the_model() {
+    let test = "lab_tcp_iperf3_reaches_the_model";
+    if skip_unless_root(test) || skip_without("iperf3", test) {
+        return;
+    }
+    let lab = Lab::up("ti", &["--rate", "10M", "--buffer", "64K"]);
+    let measured = iperf3_goodput(&lab, &[]);
+    let m = model(&WireParams::ethernet(10e6, WireProto::Tcp)).unwrap();
+    check("10 Mb/s TCP (iperf3)", measured, m.goodput_bps, 10e6);
+}
+
+#[test]
+fn lab_udp_iperf3_reaches_the_model() {
+    let test = "lab_udp_iperf3_reaches_the_model";
+    if skip_unless_root(test) || skip_without("iperf3", test) {
+        return;
+    }
+    let lab = Lab::up("ui", &["--rate", "10M", "--buffer", "64K"]);
+    // Offer more than the wire carries; the shaper drops the excess before the wire.
+    let measured = iperf3_goodput(&lab, &["-u", "-b", "12M", "-l", "1472"]);
+    let m = model(&WireParams::ethernet(10e6, WireProto::Udp)).unwrap();
+    check("10 Mb/s UDP (iperf3)", measured, m.goodput_bps, 10e6);
+}
+
+#[test]
+fn lab_tcp_wirerate_run_reaches_the_model() {
+    let test = "lab_tcp_wirerate_run_reaches_the_model";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up("tw", &["--rate", "10M", "--buffer", "64K"]);
+    let (srv_out, cli_out) = (lab.temp("server.json"), lab.temp("client.json"));
+    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    let args = [
+        BIN,
+        "run",
+        "10.77.0.1",
+        "-p",
+        "5350",
+        "-t",
+        "4",
+        "-O",
+        "1",
+        "--json",
+    ];
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(
+        client.wait(Duration::from_secs(30)).success(),
+        "wirerate run failed"
+    );
+    let report = read_json(&cli_out);
+    let measured = report["summary"]["goodput_bps"]
+        .as_f64()
+        .expect("summary.goodput_bps");
+    let m = model(&WireParams::ethernet(10e6, WireProto::Tcp)).unwrap();
+    check("10 Mb/s TCP (wirerate run)", measured, m.goodput_bps, 10e6);
+    // Once a run fills summary.wire from the lab, it must name this lab's link.
+    let wire = &report["summary"]["wire"];
+    if let Some(link) = wire["link_bps"].as_f64() {
+        assert_eq!(link, 10e6, "summary.wire.link_bps");
+        let model_bps = wire["model_goodput_bps"]
+            .as_f64()
+            .expect("model_goodput_bps");
+        assert!(
+            (model_bps / m.goodput_bps - 1.0).abs() < 1e-9,
+            "summary.wire.model_goodput_bps"
+        );
+        let eff = wire["efficiency"]
+            .as_f64()
+            .expect("summary.wire.efficiency");
+        // efficiency is measured goodput over the model's: within the tolerance of 1
+        assert!(
+            (eff - 1.0).abs() <= TOLERANCE,
+            "summary.wire.efficiency {eff}"
+        );
+        assert!((eff - measured / m.goodput_bps).abs() < 1e-9);
+    } else {
+        println!("summary.wire.link_bps is null: this run does not read the lab's rate yet");
+    }
+}
+
+/// Runs `wirerate run` from host b against `wirerate serve` on host a; returns the JSON.
+fn wirerate_in_lab(lab: &Lab, extra: &[&str]) -> Value {
+    let (srv_out, cli_out) = (lab.temp("wr-server.log"), lab.temp("wr-client.json"));
+    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    let mut args = vec![BIN, "run", "10.77.0.1", "-p", "5350", "--json"];
+    args.extend_from_slice(extra);
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(
+        client.wait(Duration::from_secs(40)).success(),
+        "wirerate run failed"
+    );
+    read_json(&cli_out)
+}
+
+#[test]
+fn lab_udp_wirerate_overload_loses_the_excess_on_the_path() {
+    let test = "lab_udp_wirerate_overload_loses_the_excess_on_the_path";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up("uw", &["--rate", "10M", "--buffer", "64K"]);
+    // 12 Mbit/s of 1472-byte datagrams into a 10 Mb/s wire
+    let report = wirerate_in_lab(&lab, &["-u", "-b", "12M", "-t", "4", "-O", "1"]);
+    let s = &report["summary"];
+    let m = model(&WireParams::ethernet(10e6, WireProto::Udp)).unwrap();
+    check(
+        "10 Mb/s UDP offered 12 Mbit/s (wirerate run)",
+        s["goodput_bps"].as_f64().unwrap(),
+        m.goodput_bps,
+        10e6,
+    );
+    assert_eq!(
+        report["spec"]["len_bytes"], 1472,
+        "default datagram fits the MTU"
+    );
+    let u = &s["udp"];
+    let loss = u["loss_percent"].as_f64().unwrap();
+    // frames per second on the wire over datagrams per second offered
+    let expected = (1.0 - m.frames_per_s / (12e6 / (1472.0 * 8.0))) * 100.0;
+    println!(
+        "loss {loss:.2} % (expected {expected:.2} %), location {}",
+        u["loss_location"]
+    );
+    assert!(
+        (loss - expected).abs() < 2.0,
+        "loss {loss} % against {expected} %"
+    );
+    assert_eq!(u["loss_location"], "path", "{u}");
+    let wire = &s["wire"];
+    assert_eq!(wire["link_bps"], 10e6);
+    let eff = wire["efficiency"].as_f64().unwrap();
+    assert!((eff - 1.0).abs() <= TOLERANCE, "efficiency {eff}");
+}
+
+#[test]
+fn lab_find_max_converges_on_the_udp_model() {
+    let test = "lab_find_max_converges_on_the_udp_model";
+    if skip_unless_root(test) {
+        return;
+    }
+    // a small queue, so a trial above the wire's rate cannot hide its excess in the buffer
+    let lab = Lab::up("fm", &["--rate", "10M", "--buffer", "16K"]);
+    let report = wirerate_in_lab(
+        &lab,
+        &[
+            "-u",
+            "--find-max",
+            "--link",
+            "12M",
+            "-t",
+            "2",
+            "--loss",
+            "0.5",
+        ],
+    );
+    let best = report["max_rate_bps"].as_f64().expect("a rate passed");
+    let steps = report["steps"].as_array().unwrap().len();
+    // the offered rate counts UDP payload; the wire carries it at the model's goodput
+    let m = model(&WireParams::ethernet(10e6, WireProto::Udp)).unwrap();
+    println!(
+        "find-max: {:.4} Mbit/s after {steps} steps, model {:.4}",
+        best / 1e6,
+        m.goodput_bps / 1e6
+    );
+    assert!(best <= m.goodput_bps * 1.02, "{best}");
+    assert!(best >= m.goodput_bps * 0.95, "{best}");
+}
+
+#[test]
+fn lab_small_buffer_drops_at_the_queue() {
+    let test = "lab_small_buffer_drops_at_the_queue";
+    if skip_unless_root(test) || skip_without("iperf3", test) {
+        return;
+    }
+    // A 16 KiB queue, like the seeds' 16 KB cards: TCP overflows it and the shaper drops.
+    let lab = Lab::up("sb", &["--rate", "10M", "--buffer", "16K"]);
+    let srv_out = lab.temp("server.json");
+    let mut server = Proc::spawn(&lab.exec_args("a", &["iperf3", "-s", "-1"]), &srv_out);
+    lab.wait_listening("a", 5201);
+    let out = lab.exec(
+        "b",
+        &["timeout", "15", "iperf3", "-c", "10.77.0.1", "-t", "2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.wait(Duration::from_secs(10));
+    let status = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    let labs: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let sender = labs[0]["hosts"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["host"] == "b"))
+        .expect("host b");
+    let dropped = sender["dropped_packets"].as_u64().expect("dropped_packets");
+    println!("16 KiB queue at 10 Mb/s: {dropped} packets dropped in 2 s of TCP");
+    assert!(dropped > 0);
+    assert!(sender["sent_bytes"].as_u64().unwrap_or(0) > 2_000_000);
+}
+
+#[test]
+fn lab_up_status_down() {
+    if skip_unless_root("lab_up_status_down") {
+        return;
+    }
+    let lab = Lab::up(
+        "st",
+        &[
+            "--rate", "5M", "--buffer", "16K", "--mtu", "9000", "--hosts", "tx,rx",
+        ],
+    );
+    let out = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    assert!(out.status.success());
+    let labs: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let hosts = labs[0]["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts.len(), 2);
+    for h in hosts {
+        let qdisc = h["qdisc"].as_str().unwrap_or("");
+        assert!(
+            qdisc.contains("tbf") && qdisc.contains("overhead 24"),
+            "{qdisc}"
+        );
+    }
+    assert_eq!(labs[0]["state"]["link_bps"], 5e6);
+    assert_eq!(labs[0]["state"]["mtu"], 9000);
+
+    // A process on a lab host finds its link.
+    let out = lab.exec("rx", &[BIN, "lab", "status", "--here", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let here: Value = serde_json::from_slice(&out.stdout).expect("--here JSON");
+    assert_eq!(here["host"]["name"], "rx");
+    assert_eq!(here["lab"]["link_bps"], 5e6);
+    assert_eq!(
+        wirerate_lab::lab_rate_for_netns(&format!("wr-{}-tx", lab.name)),
+        Some(5e6)
+    );
+
+    // Exit status passes through exec; the two hosts reach each other.
+    assert_eq!(
+        lab.exec("tx", &["sh", "-c", "exit 7"]).status.code(),
+        Some(7)
+    );
+    let mtu = lab.exec("tx", &["cat", "/sys/class/net/wr0/mtu"]);
+    assert_eq!(String::from_utf8_lossy(&mtu.stdout).trim(), "9000");
+
+    let again = wirerate(&["lab", "up", "--name", &lab.name]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "a second up of the same lab must fail"
+    );
+
+    let name = lab.name.clone();
+    drop(lab);
+    let list = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(&format!("wr-{name}-")));
+    assert_eq!(
+        wirerate_lab::lab_rate_for_netns(&format!("wr-{name}-tx")),
+        None
+    );
+}
+
+#[test]
+fn lab_outside_a_lab_host_there_is_no_lab() {
+    assert!(wirerate_lab::current_lab().is_none());
+    let out = wirerate(&["lab", "status", "--here"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn lab_says_it_needs_root() {
+    let test = "lab_says_it_needs_root";
+    // As root, drop to an unprivileged user for this one command.
+    let mut cmd = if wirerate_lab::is_root() {
+        if skip_without("setpriv", test) {
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let out = cmd
+        .args(["lab", "up", "--name", "noroot"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("needs root") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn lab_bad_flags_exit_2() {
+    for args in [
+        &["lab", "up", "--rate", "fast"][..],
+        &["lab", "up", "--buffer", "-1"],
+        &["lab", "up", "--buffer", "100"],
+        &["lab", "up", "--mtu", "20"],
+        &["lab", "up", "--hosts", "a"],
+        &["lab", "up", "--name", "Bad-Name"],
+    ] {
+        let out = wirerate(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
