@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wirerate_core::stats::{compare, Change, Comparison, Metric};
+use wirerate_core::units::format_bps;
 use wirerate_core::RunResult;
 use wirerate_render::stats::{compare_table, verdict};
 use wirerate_store::Store;
@@ -149,6 +150,15 @@ fn differences(a: &[RunResult], b: &[RunResult]) -> Vec<Difference> {
             env.into_iter()
                 .map(|(k, x)| (k.to_string(), x.clone().unwrap_or_else(|| "-".into()))),
         );
+        let wire = &r.summary.wire;
+        v.push((
+            "link rate".into(),
+            wire.link_bps.map_or("-".into(), format_bps),
+        ));
+        v.push((
+            "MTU".into(),
+            wire.mtu_bytes.map_or("-".into(), |m| m.to_string()),
+        ));
         v
     }
     fn values(runs: &[RunResult]) -> BTreeMap<String, BTreeSet<String>> {
