@@ -53,8 +53,8 @@ impl IfaceSnapshot {
         };
         InterfaceDelta {
             name: self.name.clone(),
-            mtu_bytes: read_u64(&format!("/sys/class/net/{}/mtu", self.name)).map(|m| m as u32),
-            speed_bps: link_speed_bps(&self.name),
+            mtu_bytes: crate::link::interface_mtu(&self.name),
+            speed_bps: crate::link::interface_speed_bps(&self.name),
             rx_packets: d(0),
             tx_packets: d(1),
             rx_bytes: d(2),
@@ -67,13 +67,6 @@ impl IfaceSnapshot {
             rx_fifo_errors: d(9),
         }
     }
-}
-
-/// The link speed the driver reports in sysfs, in bit/s. Virtual devices report none or -1.
-pub fn link_speed_bps(name: &str) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
-    let mbps: i64 = s.trim().parse().ok()?;
-    (mbps > 0).then_some(mbps as f64 * 1e6)
 }
 
 fn in_subnet(addr: IpAddr, net: IpAddr, mask: Option<IpAddr>) -> bool {
