@@ -117,6 +117,7 @@ pub struct TcpSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct UdpSummary {
     /// Datagrams the senders sent.
     pub packets: u64,

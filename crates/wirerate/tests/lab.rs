@@ -7,7 +7,7 @@
 //! the test's own namespaces.
 
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,10 @@ fn skip_without(program: &str, test: &str) -> bool {
 
 fn wirerate(args: &[&str]) -> Output {
     Command::new(BIN)
+        .env(
+            "WIRERATE_DB",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("results.db"),
+        )
         .args(args)
         .output()
         .expect("run the wirerate binary")
@@ -113,6 +117,10 @@ impl Proc {
     fn spawn(args: &[&str], out: &PathBuf) -> Proc {
         let file = File::create(out).expect("create output file");
         let child = Command::new(BIN)
+            .env(
+                "WIRERATE_DB",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("results.db"),
+            )
             .args(args)
             .stdin(Stdio::null())
             .stdout(file)

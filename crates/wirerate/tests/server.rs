@@ -6,10 +6,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, json, run, stderr, ServerProc};
+use common::{json, run, stderr, ServerProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -127,7 +127,7 @@ fn a_client_killed_mid_test_frees_the_server() {
         if reverse {
             args.push("-R");
         }
-        let mut client = Command::new(bin())
+        let mut client = common::wr()
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -158,7 +158,7 @@ fn a_client_killed_mid_test_frees_the_server() {
 fn a_second_client_is_told_busy_at_once() {
     let srv = ServerProc::start(&[]);
     let p = srv.port.to_string();
-    let mut first = Command::new(bin())
+    let mut first = common::wr()
         .args(["run", "127.0.0.1", "-p", &p, "-t", "3"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -3,10 +3,10 @@
 mod common;
 
 use std::net::UdpSocket;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, json, run, stderr, wait_bounded, ServerProc};
+use common::{json, run, stderr, wait_bounded, ServerProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -126,7 +126,7 @@ fn udp_ports_of(pid: u32) -> Vec<u16> {
 fn forged_datagrams_are_counted_and_dropped() {
     let srv = ServerProc::start(&[]);
     let p = srv.port.to_string();
-    let client = Command::new(bin())
+    let client = common::wr()
         .args([
             "run",
             "127.0.0.1",

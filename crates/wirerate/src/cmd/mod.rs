@@ -5,6 +5,7 @@ pub mod findmax;
 pub mod history;
 pub mod import;
 pub mod lab;
+pub mod repeat;
 pub mod results;
 pub mod run;
 pub mod serve;

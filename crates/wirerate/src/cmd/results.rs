@@ -48,8 +48,6 @@ pub struct StoreArgs {
 
 impl StoreArgs {
     /// The database to store into, or None under `--no-store`.
-    // `run` stores its results through this once its repeat loop lands
-    #[allow(dead_code)]
     pub fn open(&self) -> anyhow::Result<Option<Store>> {
         if self.no_store {
             return Ok(None);

@@ -18,8 +18,10 @@ use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
 use wirerate_proto::ProtoError;
 use wirerate_render::text;
 
+use crate::cmd::results::StoreArgs;
 use crate::exit::usage;
 use crate::link::{fill_wire, link_facts};
+use wirerate_store::Store;
 
 pub const DEFAULT_PORT: u16 = 5350;
 
@@ -122,6 +124,18 @@ pub struct Args {
     /// Seconds a silent peer is waited for before the test fails
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub idle_timeout: f64,
+    /// Run the test N times, each on fresh connections, and summarize them (min, median,
+    /// mean, max, standard deviation, 95 % confidence interval)
+    #[arg(long, value_name = "N", conflicts_with_all = ["until_ci", "find_max"])]
+    pub repeat: Option<u32>,
+    /// Repeat until the 95 % confidence half-width of goodput is within PCT % of the mean
+    #[arg(long, value_name = "PCT", conflicts_with = "find_max")]
+    pub until_ci: Option<f64>,
+    /// The most runs --until-ci makes
+    #[arg(long, value_name = "N", default_value_t = 30, requires = "until_ci")]
+    pub max_runs: u32,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -361,6 +375,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         a.format.unwrap_or(Format::Text)
     };
+    let repeat = repeat_plan(&a)?;
+    let mut store = open_store(&a.store)?;
     let t = target(&a)?;
     let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
     let mut spec = spec_from(&a, udp_len)?;
@@ -374,6 +390,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if text_out {
         println!("{}", text::header(&spec, &t.describe()));
     }
+    if let Some(plan) = repeat {
+        return super::repeat::run(
+            &t,
+            &spec,
+            plan,
+            format,
+            store.as_mut(),
+            a.store.label.as_deref(),
+        );
+    }
     let mut printer = Printer {
         text: text_out,
         progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
@@ -383,6 +409,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
     emit(&result, format)?;
+    if let Some(store) = store.as_mut() {
+        save(store, &result, a.store.label.as_deref(), None);
+    }
     if errors.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -391,7 +420,54 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
+/// How many runs `--repeat` or `--until-ci` asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum RepeatPlan {
+    Fixed(u32),
+    UntilCi { percent: f64, max_runs: u32 },
+}
+
+fn repeat_plan(a: &Args) -> anyhow::Result<Option<RepeatPlan>> {
+    match (a.repeat, a.until_ci) {
+        (Some(n), _) if !(1..=1000).contains(&n) => usage("--repeat takes 1 to 1000 runs"),
+        (Some(n), _) => Ok(Some(RepeatPlan::Fixed(n))),
+        (None, Some(p)) if !(p.is_finite() && p > 0.0 && p < 100.0) => {
+            usage("--until-ci takes a percentage above 0 and below 100")
+        }
+        (None, Some(_)) if !(2..=1000).contains(&a.max_runs) => usage("--max-runs takes 2 to 1000"),
+        (None, Some(percent)) => Ok(Some(RepeatPlan::UntilCi {
+            percent,
+            max_runs: a.max_runs,
+        })),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The results database, unless `--no-store`. A database named with `--db` must open; the
+/// default one is skipped with a warning when it cannot be made (a read-only home, say).
+fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
+    if args.no_store {
+        return Ok(None);
+    }
+    let explicit = args.db.is_some() || std::env::var_os("WIRERATE_DB").is_some();
+    match args.open() {
+        Ok(s) => Ok(s),
+        Err(e) if !explicit => {
+            eprintln!("wirerate: results will not be stored: {e:#}");
+            Ok(None)
+        }
+        Err(e) => Err(e.context("cannot open the results database")),
+    }
+}
+
+/// Stores one result; a failure is reported, never fatal, since the figures are printed.
+pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) {
+    if let Err(e) = store.insert_run(r, label, group) {
+        eprintln!("wirerate: result not stored: {e}");
+    }
+}
+
+pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Text => write!(out, "{}", text::summary(r))?,

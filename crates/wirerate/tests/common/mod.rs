@@ -20,9 +20,21 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A results database private to this test process, so tests never write to the user's.
+pub fn test_db() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("results.db")
+}
+
+/// The binary as a command that stores into the test database.
+pub fn wr() -> Command {
+    let mut c = Command::new(bin());
+    c.env("WIRERATE_DB", test_db());
+    c
+}
+
 /// Runs the binary with `args`, killing it if it outlives `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(bin())
+    let child = wr()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -72,7 +84,7 @@ impl ServerProc {
         let p = port.to_string();
         let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p];
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
+        let child = wr()
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

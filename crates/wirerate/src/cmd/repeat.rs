@@ -1,0 +1,92 @@
+//! `wirerate run --repeat N` and `--until-ci PCT`: the same test again on fresh connections,
+//! every run stored under one group, then the statistics of the set.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use wirerate_core::stats::until_ci_reached;
+use wirerate_core::units::format_bps;
+use wirerate_core::{RunResult, TestSpec};
+use wirerate_store::{new_group_id, Store};
+
+use super::run::{execute, save, Format, RepeatPlan, Silent, Target};
+
+pub fn run(
+    t: &Target,
+    spec: &TestSpec,
+    plan: RepeatPlan,
+    format: Format,
+    mut store: Option<&mut Store>,
+    label: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let group = new_group_id();
+    let max = match plan {
+        RepeatPlan::Fixed(n) => n,
+        RepeatPlan::UntilCi { max_runs, .. } => max_runs,
+    };
+    let text = format == Format::Text;
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut failures = 0;
+    for i in 1..=max {
+        // the server frees its slot a moment after the last run's reports
+        let (r, errors) = execute(t, spec, &mut Silent, Duration::from_secs(2))?;
+        if !errors.is_empty() {
+            failures += 1;
+            eprintln!("wirerate: run {i}: {}", errors.join("; "));
+        }
+        if text {
+            let cpu = wirerate_core::metrics::max_opt(
+                r.summary.cpu.local.as_ref().and_then(|c| c.system_percent),
+                r.summary.cpu.remote.as_ref().and_then(|c| c.system_percent),
+            );
+            println!(
+                "run {i:>3}: goodput {:>15}, CPU {}, PI {}",
+                format_bps(r.summary.goodput_bps),
+                cpu.map_or_else(|| "n/a".into(), |c| format!("{c:.1} %")),
+                r.summary
+                    .pi
+                    .map_or_else(|| "n/a".into(), |p| format!("{p:.2}")),
+            );
+        }
+        if let Some(s) = store.as_deref_mut() {
+            save(s, &r, label, Some(&group));
+        }
+        results.push(r);
+        if let RepeatPlan::UntilCi { percent, .. } = plan {
+            let goodputs: Vec<f64> = results.iter().map(|r| r.summary.goodput_bps).collect();
+            if until_ci_reached(&goodputs, percent) {
+                break;
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if text {
+        writeln!(out, "\n{}", wirerate_render::stats::repeat_table(&results))?;
+        if let RepeatPlan::UntilCi { percent, max_runs } = plan {
+            let goodputs: Vec<f64> = results.iter().map(|r| r.summary.goodput_bps).collect();
+            if !until_ci_reached(&goodputs, percent) {
+                writeln!(
+                    out,
+                    "warning: after {max_runs} runs the 95 % confidence interval of goodput is still wider than ±{percent} % of the mean"
+                )?;
+            }
+        }
+        if store.is_some() {
+            writeln!(
+                out,
+                "stored as group {group}{}",
+                label.map_or_else(String::new, |l| format!(", label '{l}'"))
+            )?;
+        }
+    } else {
+        // one array of results: each element follows the result schema, and `compare` reads it
+        writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?;
+    }
+    out.flush()?;
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
