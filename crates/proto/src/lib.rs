@@ -14,6 +14,7 @@
 
 pub mod data;
 pub mod frame;
+pub mod iperf3;
 pub mod msg;
 pub mod session;
 
