@@ -137,6 +137,21 @@ impl SideRun {
         out
     }
 
+    /// Bytes moved so far by this side's streams of one role (sent or received).
+    pub fn moved(&self, role: Role) -> u64 {
+        self.workers
+            .iter()
+            .filter(|w| w.role == role)
+            .map(|w| w.counters.bytes.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Asks the senders to stop after their current write; receivers keep reading until
+    /// `abort` or the end of their streams.
+    pub fn stop_sending(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     /// Stops every stream now: the test is being abandoned.
     pub fn abort(&self) {
         self.stop.store(true, Ordering::Relaxed);

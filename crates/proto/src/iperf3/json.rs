@@ -106,7 +106,7 @@ pub fn number(v: &Value, key: &str) -> Option<f64> {
 /// to an unsigned 64-bit number (1.8446744073709552e19); both read as −1.
 pub fn signed(v: &Value, key: &str) -> Option<i64> {
     let x = number(v, key)?;
-    if x >= 9.2e18 || x < -9.2e18 {
+    if !(-9.2e18..9.2e18).contains(&x) {
         Some(-1)
     } else {
         Some(x as i64)

@@ -40,9 +40,12 @@ Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or
 pub struct Args {
     /// Server to test against; with none, an embedded server on loopback is used
     pub host: Option<String>,
-    /// Server port
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    /// Server port [default: 5350; 5201 with --iperf3]
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Speak iperf3's protocol: test against an iperf3 server (TCP; -t or -n)
+    #[arg(long, requires = "host")]
+    pub iperf3: bool,
     /// Seconds to send (default 10)
     #[arg(short = 't', long, value_name = "SECONDS", conflicts_with_all = ["bytes", "blocks"])]
     pub time: Option<f64>,
@@ -148,6 +151,11 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
+    if a.iperf3 {
+        if let Err(e) = wirerate_proto::iperf3::check_spec(&spec) {
+            return usage(e);
+        }
+    }
     Ok(spec)
 }
 
@@ -223,8 +231,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         bind: a.bind,
         ..Default::default()
     };
+    let port = a.port.unwrap_or(if a.iperf3 {
+        wirerate_proto::iperf3::DEFAULT_PORT
+    } else {
+        DEFAULT_PORT
+    });
     let (addr, embedded) = match &a.host {
-        Some(h) => (resolve(h, a.port, a.ipv4, a.ipv6)?, false),
+        Some(h) => (resolve(h, port, a.ipv4, a.ipv6)?, false),
         None => {
             let ip: IpAddr = if a.ipv6 {
                 Ipv6Addr::LOCALHOST.into()
@@ -262,7 +275,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let started_unix_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let outcome = run_test(addr, &spec, &cfg, &mut printer)?;
+    let outcome = if a.iperf3 {
+        wirerate_engine::iperf3::run_client(addr, &spec, &cfg, &mut printer)?
+    } else {
+        run_test(addr, &spec, &cfg, &mut printer)?
+    };
     printer.clear_progress();
     let result = assemble(
         &spec,
