@@ -13,6 +13,7 @@
 //! flow (1 byte) and the stream id (u32 big endian); then the stream's raw payload.
 
 pub mod data;
+pub mod depth;
 pub mod frame;
 pub mod iperf3;
 pub mod msg;

@@ -325,9 +325,18 @@ fn an_iperf3_client_is_told_busy_while_a_test_runs() {
 #[test]
 fn an_iperf3_looking_client_sending_junk_does_not_stop_the_server() {
     let mut srv = ServerProc::start(&["--idle-timeout", "1"]);
-    // a cookie then an absurd length; a cookie then junk; a cookie then silence. One at a
-    // time: the first holds the test slot until it is dropped.
-    let payloads: [&[u8]; 3] = [&[0xff, 0xff, 0xff, 0xff], b"\x00\x00\x00\x05{{{{{", b""];
+    // a cookie then an absurd length; junk; JSON nested deep enough to overflow a recursive
+    // parser's stack (a regression); then silence. One at a time: each holds the test slot
+    // until it is dropped.
+    let nested = "{\"a\":".repeat(10_000);
+    let mut deep = (nested.len() as u32).to_be_bytes().to_vec();
+    deep.extend(nested.as_bytes());
+    let payloads: [&[u8]; 4] = [
+        &[0xff, 0xff, 0xff, 0xff],
+        b"\x00\x00\x00\x05{{{{{",
+        &deep,
+        b"",
+    ];
     let mut held = Vec::new();
     for (i, junk) in payloads.into_iter().enumerate() {
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::Iperf3Error;
+use crate::depth::{nesting_within, MAX_DEPTH};
 
 /// Encodes a JSON document with its length prefix.
 pub fn encode(v: &Value) -> Vec<u8> {
@@ -86,8 +87,14 @@ impl Inbox {
         if self.buf.len() < 4 + len {
             return Ok(None);
         }
-        let parsed = serde_json::from_slice::<Value>(&self.buf[4..4 + len])
-            .map_err(|e| Iperf3Error::BadJson(e.to_string()));
+        let body = &self.buf[4..4 + len];
+        let parsed = if nesting_within(body, MAX_DEPTH) {
+            serde_json::from_slice::<Value>(body).map_err(|e| Iperf3Error::BadJson(e.to_string()))
+        } else {
+            Err(Iperf3Error::BadJson(format!(
+                "nested deeper than {MAX_DEPTH} levels"
+            )))
+        };
         self.buf.drain(..4 + len);
         match parsed? {
             v @ Value::Object(_) => Ok(Some(v)),
@@ -158,6 +165,20 @@ mod tests {
             inbox.push(&bytes).unwrap();
             assert!(inbox.json(1024).is_err(), "{body:?}");
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(5000), "]".repeat(5000));
+        let mut inbox = Inbox::new(1 << 20);
+        inbox.push(&encode_raw(deep.as_bytes())).unwrap();
+        assert!(matches!(inbox.json(1 << 20), Err(Iperf3Error::BadJson(_))));
+    }
+
+    fn encode_raw(body: &[u8]) -> Vec<u8> {
+        let mut out = (body.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(body);
+        out
     }
 
     #[test]
