@@ -119,6 +119,12 @@ fn wirerate_client_forward_matches_what_the_iperf3_server_received() {
     assert!(s["cpu"]["local"]["system_percent"].as_f64().is_some());
     assert!(s["cpu"]["remote"]["process_percent"].as_f64().unwrap() > 0.0);
     assert!(s["pi"].as_f64().is_some());
+    // the result is an ordinary wirerate document
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&j).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 #[test]
