@@ -185,6 +185,54 @@ fn wirerate_client_byte_counts_both_ways() {
     drop(srv);
 }
 
+#[test]
+fn wirerate_client_udp_forward_reverse_and_bidir() {
+    let srv = Iperf3Server::start();
+    let j = wirerate_client(srv.port, &["-u", "-b", "50M", "-t", "1"]);
+    let ip = srv.report();
+    let s = &j["summary"];
+    let rx = &ip["end"]["sum_received"];
+    // loss and jitter of the forward flow are the iperf3 server's own figures
+    assert_eq!(u(&s["bytes"]), u(&rx["bytes"]));
+    assert_eq!(u(&s["udp"]["packets"]), u(&rx["packets"]));
+    assert_eq!(u(&s["udp"]["lost"]), u(&rx["lost_packets"]));
+    let rate = s["goodput_bps"].as_f64().unwrap();
+    assert!((40e6..=51e6).contains(&rate), "paced at 50 Mbit/s: {rate}");
+    assert!(s["udp"]["jitter_ms"].as_f64().is_some());
+    assert!(s["tcp"].is_null());
+
+    let srv = Iperf3Server::start();
+    let j = wirerate_client(srv.port, &["-u", "-b", "50M", "-t", "1", "-R"]);
+    let ip = srv.report();
+    let s = &j["summary"];
+    // wirerate counted what arrived; the server says what it sent
+    assert_eq!(u(&s["sender_bytes"]), u(&ip["end"]["sum_sent"]["bytes"]));
+    assert!(u(&s["bytes"]) > 0 && u(&s["bytes"]) <= u(&s["sender_bytes"]));
+    assert!(u(&s["udp"]["packets"]) > 0);
+    let loss = s["udp"]["loss_percent"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&loss));
+
+    let srv = Iperf3Server::start();
+    let j = wirerate_client(
+        srv.port,
+        &["-u", "-b", "20M", "-t", "1", "--bidir", "-P", "2"],
+    );
+    drop(srv);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 4);
+    let flows = j["summary"]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| u(&f["bytes"]) > 0), "{flows:?}");
+}
+
+#[test]
+fn an_iperf3_udp_client_is_refused_cleanly_and_the_server_goes_on() {
+    let srv = ServerProc::start(&["--idle-timeout", "3"]);
+    let out = iperf3_client(srv.port, &["-u", "-t", "1"]);
+    let j: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
+    assert!(j["error"].as_str().is_some(), "{j}");
+    let end = iperf3_against_wirerate(&srv, &["-t", "1"]);
+    assert!(u(&end["sum_received"]["bytes"]) > 0);
+}
+
 /// A fake iperf3 server that answers the cookie with `reply`, then holds the connection.
 fn fake_server(reply: &'static [u8]) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -5,6 +5,7 @@
 
 mod client;
 pub(crate) mod server;
+mod udp;
 
 pub use client::run_client;
 

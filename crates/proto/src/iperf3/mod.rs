@@ -14,6 +14,7 @@ pub mod map;
 pub mod params;
 pub mod results;
 pub mod server;
+pub mod udp;
 
 #[cfg(test)]
 mod tests;
@@ -89,6 +90,8 @@ pub enum Iperf3Error {
     BadJson(String),
     #[error("unsupported iperf3 test: {0}")]
     Unsupported(String),
+    #[error("UDP datagram shorter than iperf3's header")]
+    BadDatagram,
     #[error("not an iperf3 cookie")]
     BadCookie,
     #[error("iperf3 peer was silent for too long while {0}")]

@@ -28,8 +28,18 @@ pub struct Params {
 
 /// Whether iperf3's protocol can express this spec. A client checks before connecting.
 pub fn check_spec(spec: &TestSpec) -> Result<(), String> {
-    if spec.protocol != Protocol::Tcp {
-        return Err("only TCP tests are supported with --iperf3 for now".into());
+    if spec.protocol == Protocol::Udp {
+        if !(super::udp::MIN_DATAGRAM as u64..=super::udp::MAX_DATAGRAM as u64)
+            .contains(&spec.len_bytes)
+        {
+            return Err("UDP datagrams for iperf3 must be 16 to 65507 bytes (-l)".into());
+        }
+        if spec.rate_bps.is_none() {
+            return Err("UDP with --iperf3 needs a rate (-b)".into());
+        }
+        if spec.omit_s > 0.0 {
+            return Err("--omit is not supported for UDP with --iperf3".into());
+        }
     }
     if matches!(spec.end, End::Blocks { .. }) {
         return Err("iperf3 counts blocks over all streams; use -t or -n with --iperf3".into());
@@ -40,7 +50,7 @@ pub fn check_spec(spec: &TestSpec) -> Result<(), String> {
     if spec.omit_s > 0.0 && !matches!(spec.end, End::Time { .. }) {
         return Err("--omit with --iperf3 needs a time-based test (-t)".into());
     }
-    if spec.len_bytes > MAX_BLOCKSIZE {
+    if spec.protocol == Protocol::Tcp && spec.len_bytes > MAX_BLOCKSIZE {
         return Err("iperf3 servers take at most 1 MiB per write (-l)".into());
     }
     if spec.parallel > MAX_STREAMS {
@@ -66,7 +76,14 @@ pub fn params_json(spec: &TestSpec, client_version: &str) -> Value {
         End::Blocks { blocks } => (0, blocks.saturating_mul(spec.len_bytes)),
     };
     let mut m = Map::new();
-    m.insert("tcp".into(), Value::Bool(true));
+    match spec.protocol {
+        Protocol::Tcp => m.insert("tcp".into(), Value::Bool(true)),
+        Protocol::Udp => m.insert("udp".into(), Value::Bool(true)),
+    };
+    if let Some(rate) = spec.rate_bps {
+        // iperf3's -b: bits per second per stream
+        m.insert("bandwidth".into(), json!(rate.round() as u64));
+    }
     m.insert("omit".into(), json!(spec.omit_s as u64));
     m.insert("time".into(), json!(time));
     m.insert("num".into(), json!(num));
@@ -223,6 +240,22 @@ mod tests {
     }
 
     #[test]
+    fn a_udp_spec_asks_for_udp_at_its_rate() {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            len_bytes: 1460,
+            rate_bps: Some(10e6),
+            ..Default::default()
+        };
+        check_spec(&spec).unwrap();
+        let v = params_json(&spec, "t");
+        assert_eq!(v["udp"], true);
+        assert!(v.get("tcp").is_none());
+        assert_eq!(v["bandwidth"], 10_000_000);
+        assert_eq!(v["len"], 1460);
+    }
+
+    #[test]
     fn what_iperf3_3_12_sends_is_understood() {
         let v: Value = serde_json::from_str(
             r#"{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":2,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#,
@@ -287,6 +320,12 @@ mod tests {
             TestSpec {
                 protocol: Protocol::Udp,
                 len_bytes: 1400,
+                ..Default::default()
+            },
+            TestSpec {
+                protocol: Protocol::Udp,
+                len_bytes: 8,
+                rate_bps: Some(1e6),
                 ..Default::default()
             },
         ];

@@ -19,6 +19,8 @@ use wirerate_render::text;
 use crate::exit::usage;
 
 pub const DEFAULT_PORT: u16 = 5350;
+/// UDP payload per datagram unless -l says otherwise: fits a 1500-byte Ethernet MTU.
+const DEFAULT_UDP_LEN: u64 = 1460;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -43,9 +45,15 @@ pub struct Args {
     /// Server port [default: 5350; 5201 with --iperf3]
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
-    /// Speak iperf3's protocol: test against an iperf3 server (TCP; -t or -n)
+    /// Speak iperf3's protocol: test against an iperf3 server (-t or -n)
     #[arg(long, requires = "host")]
     pub iperf3: bool,
+    /// UDP instead of TCP (for now with --iperf3 only)
+    #[arg(short = 'u', long, requires = "iperf3")]
+    pub udp: bool,
+    /// UDP send rate per stream, bit/s (e.g. 100M; default 1M, as iperf3)
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate, requires = "udp")]
+    pub bitrate: Option<f64>,
     /// Seconds to send (default 10)
     #[arg(short = 't', long, value_name = "SECONDS", conflicts_with_all = ["bytes", "blocks"])]
     pub time: Option<f64>,
@@ -125,7 +133,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         _ => End::Time { seconds: 10.0 },
     };
     let spec = TestSpec {
-        protocol: Protocol::Tcp,
+        protocol: if a.udp { Protocol::Udp } else { Protocol::Tcp },
         direction: if a.bidir {
             Direction::Bidir
         } else if a.reverse {
@@ -134,7 +142,11 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
             Direction::Forward
         },
         end,
-        len_bytes: a.len.unwrap_or(DEFAULT_TCP_LEN),
+        len_bytes: a.len.unwrap_or(if a.udp {
+            DEFAULT_UDP_LEN
+        } else {
+            DEFAULT_TCP_LEN
+        }),
         parallel: a.parallel,
         window_bytes: a.window,
         mss_bytes: a.mss,
@@ -143,7 +155,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         omit_s: a.omit,
         interval_s: a.interval,
         link_bps: a.link,
-        rate_bps: None,
+        rate_bps: a.udp.then(|| a.bitrate.unwrap_or(1e6)),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -281,7 +293,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         run_test(addr, &spec, &cfg, &mut printer)?
     };
     printer.clear_progress();
-    let result = assemble(
+    let mut result = assemble(
         &spec,
         &outcome.local,
         &outcome.remote,
@@ -297,6 +309,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             },
         },
     );
+    if outcome.udp.is_some() {
+        result.summary.udp = outcome.udp.clone();
+    }
     emit(&result, format)?;
     Ok(exit_for(&outcome.local, &outcome.remote))
 }
