@@ -25,7 +25,7 @@ use crate::side::{Attached, SideRun};
 
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
 enum Streams {
-    Tcp(SideRun),
+    Tcp(Box<SideRun>),
     Udp(UdpRun),
 }
 
@@ -234,7 +234,9 @@ fn on_event(
                 .filter_map(|a| a.sock.try_clone().ok())
                 .collect();
             run.streams = Some(match cx.spec.protocol {
-                Protocol::Tcp => Streams::Tcp(SideRun::start(cx.spec, tcp, local_ip, idle)),
+                Protocol::Tcp => {
+                    Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
+                }
                 Protocol::Udp => {
                     Streams::Udp(UdpRun::start(cx.spec, std::mem::take(&mut run.udp), idle))
                 }
@@ -246,7 +248,7 @@ fn on_event(
             let mut results;
             match run.streams.take() {
                 Some(Streams::Tcp(side)) => {
-                    let report = finish_tcp(side, idle);
+                    let report = finish_tcp(*side, idle);
                     results = Results::from_side(&report, &cx.map);
                     run.local = Some(report);
                 }
