@@ -233,6 +233,62 @@ fn an_iperf3_udp_client_is_refused_cleanly_and_the_server_goes_on() {
     assert!(u(&end["sum_received"]["bytes"]) > 0);
 }
 
+#[test]
+fn an_iperf3_client_killed_mid_test_frees_the_server() {
+    for reverse in [false, true] {
+        let mut srv = ServerProc::start(&["--idle-timeout", "1"]);
+        let mut args = vec!["-c", "127.0.0.1", "-t", "30"];
+        if reverse {
+            args.push("-R");
+        }
+        let p = srv.port.to_string();
+        let mut client = Command::new(iperf3())
+            .args(&args)
+            .args(["-p", &p])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        client.kill().unwrap();
+        client.wait().unwrap();
+        let t0 = Instant::now();
+        loop {
+            let out = iperf3_client(srv.port, &["-t", "1"]);
+            let j: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
+            if j.get("error").is_none() {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(4), "still busy: {j}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(srv.alive());
+    }
+}
+
+#[test]
+fn a_killed_iperf3_server_fails_the_client_in_one_line() {
+    let mut srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let client = Command::new(common::bin())
+        .args(["run", "127.0.0.1", "--iperf3", "-p", &p, "-t", "30"])
+        .args(["--idle-timeout", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    if let Some(mut c) = srv.child.take() {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let out = wait_bounded(client, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("wirerate: "), "{err}");
+}
+
 /// A fake iperf3 server that answers the cookie with `reply`, then holds the connection.
 fn fake_server(reply: &'static [u8]) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
