@@ -126,6 +126,27 @@ fn flag(v: &Value, key: &str) -> bool {
     v.get(key).is_some_and(|x| !matches!(x, Value::Bool(false)))
 }
 
+/// When the test ends: `num` bytes, `blockcount` blocks of `len` (over all streams; for a
+/// TCP sender that is a byte total), or `time` seconds.
+fn end_from(v: &Value, len: u64) -> Result<End, (i32, Iperf3Error)> {
+    let time = count(v, "time").unwrap_or(0);
+    let num = count(v, "num").unwrap_or(0);
+    let blocks = count(v, "blockcount").unwrap_or(0);
+    if num > 0 {
+        Ok(End::Bytes { bytes: num })
+    } else if blocks > 0 {
+        Ok(End::Bytes {
+            bytes: blocks.saturating_mul(len),
+        })
+    } else if time > 0 {
+        Ok(End::Time {
+            seconds: time as f64,
+        })
+    } else {
+        Err(refuse(errno::RECV_PARAMS, "no time, byte or block limit"))
+    }
+}
+
 /// Reads a client's parameters into a validated spec. The error carries the iperf3 error
 /// number to send back with `SERVER_ERROR`.
 pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
@@ -147,26 +168,10 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         (false, true) => Direction::Bidir,
         (true, true) => return Err(refuse(errno::RECV_PARAMS, "reverse and bidirectional")),
     };
-    let time = count(v, "time").unwrap_or(0);
-    let num = count(v, "num").unwrap_or(0);
     let len = count(v, "len")
         .filter(|&l| l > 0)
         .unwrap_or(DEFAULT_TCP_BLOCK);
-    let blocks = count(v, "blockcount").unwrap_or(0);
-    let end = if num > 0 {
-        End::Bytes { bytes: num }
-    } else if blocks > 0 {
-        // iperf3 counts blocks over all streams; for a TCP sender that is a byte total
-        End::Bytes {
-            bytes: blocks.saturating_mul(len),
-        }
-    } else if time > 0 {
-        End::Time {
-            seconds: time as f64,
-        }
-    } else {
-        return Err(refuse(errno::RECV_PARAMS, "no time, byte or block limit"));
-    };
+    let end = end_from(v, len)?;
     let rate = number(v, "bandwidth").filter(|&b| b > 0.0);
     if rate.is_some() && direction != Direction::Forward {
         return Err(refuse(
