@@ -224,13 +224,33 @@ fn wirerate_client_udp_forward_reverse_and_bidir() {
 }
 
 #[test]
-fn an_iperf3_udp_client_is_refused_cleanly_and_the_server_goes_on() {
+fn iperf3_udp_clients_against_wirerate_serve() {
     let srv = ServerProc::start(&["--idle-timeout", "3"]);
-    let out = iperf3_client(srv.port, &["-u", "-t", "1"]);
+    for extra in [
+        &["-u", "-b", "50M", "-t", "1"][..],
+        &["-u", "-b", "50M", "-t", "1", "-R", "--udp-counters-64bit"],
+        &["-u", "-b", "20M", "-t", "1", "--bidir", "-P", "2"],
+    ] {
+        let end = iperf3_against_wirerate(&srv, extra);
+        let rx = &end["sum_received"];
+        let tx = &end["sum_sent"];
+        assert!(u(&rx["bytes"]) > 0, "{extra:?}: {end}");
+        // iperf3's loss figures come from whichever side received: they must add up
+        assert!(
+            u(&rx["packets"]) > 0 && u(&rx["packets"]) <= u(&tx["packets"]) + 1,
+            "{end}"
+        );
+        assert!(u(&rx["lost_packets"]) <= u(&rx["packets"]), "{end}");
+        assert!(rx["jitter_ms"].as_f64().is_some());
+    }
+    // what is not supported is refused in iperf3's terms, and the server goes on
+    let out = iperf3_client(srv.port, &["-u", "-t", "1", "-O", "1"]);
     let j: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
     assert!(j["error"].as_str().is_some(), "{j}");
     let end = iperf3_against_wirerate(&srv, &["-t", "1"]);
     assert!(u(&end["sum_received"]["bytes"]) > 0);
+    let log = srv.stop();
+    assert!(log.contains("Udp Bidir, 2 stream(s)"), "{log}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use wirerate_proto::iperf3::{
     check_spec, params_json, ClientEvent, ClientSession, Cookie, Results, StreamMap,
 };
 
-use super::udp::{self, UdpOutcome, UdpRun, UdpStream};
+use super::udp::{self, add_udp_figures, UdpOutcome, UdpRun, UdpStream};
 use crate::client::{ClientConfig, ClientOutcome, Observer};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
@@ -237,9 +237,12 @@ fn on_event(
                 Protocol::Tcp => {
                     Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
                 }
-                Protocol::Udp => {
-                    Streams::Udp(UdpRun::start(cx.spec, std::mem::take(&mut run.udp), idle))
-                }
+                Protocol::Udp => Streams::Udp(UdpRun::start(
+                    cx.spec,
+                    std::mem::take(&mut run.udp),
+                    idle,
+                    false,
+                )),
             });
             run.started = Some(Instant::now());
             obs.started();
@@ -315,23 +318,6 @@ fn finish_tcp(side: SideRun, idle: Duration) -> SideReport {
         side.abort();
     }
     side.finish()
-}
-
-/// iperf3's per-stream UDP fields in this side's results: datagrams sent, or the receiver's
-/// highest sequence number, loss and jitter.
-fn add_udp_figures(results: &mut Results, outcomes: &[UdpOutcome], map: &StreamMap) {
-    for o in outcomes {
-        let Some(e) = map.by_stream(o.flow, o.index) else {
-            continue;
-        };
-        if let Some(s) = results.streams.iter_mut().find(|s| s.id == e.iperf_id) {
-            s.packets = i64::try_from(o.packets).unwrap_or(i64::MAX);
-            if let Some(st) = &o.stats {
-                s.errors = i64::try_from(st.lost).unwrap_or(i64::MAX);
-                s.jitter = st.jitter_s;
-            }
-        }
-    }
 }
 
 /// Loss and jitter over every UDP flow: the server's figures for the flows it received,

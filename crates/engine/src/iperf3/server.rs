@@ -4,7 +4,7 @@
 //! with `ACCESS_DENIED` (iperf3's "server is busy") when not.
 
 use std::io::Write;
-use std::net::{IpAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport};
-use wirerate_core::spec::End;
+use wirerate_core::spec::{End, Protocol};
+use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;
 use wirerate_proto::iperf3::{
     state, Cookie, Params, Results, ServerEvent, ServerSession, StreamMap, COOKIE_LEN,
@@ -23,6 +24,8 @@ use crate::error::EngineError;
 use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
 use crate::server::{peer, Active, Shared};
 use crate::side::{Attached, SideRun};
+
+use super::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
 
 /// Where the data streams of the running iperf3 test go.
 pub(crate) struct Route {
@@ -122,6 +125,10 @@ struct Run {
     /// Clones of the data sockets, to stop senders and flush batched reads at the end.
     socks: Vec<(Role, TcpStream)>,
     side: Option<SideRun>,
+    udp_acceptor: Option<UdpAcceptor>,
+    udp_pending: Vec<UdpStream>,
+    udp: Option<UdpRun>,
+    udp_outcomes: Vec<UdpOutcome>,
     /// The running test must end by then (time-based tests, or once every stream ended).
     end_by: Option<Instant>,
     drain: Option<Drain>,
@@ -136,6 +143,9 @@ impl Drop for Run {
             side.abort();
             let _ = side.finish();
         }
+        if let Some(u) = self.udp.take() {
+            let _ = u.finish();
+        }
     }
 }
 
@@ -145,13 +155,22 @@ struct Drain {
     last: u64,
 }
 
+/// The control connection's two ends: where UDP streams are accepted, and from whom.
+struct Addrs {
+    local: Option<SocketAddr>,
+    peer: Option<IpAddr>,
+}
+
 fn run_session(
     sock: TcpStream,
     rx: Receiver<(Instant, TcpStream)>,
     shared: &Shared,
 ) -> Result<Params, EngineError> {
     let idle = shared.cfg.idle;
-    let local_ip = sock.local_addr().ok().map(|a| a.ip());
+    let addrs = Addrs {
+        local: sock.local_addr().ok(),
+        peer: sock.peer_addr().ok().map(|a| a.ip()),
+    };
     let mut ctl = Control::new(sock);
     let mut sess = ServerSession::new(Instant::now(), idle);
     let mut run = Run::default();
@@ -161,7 +180,7 @@ fn run_session(
         if sess.is_finished() {
             break;
         }
-        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, local_ip, shared) {
+        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, &addrs, shared) {
             sess.terminate();
             let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
             return Err(e);
@@ -177,15 +196,17 @@ fn step(
     sess: &mut ServerSession,
     run: &mut Run,
     rx: &Receiver<(Instant, TcpStream)>,
-    local_ip: Option<IpAddr>,
+    addrs: &Addrs,
     shared: &Shared,
 ) -> Result<(), EngineError> {
     let idle = shared.cfg.idle;
-    if attach_streams(sess, run, rx, local_ip, idle, shared)? {
+    let local_ip = addrs.local.map(|a| a.ip());
+    if attach_streams(sess, run, rx, local_ip, idle, shared)? || attach_udp(sess, run, idle)? {
         // send CREATE_STREAMS' follow-up (TEST_START) without waiting on the control socket
         return Ok(());
     }
-    let wait = Duration::from_millis(if run.drain.is_some() { 2 } else { 20 });
+    let busy = run.drain.is_some() || run.udp_acceptor.is_some();
+    let wait = Duration::from_millis(if busy { 2 } else { 20 });
     let events = match ctl
         .read(wait)
         .map_err(EngineError::io("reading from the iperf3 client"))?
@@ -199,47 +220,14 @@ fn step(
     };
     let now = Instant::now();
     for ev in events {
-        match ev {
-            ServerEvent::Params(p, _) => {
-                let run_s = p.spec.send_seconds().unwrap_or(0.0);
-                if let Some(a) = shared.active().as_mut() {
-                    a.free_at = now + Duration::from_secs_f64(run_s) + idle;
-                }
-                run.map = Some(StreamMap::new(p.spec.direction, p.spec.parallel));
-                run.params = Some(*p);
-            }
-            ServerEvent::TestEnd => {
-                // as iperf3 does: stop sending at once (a write blocked on a full buffer
-                // ends too), but let readers take what is still in flight
-                if let Some(side) = run.side.as_ref() {
-                    side.stop_sending();
-                }
-                for (role, s) in &run.socks {
-                    match role {
-                        Role::Sender => {
-                            let _ = s.shutdown(std::net::Shutdown::Write);
-                        }
-                        // wake readers waiting for a full batch: no more is coming
-                        Role::Receiver => batch_receive(&SockRef::from(s), 1),
-                    }
-                }
-                let last = run.side.as_ref().map_or(0, |s| s.moved(Role::Receiver));
-                run.drain = Some(Drain {
-                    began: now,
-                    quiet_since: now,
-                    last,
-                });
-            }
-            ServerEvent::PeerResults(r) => run.peer = Some(*r),
-        }
+        on_event(ev, run, addrs, shared, now)?;
     }
     sess.handle_timeout(now)?;
     if sess.is_running() {
-        if let Some(side) = run.side.as_ref() {
-            if side.is_done() {
-                // every stream ended: the client has idle to end the test
-                run.end_by = Some(run.end_by.map_or(now + idle, |e| e.min(now + idle)));
-            }
+        let udp_done = run.udp.as_ref().is_some_and(|u| u.is_done());
+        if udp_done || run.side.as_ref().is_some_and(|s| s.is_done()) {
+            // every stream ended: the client has idle to end the test
+            run.end_by = Some(run.end_by.map_or(now + idle, |e| e.min(now + idle)));
         }
         if run.end_by.is_some_and(|e| now >= e) {
             return Err(EngineError::Setup(
@@ -250,6 +238,115 @@ fn step(
     stop_when_drained(run, now);
     reply_when_ready(sess, run, now);
     Ok(())
+}
+
+fn on_event(
+    ev: ServerEvent,
+    run: &mut Run,
+    addrs: &Addrs,
+    shared: &Shared,
+    now: Instant,
+) -> Result<(), EngineError> {
+    match ev {
+        ServerEvent::Params(p, _) => {
+            let run_s = p.spec.send_seconds().unwrap_or(0.0);
+            if let Some(a) = shared.active().as_mut() {
+                a.free_at = now + Duration::from_secs_f64(run_s) + shared.cfg.idle;
+            }
+            if p.spec.protocol == Protocol::Udp {
+                let (Some(local), Some(peer)) = (addrs.local, addrs.peer) else {
+                    return Err(EngineError::Setup(
+                        "control connection has no address".into(),
+                    ));
+                };
+                run.udp_acceptor = Some(UdpAcceptor::bind(local, peer)?);
+            }
+            run.map = Some(StreamMap::new(p.spec.direction, p.spec.parallel));
+            run.params = Some(*p);
+        }
+        ServerEvent::TestEnd => {
+            if let Some(u) = run.udp.take() {
+                // as iperf3 does for UDP: stop at once
+                let (report, outcomes) = u.finish();
+                run.local = Some(report);
+                run.udp_outcomes = outcomes;
+                return Ok(());
+            }
+            // as iperf3 does: stop sending at once (a write blocked on a full buffer ends
+            // too), but let readers take what is still in flight
+            if let Some(side) = run.side.as_ref() {
+                side.stop_sending();
+            }
+            for (role, s) in &run.socks {
+                match role {
+                    Role::Sender => {
+                        let _ = s.shutdown(std::net::Shutdown::Write);
+                    }
+                    // wake readers waiting for a full batch: no more is coming
+                    Role::Receiver => batch_receive(&SockRef::from(s), 1),
+                }
+            }
+            let last = run.side.as_ref().map_or(0, |s| s.moved(Role::Receiver));
+            run.drain = Some(Drain {
+                began: now,
+                quiet_since: now,
+                last,
+            });
+        }
+        ServerEvent::PeerResults(r) => run.peer = Some(*r),
+    }
+    Ok(())
+}
+
+/// Answers UDP greetings; starts the workers once every stream is in. Returns true when it
+/// took any.
+fn attach_udp(
+    sess: &mut ServerSession,
+    run: &mut Run,
+    idle: Duration,
+) -> Result<bool, EngineError> {
+    let Some(acceptor) = run.udp_acceptor.as_mut() else {
+        return Ok(false);
+    };
+    let (Some(map), Some(p)) = (run.map.as_ref(), run.params.as_ref()) else {
+        return Ok(false);
+    };
+    let mut took = false;
+    while let Some(sock) = acceptor.poll()? {
+        took = true;
+        let Some(e) = map.entries.get(run.udp_pending.len()) else {
+            continue;
+        };
+        let role = Side::Server.role(e.flow);
+        run.udp_pending
+            .push(UdpStream::new(e.flow, e.index, role, sock));
+        if sess.attach_stream(Instant::now())? {
+            run.udp_acceptor = None;
+            let local = local_spec(&p.spec, idle);
+            run.end_by = end_by(&p.spec, idle);
+            let streams = std::mem::take(&mut run.udp_pending);
+            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit));
+            break;
+        }
+    }
+    Ok(took)
+}
+
+/// iperf3's client ends a timed test; this side's senders run until then (bounded).
+fn local_spec(spec: &TestSpec, idle: Duration) -> TestSpec {
+    let mut local = spec.clone();
+    if let End::Time { seconds } = local.end {
+        local.end = End::Time {
+            seconds: seconds + idle.as_secs_f64(),
+        };
+    }
+    local
+}
+
+/// When a timed test must have been ended by the client.
+fn end_by(spec: &TestSpec, idle: Duration) -> Option<Instant> {
+    spec.send_seconds()
+        .map(|s| Instant::now() + idle + Duration::from_secs_f64(s))
 }
 
 /// Takes the data streams that presented the cookie; starts the workers once all are in.
@@ -308,14 +405,8 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
         .iter()
         .filter_map(|a| Some((a.role, a.sock.try_clone().ok()?)))
         .collect();
-    // iperf3's client ends a timed test; this side's senders run until then (bounded).
-    let mut local = p.spec.clone();
-    if let End::Time { seconds } = local.end {
-        local.end = End::Time {
-            seconds: seconds + idle.as_secs_f64(),
-        };
-        run.end_by = Some(Instant::now() + idle + Duration::from_secs_f64(seconds + local.omit_s));
-    }
+    let local = local_spec(&p.spec, idle);
+    run.end_by = end_by(&p.spec, idle);
     run.side = Some(SideRun::start(&local, streams, local_ip, idle));
 }
 
@@ -353,6 +444,7 @@ fn reply_when_ready(sess: &mut ServerSession, run: &mut Run, now: Instant) {
         return;
     }
     let mut results = Results::from_side(local, map);
+    add_udp_figures(&mut results, &run.udp_outcomes, map);
     if p.get_server_output {
         results.server_output_text = Some(summary_text(local));
     }

@@ -16,7 +16,8 @@ use wirerate_core::TestSpec;
 use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
 use wirerate_probe::host::host_env;
 use wirerate_proto::iperf3::map::{Side, StreamMap};
-use wirerate_proto::iperf3::udp::{is_reply, Header, RecvStats, HELLO};
+use wirerate_proto::iperf3::udp::{is_reply, Header, RecvStats, HELLO, REPLY};
+use wirerate_proto::iperf3::Results;
 
 use crate::error::EngineError;
 
@@ -26,6 +27,82 @@ pub(super) struct UdpStream {
     index: u32,
     role: Role,
     sock: UdpSocket,
+}
+
+impl UdpStream {
+    pub(super) fn new(flow: Flow, index: u32, role: Role, sock: UdpSocket) -> UdpStream {
+        if role == Role::Receiver {
+            let _ = SockRef::from(&sock).set_recv_buffer_size(RCVBUF);
+        }
+        UdpStream {
+            flow,
+            index,
+            role,
+            sock,
+        }
+    }
+}
+
+/// The server's side of UDP stream set-up, as iperf3 does it on its port: a socket bound to
+/// the port takes a client's greeting, is connected to that client and becomes the stream,
+/// and a fresh socket is bound to the port for the next greeting. Only greetings from the
+/// control connection's peer are answered.
+pub(super) struct UdpAcceptor {
+    listener: UdpSocket,
+    local: SocketAddr,
+    peer: IpAddr,
+}
+
+fn bind_shared(local: SocketAddr) -> io::Result<UdpSocket> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    // several sockets share the port: the connected streams and the next listener
+    s.set_reuse_address(true)?;
+    s.bind(&local.into())?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+impl UdpAcceptor {
+    pub fn bind(local: SocketAddr, peer: IpAddr) -> Result<UdpAcceptor, EngineError> {
+        Ok(UdpAcceptor {
+            listener: bind_shared(local).map_err(EngineError::io("binding the UDP port"))?,
+            local,
+            peer: peer.to_canonical(),
+        })
+    }
+
+    /// One greeting, if one arrived: returns the socket connected to that stream's sender,
+    /// after answering it.
+    pub fn poll(&mut self) -> Result<Option<UdpSocket>, EngineError> {
+        let mut buf = [0u8; 64];
+        let (n, from) = match self.listener.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(EngineError::io("receiving a UDP greeting")(e)),
+        };
+        // iperf3 does not check the greeting's value; its size and sender are checked here
+        if n != HELLO.len() || from.ip().to_canonical() != self.peer {
+            return Ok(None);
+        }
+        let next = bind_shared(self.local).map_err(EngineError::io("binding the UDP port"))?;
+        let sock = std::mem::replace(&mut self.listener, next);
+        sock.connect(from)
+            .and_then(|()| sock.set_nonblocking(false))
+            .and_then(|()| sock.send(&REPLY).map(|_| ()))
+            .map_err(EngineError::io("answering a UDP greeting"))?;
+        Ok(Some(sock))
+    }
 }
 
 /// Receive buffer asked for on receiving streams, so bursts are not dropped by this host.
@@ -126,13 +203,15 @@ struct Plan {
     idle: Duration,
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
+    /// 64-bit sequence numbers in the header (the client's `udp_counters_64bit`).
+    wide: bool,
     flow: Flow,
     index: u32,
     role: Role,
 }
 
 impl UdpRun {
-    pub fn start(spec: &TestSpec, streams: Vec<UdpStream>, idle: Duration) -> UdpRun {
+    pub fn start(spec: &TestSpec, streams: Vec<UdpStream>, idle: Duration, wide: bool) -> UdpRun {
         let spec = Arc::new(spec.clone());
         let cpu = CpuWindow::start();
         let ctl_t0 = ThreadTimes::now();
@@ -148,6 +227,7 @@ impl UdpRun {
                     idle,
                     stop: stop.clone(),
                     bytes: bytes.clone(),
+                    wide,
                     flow: s.flow,
                     index: s.index,
                     role: s.role,
@@ -279,7 +359,7 @@ fn send(sock: UdpSocket, plan: Plan) -> WorkerResult {
             usec,
             seq: seq + 1,
         }
-        .emit(&mut buf, false);
+        .emit(&mut buf, plan.wide);
         match sock.send(&buf) {
             Ok(n) => {
                 seq += 1;
@@ -324,7 +404,7 @@ fn receive(sock: UdpSocket, plan: Plan) -> WorkerResult {
     while !plan.stop.load(Ordering::Relaxed) {
         match sock.recv(&mut buf) {
             Ok(n) => {
-                let Ok(h) = Header::parse(&buf[..n], false) else {
+                let Ok(h) = Header::parse(&buf[..n], plan.wide) else {
                     continue;
                 };
                 let (_, _, arrival) = wall_now();
@@ -363,4 +443,21 @@ fn receive(sock: UdpSocket, plan: Plan) -> WorkerResult {
         stats: Some(stats),
     };
     (r, o)
+}
+
+/// iperf3's per-stream UDP fields in a side's results: datagrams sent, or the receiver's
+/// highest sequence number, loss and jitter.
+pub(super) fn add_udp_figures(results: &mut Results, outcomes: &[UdpOutcome], map: &StreamMap) {
+    for o in outcomes {
+        let Some(e) = map.by_stream(o.flow, o.index) else {
+            continue;
+        };
+        if let Some(s) = results.streams.iter_mut().find(|s| s.id == e.iperf_id) {
+            s.packets = i64::try_from(o.packets).unwrap_or(i64::MAX);
+            if let Some(st) = &o.stats {
+                s.errors = i64::try_from(st.lost).unwrap_or(i64::MAX);
+                s.jitter = st.jitter_s;
+            }
+        }
+    }
 }

@@ -15,6 +15,8 @@ pub const MAX_WINDOW: u64 = 512 << 20;
 pub const MAX_STREAMS: u32 = 128;
 /// iperf3's own default TCP block, used when a client names none.
 pub const DEFAULT_TCP_BLOCK: u64 = 128 << 10;
+/// iperf3's UDP datagram size when it cannot learn the path's MSS.
+pub const DEFAULT_UDP_BLOCK: u64 = 1460;
 
 /// What a server learns from a client's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,12 +152,16 @@ fn end_from(v: &Value, len: u64) -> Result<End, (i32, Iperf3Error)> {
 /// Reads a client's parameters into a validated spec. The error carries the iperf3 error
 /// number to send back with `SERVER_ERROR`.
 pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
-    if flag(v, "udp") || flag(v, "sctp") || !flag(v, "tcp") {
-        return Err(refuse(
-            errno::PROTOCOL,
-            "only TCP tests are served to iperf3 clients",
-        ));
-    }
+    let protocol = match (flag(v, "tcp"), flag(v, "udp"), flag(v, "sctp")) {
+        (true, false, false) => Protocol::Tcp,
+        (false, true, false) => Protocol::Udp,
+        _ => {
+            return Err(refuse(
+                errno::PROTOCOL,
+                "only TCP and UDP tests are served to iperf3 clients",
+            ))
+        }
+    };
     if v.get("authtoken").is_some() {
         return Err(refuse(
             errno::AUTH,
@@ -170,17 +176,32 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
     };
     let len = count(v, "len")
         .filter(|&l| l > 0)
-        .unwrap_or(DEFAULT_TCP_BLOCK);
+        .unwrap_or(match protocol {
+            Protocol::Tcp => DEFAULT_TCP_BLOCK,
+            Protocol::Udp => DEFAULT_UDP_BLOCK,
+        });
     let end = end_from(v, len)?;
-    let rate = number(v, "bandwidth").filter(|&b| b > 0.0);
-    if rate.is_some() && direction != Direction::Forward {
+    let mut rate = number(v, "bandwidth").filter(|&b| b > 0.0);
+    if protocol == Protocol::Udp {
+        // iperf3's UDP default, should a client leave the rate out
+        rate = rate.or(Some(1e6));
+        if count(v, "omit").unwrap_or(0) > 0 {
+            return Err(refuse(
+                errno::UNIMPLEMENTED,
+                "--omit with UDP is not supported",
+            ));
+        }
+        if !(super::udp::MIN_DATAGRAM as u64..=super::udp::MAX_DATAGRAM as u64).contains(&len) {
+            return Err(refuse(errno::RECV_PARAMS, "UDP datagram size out of range"));
+        }
+    } else if rate.is_some() && direction != Direction::Forward {
         return Err(refuse(
             errno::UNIMPLEMENTED,
             "paced TCP sending (-b with -R or --bidir) is not supported",
         ));
     }
     let spec = TestSpec {
-        protocol: Protocol::Tcp,
+        protocol,
         direction,
         end,
         len_bytes: len,
@@ -203,7 +224,8 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;
-    if spec.len_bytes > MAX_BLOCKSIZE || spec.parallel > MAX_STREAMS {
+    if (protocol == Protocol::Tcp && spec.len_bytes > MAX_BLOCKSIZE) || spec.parallel > MAX_STREAMS
+    {
         return Err(refuse(
             errno::RECV_PARAMS,
             "block size or streams out of range",
@@ -275,7 +297,9 @@ mod tests {
     #[test]
     fn unsupported_and_absurd_parameters_are_refused_with_a_code() {
         let cases = [
-            (r#"{"udp":true,"time":1}"#, errno::PROTOCOL),
+            (r#"{"sctp":true,"time":1}"#, errno::PROTOCOL),
+            (r#"{"tcp":true,"udp":true,"time":1}"#, errno::PROTOCOL),
+            (r#"{"udp":true,"time":1,"len":8}"#, errno::RECV_PARAMS),
             (r#"{"tcp":true,"time":1,"authtoken":"x"}"#, errno::AUTH),
             (r#"{"tcp":true,"time":0}"#, errno::RECV_PARAMS),
             (

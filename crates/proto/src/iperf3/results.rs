@@ -35,6 +35,10 @@ pub struct StreamResults {
     pub jitter: f64,
     pub errors: i64,
     pub packets: i64,
+    /// Errors and datagrams inside the omitted warm-up (3.14+). wirerate sends both as 0:
+    /// a 3.14+ peer that finds them missing counts every datagram as omitted.
+    pub omitted_errors: i64,
+    pub omitted_packets: i64,
     /// Seconds from the stream's start; absent from servers older than 3.2.
     pub start_time: Option<f64>,
     pub end_time: Option<f64>,
@@ -64,6 +68,8 @@ impl Results {
                     jitter: number(s, "jitter").unwrap_or(0.0),
                     errors: signed(s, "errors").unwrap_or(0),
                     packets: signed(s, "packets").unwrap_or(0),
+                    omitted_errors: signed(s, "omitted_errors").unwrap_or(0),
+                    omitted_packets: signed(s, "omitted_packets").unwrap_or(0),
                     start_time: number(s, "start_time"),
                     end_time: number(s, "end_time"),
                 })
@@ -114,6 +120,8 @@ impl Results {
                     "jitter": s.jitter,
                     "errors": s.errors,
                     "packets": s.packets,
+                    "omitted_errors": s.omitted_errors,
+                    "omitted_packets": s.omitted_packets,
                     "start_time": s.start_time.unwrap_or(0.0),
                     "end_time": s.end_time.unwrap_or(0.0),
                 })

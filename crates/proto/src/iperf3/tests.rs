@@ -151,7 +151,7 @@ fn a_server_refuses_bad_parameters_with_server_error() {
     let now = Instant::now();
     let mut s = ServerSession::new(now, IDLE);
     let _ = drain(&mut || s.poll_transmit());
-    let params = json::encode(&serde_json::json!({"udp": true, "time": 1}));
+    let params = json::encode(&serde_json::json!({"sctp": true, "time": 1}));
     assert!(s.handle_input(&params, now).is_err());
     let reply = drain(&mut || s.poll_transmit());
     assert_eq!(reply[0], state::SERVER_ERROR as u8);
