@@ -149,38 +149,26 @@ fn end_from(v: &Value, len: u64) -> Result<End, (i32, Iperf3Error)> {
     }
 }
 
-/// Reads a client's parameters into a validated spec. The error carries the iperf3 error
-/// number to send back with `SERVER_ERROR`.
-pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
-    let protocol = match (flag(v, "tcp"), flag(v, "udp"), flag(v, "sctp")) {
-        (true, false, false) => Protocol::Tcp,
-        (false, true, false) => Protocol::Udp,
-        _ => {
-            return Err(refuse(
-                errno::PROTOCOL,
-                "only TCP and UDP tests are served to iperf3 clients",
-            ))
-        }
-    };
-    if v.get("authtoken").is_some() {
-        return Err(refuse(
-            errno::AUTH,
-            "iperf3 authentication is not supported",
-        ));
+/// TCP or UDP; SCTP and contradictions are refused.
+fn protocol_of(v: &Value) -> Result<Protocol, (i32, Iperf3Error)> {
+    match (flag(v, "tcp"), flag(v, "udp"), flag(v, "sctp")) {
+        (true, false, false) => Ok(Protocol::Tcp),
+        (false, true, false) => Ok(Protocol::Udp),
+        _ => Err(refuse(
+            errno::PROTOCOL,
+            "only TCP and UDP tests are served to iperf3 clients",
+        )),
     }
-    let direction = match (flag(v, "reverse"), flag(v, "bidirectional")) {
-        (false, false) => Direction::Forward,
-        (true, false) => Direction::Reverse,
-        (false, true) => Direction::Bidir,
-        (true, true) => return Err(refuse(errno::RECV_PARAMS, "reverse and bidirectional")),
-    };
-    let len = count(v, "len")
-        .filter(|&l| l > 0)
-        .unwrap_or(match protocol {
-            Protocol::Tcp => DEFAULT_TCP_BLOCK,
-            Protocol::Udp => DEFAULT_UDP_BLOCK,
-        });
-    let end = end_from(v, len)?;
+}
+
+/// The sending rate: required for UDP (iperf3's default 1 Mbit/s when absent), and for TCP
+/// only where the client paces itself.
+fn rate_of(
+    v: &Value,
+    protocol: Protocol,
+    direction: Direction,
+    len: u64,
+) -> Result<Option<f64>, (i32, Iperf3Error)> {
     let mut rate = number(v, "bandwidth").filter(|&b| b > 0.0);
     if protocol == Protocol::Udp {
         // iperf3's UDP default, should a client leave the rate out
@@ -200,6 +188,33 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
             "paced TCP sending (-b with -R or --bidir) is not supported",
         ));
     }
+    Ok(rate)
+}
+
+/// Reads a client's parameters into a validated spec. The error carries the iperf3 error
+/// number to send back with `SERVER_ERROR`.
+pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
+    let protocol = protocol_of(v)?;
+    if v.get("authtoken").is_some() {
+        return Err(refuse(
+            errno::AUTH,
+            "iperf3 authentication is not supported",
+        ));
+    }
+    let direction = match (flag(v, "reverse"), flag(v, "bidirectional")) {
+        (false, false) => Direction::Forward,
+        (true, false) => Direction::Reverse,
+        (false, true) => Direction::Bidir,
+        (true, true) => return Err(refuse(errno::RECV_PARAMS, "reverse and bidirectional")),
+    };
+    let len = count(v, "len")
+        .filter(|&l| l > 0)
+        .unwrap_or(match protocol {
+            Protocol::Tcp => DEFAULT_TCP_BLOCK,
+            Protocol::Udp => DEFAULT_UDP_BLOCK,
+        });
+    let end = end_from(v, len)?;
+    let rate = rate_of(v, protocol, direction, len)?;
     let spec = TestSpec {
         protocol,
         direction,
@@ -276,6 +291,14 @@ mod tests {
         };
         check_spec(&spec).unwrap();
         let v = params_json(&spec, "t");
+        let back = spec_from_params(&v).unwrap().spec;
+        assert_eq!(
+            back,
+            TestSpec {
+                interval_s: 0.0,
+                ..spec
+            }
+        );
         assert_eq!(v["udp"], true);
         assert!(v.get("tcp").is_none());
         assert_eq!(v["bandwidth"], 10_000_000);
