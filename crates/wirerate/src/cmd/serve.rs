@@ -13,7 +13,7 @@ use crate::exit::usage;
 #[command(
     after_help = "One test runs at a time; a second client is told at once that the server is busy \
 and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout.\n\n\
-iperf3 clients (TCP) are served on the same port: `iperf3 -c HOST -p PORT`."
+iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`."
 )]
 pub struct Args {
     /// Port to listen on (control and data connections)
