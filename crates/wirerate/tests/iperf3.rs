@@ -434,6 +434,26 @@ fn iperf3_client_parallel_and_bidir_against_wirerate_serve() {
 }
 
 #[test]
+fn wirerate_speaks_iperf3_to_itself_with_every_byte_accounted() {
+    let srv = ServerProc::start(&["--idle-timeout", "3"]);
+    let j = wirerate_client(srv.port, &["-n", "48M", "--bidir", "-P", "2"]);
+    let flows = j["summary"]["flows"].as_array().unwrap();
+    assert!(flows.iter().all(|f| u(&f["bytes"]) > 0), "{flows:?}");
+    // the client's flow ends at 48 MiB and the server drains what was in flight
+    let c2s = flows
+        .iter()
+        .find(|f| f["flow"] == "client_to_server")
+        .unwrap();
+    assert_eq!(u(&c2s["bytes"]), 48 << 20);
+    let j = wirerate_client(srv.port, &["-u", "-b", "40M", "-t", "1", "-R"]);
+    let s = &j["summary"];
+    // packets counts up to the highest sequence number, lost datagrams included
+    assert!(u(&s["udp"]["packets"]) * 1460 >= u(&s["bytes"]), "{s}");
+    assert!(u(&s["udp"]["lost"]) <= u(&s["udp"]["packets"]));
+    assert!(u(&s["bytes"]) <= u(&s["sender_bytes"]));
+}
+
+#[test]
 fn an_iperf3_client_is_told_busy_while_a_test_runs() {
     let srv = ServerProc::start(&[]);
     let p = srv.port.to_string();
