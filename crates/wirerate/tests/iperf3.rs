@@ -175,7 +175,11 @@ fn wirerate_client_byte_counts_both_ways() {
     let j = wirerate_client(srv.port, &["-n", "64M"]);
     let ip = srv.report();
     assert_eq!(u(&j["summary"]["sender_bytes"]), 64 << 20);
-    assert!(u(&ip["end"]["sum_received"]["bytes"]) > 0);
+    // the client ends the test once the server has acknowledged the bytes, so an iperf3
+    // server counts (nearly) all of them; iperf3's own client often loses a tenth here
+    let received = u(&ip["end"]["sum_received"]["bytes"]);
+    assert!(received >= (64 << 20) * 95 / 100, "{received}");
+    assert_eq!(u(&j["summary"]["bytes"]), received);
     let srv = Iperf3Server::start();
     let t0 = Instant::now();
     let j = wirerate_client(srv.port, &["-n", "64M", "-R"]);

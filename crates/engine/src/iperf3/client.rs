@@ -78,6 +78,10 @@ struct Run {
     udp: Vec<UdpStream>,
     /// Clones of the receiving TCP sockets, to read the kernel's count of received bytes.
     rx_socks: Vec<TcpStream>,
+    /// Clones of the sending TCP sockets, to see that the server has acknowledged the bytes.
+    tx_socks: Vec<TcpStream>,
+    /// When the senders of a byte-count test had written everything.
+    written_at: Option<Instant>,
     streams: Option<Streams>,
     started: Option<Instant>,
     ended: Option<Instant>,
@@ -196,7 +200,7 @@ fn drive(
             let done = match cx.spec.end {
                 End::Time { .. } => end_at(t0).is_some_and(|e| now >= e),
                 End::Bytes { bytes } => {
-                    streams.moved(Role::Sender) >= bytes
+                    delivered(streams, &run.tx_socks, bytes, &mut run.written_at, now)
                         || received(streams, &run.rx_socks) >= bytes
                 }
                 End::Blocks { .. } => false,
@@ -228,11 +232,14 @@ fn on_event(
         },
         ClientEvent::Start => {
             let tcp = std::mem::take(&mut run.tcp);
-            run.rx_socks = tcp
-                .iter()
-                .filter(|a| a.role == Role::Receiver)
-                .filter_map(|a| a.sock.try_clone().ok())
-                .collect();
+            let clones = |role: Role| -> Vec<TcpStream> {
+                tcp.iter()
+                    .filter(|a| a.role == role)
+                    .filter_map(|a| a.sock.try_clone().ok())
+                    .collect()
+            };
+            run.rx_socks = clones(Role::Receiver);
+            run.tx_socks = clones(Role::Sender);
             run.streams = Some(match cx.spec.protocol {
                 Protocol::Tcp => {
                     Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
@@ -272,6 +279,30 @@ fn on_event(
         ClientEvent::PeerResults(r) => run.remote = Some(*r),
     }
     Ok(())
+}
+
+/// Whether the senders' `bytes` have all been written and, for TCP, acknowledged by the
+/// server (or a second has passed since the last write). An iperf3 server stops counting at
+/// `TEST_END`, so ending the test while data is still in flight would lose it from the count.
+fn delivered(
+    streams: &Streams,
+    socks: &[TcpStream],
+    bytes: u64,
+    written_at: &mut Option<Instant>,
+    now: Instant,
+) -> bool {
+    if streams.moved(Role::Sender) < bytes {
+        return false;
+    }
+    let since = *written_at.get_or_insert(now);
+    if matches!(streams, Streams::Udp(_)) || now.duration_since(since) > Duration::from_secs(1) {
+        return true;
+    }
+    let acked: Option<u64> = socks
+        .iter()
+        .map(|s| tcp_info(s).and_then(|t| t.bytes_acked))
+        .sum();
+    acked.is_none_or(|a| a >= bytes)
 }
 
 /// Bytes that reached this host on the receiving streams. For TCP the kernel's count is used
