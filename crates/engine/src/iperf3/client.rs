@@ -198,9 +198,16 @@ fn drive(
         if sess.is_running() {
             obs.tick(now.duration_since(t0).as_secs_f64());
             let done = match cx.spec.end {
-                End::Time { .. } => end_at(t0).is_some_and(|e| now >= e),
+                // the senders stop by themselves at the end time
+                End::Time { .. } => {
+                    end_at(t0).is_some_and(|e| now >= e) && {
+                        let written = streams.moved(Role::Sender);
+                        delivered(streams, &run.tx_socks, written, &mut run.written_at, now)
+                    }
+                }
                 End::Bytes { bytes } => {
-                    delivered(streams, &run.tx_socks, bytes, &mut run.written_at, now)
+                    (streams.moved(Role::Sender) >= bytes
+                        && delivered(streams, &run.tx_socks, bytes, &mut run.written_at, now))
                         || received(streams, &run.rx_socks) >= bytes
                 }
                 End::Blocks { .. } => false,
@@ -281,9 +288,9 @@ fn on_event(
     Ok(())
 }
 
-/// Whether the senders' `bytes` have all been written and, for TCP, acknowledged by the
-/// server (or a second has passed since the last write). An iperf3 server stops counting at
-/// `TEST_END`, so ending the test while data is still in flight would lose it from the count.
+/// Whether the server has acknowledged the `bytes` the senders wrote (for TCP; or a second
+/// has passed since they were written). An iperf3 server stops counting at `TEST_END`, so
+/// ending the test while data is still in flight would lose it from the count.
 fn delivered(
     streams: &Streams,
     socks: &[TcpStream],
@@ -291,9 +298,6 @@ fn delivered(
     written_at: &mut Option<Instant>,
     now: Instant,
 ) -> bool {
-    if streams.moved(Role::Sender) < bytes {
-        return false;
-    }
     let since = *written_at.get_or_insert(now);
     if matches!(streams, Streams::Udp(_)) || now.duration_since(since) > Duration::from_secs(1) {
         return true;
