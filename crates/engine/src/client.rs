@@ -51,6 +51,8 @@ pub struct ClientOutcome {
     pub local: SideReport,
     pub remote: SideReport,
     pub server_addr: SocketAddr,
+    /// Loss and jitter of UDP flows, where the driver measured them (iperf3 UDP tests).
+    pub udp: Option<wirerate_core::result::UdpSummary>,
 }
 
 /// Runs one test against the server at `addr`.
@@ -157,6 +159,7 @@ pub fn run_test(
             local,
             remote,
             server_addr: addr,
+            udp: None,
         }),
         _ => Err(EngineError::Setup(
             "the test ended without both reports".into(),

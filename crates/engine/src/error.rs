@@ -21,6 +21,8 @@ pub enum EngineError {
     },
     #[error(transparent)]
     Proto(#[from] ProtoError),
+    #[error(transparent)]
+    Iperf3(#[from] wirerate_proto::iperf3::Iperf3Error),
     #[error("{0}")]
     Setup(String),
 }

@@ -12,6 +12,7 @@
 pub mod client;
 mod control;
 mod error;
+pub mod iperf3;
 pub mod net;
 pub mod server;
 mod side;

@@ -48,26 +48,28 @@ impl Default for ServerConfig {
     }
 }
 
-struct Active {
-    token: Token,
-    tx: Sender<(DataHello, TcpStream)>,
-    free_at: Instant,
+pub(crate) struct Active {
+    pub(crate) token: Token,
+    pub(crate) tx: Sender<(DataHello, TcpStream)>,
+    pub(crate) free_at: Instant,
+    /// Set while an iperf3 client holds the slot: where its data streams go.
+    pub(crate) iperf3: Option<crate::iperf3::server::Route>,
 }
 
-struct Shared {
-    cfg: ServerConfig,
+pub(crate) struct Shared {
+    pub(crate) cfg: ServerConfig,
     active: Mutex<Option<Active>>,
-    pending: AtomicUsize,
+    pub(crate) pending: AtomicUsize,
 }
 
 impl Shared {
-    fn log(&self, msg: std::fmt::Arguments<'_>) {
+    pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
         if !self.cfg.quiet {
             eprintln!("wirerate serve: {msg}");
         }
     }
 
-    fn active(&self) -> MutexGuard<'_, Option<Active>> {
+    pub(crate) fn active(&self) -> MutexGuard<'_, Option<Active>> {
         // A panicking holder cannot leave the slot inconsistent: it is a plain Option.
         self.active.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -132,10 +134,11 @@ impl Server {
             ));
             return;
         }
+        let accepted_at = Instant::now();
         let spawned = std::thread::Builder::new()
             .name("wr-conn".into())
             .stack_size(256 << 10)
-            .spawn(move || handle_conn(sock, &shared));
+            .spawn(move || handle_conn(sock, &shared, accepted_at));
         if spawned.is_err() {
             self.shared.pending.fetch_sub(1, Ordering::SeqCst);
             self.shared
@@ -144,19 +147,24 @@ impl Server {
     }
 }
 
-fn peer(sock: &TcpStream) -> String {
+pub(crate) fn peer(sock: &TcpStream) -> String {
     sock.peer_addr()
         .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
 }
 
 /// Reads the preamble and routes the connection. Counted as pending until routed.
-fn handle_conn(mut sock: TcpStream, shared: &Shared) {
+/// `accepted_at` orders connections as the listener accepted them (iperf3 streams need it).
+fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant) {
     let who = peer(&sock);
     let deadline = Instant::now() + shared.cfg.idle;
     let mut pre = [0u8; DATA_HELLO_LEN];
     let routed = read_exact_by(&mut sock, &mut pre[..PREAMBLE_LEN], deadline)
         .map_err(|e| format!("no preamble: {e}"))
         .and_then(|()| Preamble::parse(&pre).map_err(|e| e.to_string()));
+    if routed.is_err() && wirerate_proto::iperf3::is_cookie_prefix(&pre[..PREAMBLE_LEN]) {
+        // the start of an iperf3 cookie: an iperf3 client (docs/iperf3.md)
+        return crate::iperf3::server::handle_conn(sock, &pre[..PREAMBLE_LEN], accepted_at, shared);
+    }
     match routed {
         Err(reason) => {
             shared.pending.fetch_sub(1, Ordering::SeqCst);
@@ -216,6 +224,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             token,
             tx,
             free_at: Instant::now() + shared.cfg.idle,
+            iperf3: None,
         });
     }
     match run_session(sock, token, rx, shared) {

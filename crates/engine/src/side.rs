@@ -32,6 +32,16 @@ pub enum DataSock {
     Udp(UdpSocket, Token, Option<SocketAddr>),
 }
 
+impl DataSock {
+    /// The TCP socket, if this is one.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            DataSock::Tcp(t) => Some(t),
+            DataSock::Udp(..) => None,
+        }
+    }
+}
+
 /// A stream ready to run on this side.
 pub struct Attached {
     pub flow: Flow,
@@ -181,6 +191,21 @@ impl SideRun {
     /// The peer's senders are done: UDP receivers stop once their socket goes quiet.
     pub fn peer_done(&self) {
         self.peer_done.store(true, Ordering::Relaxed);
+    }
+
+    /// Bytes moved so far by this side's streams of one role (sent or received).
+    pub fn moved(&self, role: Role) -> u64 {
+        self.workers
+            .iter()
+            .filter(|w| w.role == role)
+            .map(|w| w.counters.bytes.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Asks the senders to stop after their current write; receivers keep reading until
+    /// `abort` or the end of their streams.
+    pub fn stop_sending(&self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 
     /// Stops every stream now: the test is being abandoned.

@@ -151,7 +151,10 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                error = Some(describe(&e, "sending"));
+                // a write cut short by an ordered stop (abort) is the end, not a failure
+                if !plan.stop.load(Ordering::Relaxed) {
+                    error = Some(describe(&e, "sending"));
+                }
                 break;
             }
         }

@@ -151,8 +151,12 @@ impl FrameDecoder {
         if self.buf.len() < 4 + len {
             return Ok(None);
         }
-        let msg = serde_json::from_slice::<Msg>(&self.buf[4..4 + len])
-            .map_err(|e| ProtoError::BadMessage(e.to_string()));
+        let body = &self.buf[4..4 + len];
+        let msg = if crate::depth::nesting_within(body, crate::depth::MAX_DEPTH) {
+            serde_json::from_slice::<Msg>(body).map_err(|e| ProtoError::BadMessage(e.to_string()))
+        } else {
+            Err(ProtoError::BadMessage("JSON nested too deeply".into()))
+        };
         self.buf.drain(..4 + len);
         msg.map(Some)
     }
@@ -215,6 +219,24 @@ mod tests {
             }
             assert_eq!(got.len(), 2, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn deep_nesting_cannot_overflow_a_small_connection_stack() {
+        // regression: serde_json recursed once per level and aborted the server process
+        let mut body = br#"{"type":"spec","spec":"#.to_vec();
+        body.extend(br#"{"a":"#.repeat(10_000));
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend(body);
+        let t = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let mut d = FrameDecoder::new(MAX_CLIENT_FRAME);
+                d.push(&frame).unwrap();
+                d.next_msg().is_err()
+            })
+            .unwrap();
+        assert!(t.join().unwrap());
     }
 
     proptest! {

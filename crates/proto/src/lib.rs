@@ -14,7 +14,9 @@
 
 pub mod data;
 pub mod datagram;
+pub mod depth;
 pub mod frame;
+pub mod iperf3;
 pub mod msg;
 pub mod session;
 

@@ -24,6 +24,7 @@ use crate::link::{fill_wire, link_facts};
 use wirerate_store::Store;
 
 pub const DEFAULT_PORT: u16 = 5350;
+/// UDP payload per datagram unless -l says otherwise: fits a 1500-byte Ethernet MTU.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -47,9 +48,12 @@ Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or
 pub struct Args {
     /// Server to test against; with none, an embedded server on loopback is used
     pub host: Option<String>,
-    /// Server port
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    /// Server port [default: 5350; 5201 with --iperf3]
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Speak iperf3's protocol: test against an iperf3 server (TCP or UDP, -t or -n)
+    #[arg(long, requires = "host", conflicts_with_all = ["find_max", "blocks"])]
+    pub iperf3: bool,
     /// Seconds to send (default 10)
     #[arg(short = 't', long, value_name = "SECONDS", conflicts_with_all = ["bytes", "blocks"])]
     pub time: Option<f64>,
@@ -200,6 +204,11 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
+    if a.iperf3 {
+        if let Err(e) = wirerate_proto::iperf3::check_spec(&spec) {
+            return usage(e);
+        }
+    }
     Ok(spec)
 }
 
@@ -267,6 +276,8 @@ pub struct Target {
     pub addr: SocketAddr,
     pub embedded: bool,
     pub cfg: ClientConfig,
+    /// The server speaks iperf3's protocol.
+    pub iperf3: bool,
 }
 
 impl Target {
@@ -287,8 +298,13 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         bind: a.bind,
         ..Default::default()
     };
+    let port = a.port.unwrap_or(if a.iperf3 {
+        wirerate_proto::iperf3::DEFAULT_PORT
+    } else {
+        DEFAULT_PORT
+    });
     let (addr, embedded) = match &a.host {
-        Some(h) => (resolve(h, a.port, a.ipv4, a.ipv6)?, false),
+        Some(h) => (resolve(h, port, a.ipv4, a.ipv6)?, false),
         None => {
             let ip: IpAddr = if a.ipv6 {
                 Ipv6Addr::LOCALHOST.into()
@@ -312,6 +328,7 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         addr,
         embedded,
         cfg,
+        iperf3: a.iperf3,
     })
 }
 
@@ -329,7 +346,12 @@ pub fn execute(
         .map_or(0.0, |d| d.as_secs_f64());
     let give_up = std::time::Instant::now() + busy_wait;
     let outcome = loop {
-        match run_test(t.addr, spec, &t.cfg, obs) {
+        let attempt = if t.iperf3 {
+            wirerate_engine::iperf3::run_client(t.addr, spec, &t.cfg, obs)
+        } else {
+            run_test(t.addr, spec, &t.cfg, obs)
+        };
+        match attempt {
             Err(EngineError::Proto(ProtoError::Busy(_))) if std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -350,6 +372,10 @@ pub fn execute(
         },
     );
     fill_wire(&mut result, &facts);
+    if outcome.udp.is_some() {
+        // an iperf3 peer's datagrams are counted by the iperf3 client driver
+        result.summary.udp = outcome.udp.clone();
+    }
     let errors = outcome
         .local
         .streams

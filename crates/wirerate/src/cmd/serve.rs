@@ -12,7 +12,8 @@ use crate::exit::usage;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "One test runs at a time; a second client is told at once that the server is busy \
-and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout."
+and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout.\n\n\
+iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`."
 )]
 pub struct Args {
     /// Port to listen on (control and data connections)

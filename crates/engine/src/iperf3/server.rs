@@ -1,0 +1,473 @@
+//! iperf3 clients of `wirerate serve`. A connection whose first bytes look like an iperf3
+//! cookie comes here: if the cookie is the running iperf3 test's, it is one of its data
+//! streams; otherwise it is a new client, served when the test slot is free and answered
+//! with `ACCESS_DENIED` (iperf3's "server is busy") when not.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use socket2::SockRef;
+use wirerate_core::metrics::bps;
+use wirerate_core::report::{Role, SideReport};
+use wirerate_core::spec::{End, Protocol};
+use wirerate_core::TestSpec;
+use wirerate_proto::iperf3::map::Side;
+use wirerate_proto::iperf3::{
+    state, Cookie, Params, Results, ServerEvent, ServerSession, StreamMap, COOKIE_LEN,
+};
+
+use crate::control::{Control, Input};
+use crate::error::EngineError;
+use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
+use crate::server::{peer, Active, Shared};
+use crate::side::{Attached, DataSock, SideRun};
+
+use super::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
+
+/// Where the data streams of the running iperf3 test go.
+pub(crate) struct Route {
+    cookie: Cookie,
+    tx: Sender<(Instant, TcpStream)>,
+}
+
+/// After `TEST_END`, received data still in flight is read until the streams have been quiet
+/// this long (or for at most `DRAIN_MAX`), so a byte-count test reports every byte.
+const DRAIN_QUIET: Duration = Duration::from_millis(20);
+const DRAIN_MAX: Duration = Duration::from_millis(250);
+
+/// Handles a connection that opened with `first`, the start of an iperf3 cookie.
+pub(crate) fn handle_conn(
+    mut sock: TcpStream,
+    first: &[u8],
+    accepted_at: Instant,
+    shared: &Shared,
+) {
+    let who = peer(&sock);
+    let deadline = Instant::now() + shared.cfg.idle;
+    let mut buf = [0u8; COOKIE_LEN];
+    let n = first.len().min(COOKIE_LEN);
+    buf[..n].copy_from_slice(&first[..n]);
+    let cookie = read_exact_by(&mut sock, &mut buf[n..], deadline)
+        .map_err(|e| format!("no iperf3 cookie: {e}"))
+        .and_then(|()| Cookie::parse(&buf).map_err(|e| e.to_string()));
+    shared.pending.fetch_sub(1, Ordering::SeqCst);
+    let cookie = match cookie {
+        Ok(c) => c,
+        Err(reason) => return shared.log(format_args!("rejected {who}: {reason}")),
+    };
+    let token = match random_token() {
+        Ok(t) => t,
+        Err(e) => return shared.log(format_args!("{e}")),
+    };
+    let (tx, rx) = mpsc::channel();
+    let claimed = {
+        let mut slot = shared.active();
+        match slot.as_ref() {
+            None => {
+                // wirerate data streams can never match this token; the channel is unused
+                let (unused, _) = mpsc::channel();
+                *slot = Some(Active {
+                    token,
+                    tx: unused,
+                    free_at: Instant::now() + shared.cfg.idle,
+                    iperf3: Some(Route { cookie, tx }),
+                });
+                Ok(())
+            }
+            Some(a) => Err(a
+                .iperf3
+                .as_ref()
+                .filter(|r| r.cookie == cookie)
+                .map(|r| r.tx.clone())),
+        }
+    };
+    match claimed {
+        Ok(()) => {}
+        Err(Some(stream_tx)) => {
+            if let Err(mpsc::SendError((_, mut late))) = stream_tx.send((accepted_at, sock)) {
+                deny(&mut late);
+            }
+            return;
+        }
+        Err(None) => {
+            deny(&mut sock);
+            return shared.log(format_args!("busy: denied iperf3 client {who}"));
+        }
+    }
+    match run_session(sock, rx, shared) {
+        Ok(p) => shared.log(format_args!(
+            "served iperf3 client {who} ({}): {:?} {:?}, {} stream(s)",
+            p.client_version.as_deref().unwrap_or("unknown version"),
+            p.spec.protocol,
+            p.spec.direction,
+            p.spec.parallel
+        )),
+        Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {e}")),
+    }
+    *shared.active() = None;
+}
+
+/// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.
+fn deny(sock: &mut TcpStream) {
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = sock.write_all(&[state::ACCESS_DENIED as u8]);
+}
+
+/// What the session holds while the test runs; the workers are stopped if it is dropped.
+#[derive(Default)]
+struct Run {
+    params: Option<Params>,
+    map: Option<StreamMap>,
+    pending: Vec<(Instant, TcpStream)>,
+    /// Clones of the data sockets, to stop senders and flush batched reads at the end.
+    socks: Vec<(Role, TcpStream)>,
+    side: Option<SideRun>,
+    udp_acceptor: Option<UdpAcceptor>,
+    udp_pending: Vec<UdpStream>,
+    udp: Option<UdpRun>,
+    udp_outcomes: Vec<UdpOutcome>,
+    /// The running test must end by then (time-based tests, or once every stream ended).
+    end_by: Option<Instant>,
+    drain: Option<Drain>,
+    local: Option<SideReport>,
+    peer: Option<Results>,
+    replied: bool,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(side) = self.side.take() {
+            side.abort();
+            let _ = side.finish();
+        }
+        if let Some(u) = self.udp.take() {
+            let _ = u.finish();
+        }
+    }
+}
+
+struct Drain {
+    began: Instant,
+    quiet_since: Instant,
+    last: u64,
+}
+
+/// The control connection's two ends: where UDP streams are accepted, and from whom.
+struct Addrs {
+    local: Option<SocketAddr>,
+    peer: Option<IpAddr>,
+}
+
+fn run_session(
+    sock: TcpStream,
+    rx: Receiver<(Instant, TcpStream)>,
+    shared: &Shared,
+) -> Result<Params, EngineError> {
+    let idle = shared.cfg.idle;
+    let addrs = Addrs {
+        local: sock.local_addr().ok(),
+        peer: sock.peer_addr().ok().map(|a| a.ip()),
+    };
+    let mut ctl = Control::new(sock);
+    let mut sess = ServerSession::new(Instant::now(), idle);
+    let mut run = Run::default();
+    loop {
+        ctl.flush(|| sess.poll_transmit(), idle)
+            .map_err(EngineError::io("writing to the iperf3 client"))?;
+        if sess.is_finished() {
+            break;
+        }
+        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, &addrs, shared) {
+            sess.terminate();
+            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+            return Err(e);
+        }
+    }
+    run.params
+        .take()
+        .ok_or_else(|| EngineError::Setup("no parameters".into()))
+}
+
+fn step(
+    ctl: &mut Control,
+    sess: &mut ServerSession,
+    run: &mut Run,
+    rx: &Receiver<(Instant, TcpStream)>,
+    addrs: &Addrs,
+    shared: &Shared,
+) -> Result<(), EngineError> {
+    let idle = shared.cfg.idle;
+    let local_ip = addrs.local.map(|a| a.ip());
+    if attach_streams(sess, run, rx, local_ip, idle, shared)? || attach_udp(sess, run, idle)? {
+        // send CREATE_STREAMS' follow-up (TEST_START) without waiting on the control socket
+        return Ok(());
+    }
+    let busy = run.drain.is_some() || run.udp_acceptor.is_some();
+    let wait = Duration::from_millis(if busy { 2 } else { 20 });
+    let events = match ctl
+        .read(wait)
+        .map_err(EngineError::io("reading from the iperf3 client"))?
+    {
+        Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
+        Input::Closed => {
+            sess.handle_close()?;
+            Vec::new()
+        }
+        Input::Nothing => Vec::new(),
+    };
+    let now = Instant::now();
+    for ev in events {
+        on_event(ev, run, addrs, shared, now)?;
+    }
+    sess.handle_timeout(now)?;
+    if sess.is_running() {
+        let udp_done = run.udp.as_ref().is_some_and(|u| u.is_done());
+        if udp_done || run.side.as_ref().is_some_and(|s| s.is_done()) {
+            // every stream ended: the client has idle to end the test
+            run.end_by = Some(run.end_by.map_or(now + idle, |e| e.min(now + idle)));
+        }
+        if run.end_by.is_some_and(|e| now >= e) {
+            return Err(EngineError::Setup(
+                "the iperf3 client did not end the test in time".into(),
+            ));
+        }
+    }
+    stop_when_drained(run, now);
+    reply_when_ready(sess, run, now);
+    Ok(())
+}
+
+fn on_event(
+    ev: ServerEvent,
+    run: &mut Run,
+    addrs: &Addrs,
+    shared: &Shared,
+    now: Instant,
+) -> Result<(), EngineError> {
+    match ev {
+        ServerEvent::Params(p, _) => {
+            let run_s = p.spec.send_seconds().unwrap_or(0.0);
+            if let Some(a) = shared.active().as_mut() {
+                a.free_at = now + Duration::from_secs_f64(run_s) + shared.cfg.idle;
+            }
+            if p.spec.protocol == Protocol::Udp {
+                let (Some(local), Some(peer)) = (addrs.local, addrs.peer) else {
+                    return Err(EngineError::Setup(
+                        "control connection has no address".into(),
+                    ));
+                };
+                run.udp_acceptor = Some(UdpAcceptor::bind(local, peer)?);
+            }
+            run.map = Some(StreamMap::new(p.spec.direction, p.spec.parallel));
+            run.params = Some(*p);
+        }
+        ServerEvent::TestEnd => {
+            if let Some(u) = run.udp.take() {
+                // as iperf3 does for UDP: stop at once
+                let (report, outcomes) = u.finish();
+                run.local = Some(report);
+                run.udp_outcomes = outcomes;
+                return Ok(());
+            }
+            // as iperf3 does: stop sending at once (a write blocked on a full buffer ends
+            // too), but let readers take what is still in flight
+            if let Some(side) = run.side.as_ref() {
+                side.stop_sending();
+            }
+            for (role, s) in &run.socks {
+                match role {
+                    Role::Sender => {
+                        let _ = s.shutdown(std::net::Shutdown::Write);
+                    }
+                    // wake readers waiting for a full batch: no more is coming
+                    Role::Receiver => batch_receive(&SockRef::from(s), 1),
+                }
+            }
+            let last = run.side.as_ref().map_or(0, |s| s.moved(Role::Receiver));
+            run.drain = Some(Drain {
+                began: now,
+                quiet_since: now,
+                last,
+            });
+        }
+        ServerEvent::PeerResults(r) => run.peer = Some(*r),
+    }
+    Ok(())
+}
+
+/// Answers UDP greetings; starts the workers once every stream is in. Returns true when it
+/// took any.
+fn attach_udp(
+    sess: &mut ServerSession,
+    run: &mut Run,
+    idle: Duration,
+) -> Result<bool, EngineError> {
+    let Some(acceptor) = run.udp_acceptor.as_mut() else {
+        return Ok(false);
+    };
+    let (Some(map), Some(p)) = (run.map.as_ref(), run.params.as_ref()) else {
+        return Ok(false);
+    };
+    let mut took = false;
+    while let Some(sock) = acceptor.poll()? {
+        took = true;
+        let Some(e) = map.entries.get(run.udp_pending.len()) else {
+            continue;
+        };
+        let role = Side::Server.role(e.flow);
+        run.udp_pending
+            .push(UdpStream::new(e.flow, e.index, role, sock));
+        if sess.attach_stream(Instant::now())? {
+            run.udp_acceptor = None;
+            let local = local_spec(&p.spec, idle);
+            run.end_by = end_by(&p.spec, idle);
+            let streams = std::mem::take(&mut run.udp_pending);
+            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit));
+            break;
+        }
+    }
+    Ok(took)
+}
+
+/// iperf3's client ends a timed test; this side's senders run until then (bounded).
+fn local_spec(spec: &TestSpec, idle: Duration) -> TestSpec {
+    let mut local = spec.clone();
+    if let End::Time { seconds } = local.end {
+        local.end = End::Time {
+            seconds: seconds + idle.as_secs_f64(),
+        };
+    }
+    local
+}
+
+/// When a timed test must have been ended by the client.
+fn end_by(spec: &TestSpec, idle: Duration) -> Option<Instant> {
+    spec.send_seconds()
+        .map(|s| Instant::now() + idle + Duration::from_secs_f64(s))
+}
+
+/// Takes the data streams that presented the cookie; starts the workers once all are in.
+/// Returns true when it took any.
+fn attach_streams(
+    sess: &mut ServerSession,
+    run: &mut Run,
+    rx: &Receiver<(Instant, TcpStream)>,
+    local_ip: Option<IpAddr>,
+    idle: Duration,
+    shared: &Shared,
+) -> Result<bool, EngineError> {
+    let mut took = false;
+    while let Ok((at, mut sock)) = rx.try_recv() {
+        took = true;
+        let Some(p) = run.params.as_ref() else {
+            deny(&mut sock);
+            continue;
+        };
+        match sess.attach_stream(Instant::now()) {
+            Ok(all) => {
+                apply_options(&SockRef::from(&sock), &p.spec)?;
+                run.pending.push((at, sock));
+                if all {
+                    start(run, local_ip, idle);
+                }
+            }
+            Err(e) => {
+                deny(&mut sock);
+                shared.log(format_args!("rejected an iperf3 data stream: {e}"));
+            }
+        }
+    }
+    Ok(took)
+}
+
+/// Assigns flows in the order the listener accepted the streams (the client's order) and
+/// starts the workers.
+fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
+    let (Some(p), Some(map)) = (run.params.as_ref(), run.map.as_ref()) else {
+        return;
+    };
+    let mut pending = std::mem::take(&mut run.pending);
+    pending.sort_by_key(|(at, _)| *at);
+    let streams: Vec<Attached> = pending
+        .into_iter()
+        .zip(&map.entries)
+        .map(|((_, sock), e)| Attached {
+            flow: e.flow,
+            id: e.index,
+            role: Side::Server.role(e.flow),
+            sock: DataSock::Tcp(sock),
+        })
+        .collect();
+    run.socks = streams
+        .iter()
+        .filter_map(|a| Some((a.role, a.sock.tcp()?.try_clone().ok()?)))
+        .collect();
+    let local = local_spec(&p.spec, idle);
+    run.end_by = end_by(&p.spec, idle);
+    run.side = Some(SideRun::start(&local, streams, local_ip, idle));
+}
+
+/// After `TEST_END`: once the received bytes stop growing, stop the workers.
+fn stop_when_drained(run: &mut Run, now: Instant) {
+    let (Some(d), Some(side)) = (run.drain.as_mut(), run.side.as_ref()) else {
+        return;
+    };
+    let moved = side.moved(Role::Receiver);
+    if moved != d.last {
+        d.last = moved;
+        d.quiet_since = now;
+    }
+    if now.duration_since(d.quiet_since) >= DRAIN_QUIET || now.duration_since(d.began) >= DRAIN_MAX
+    {
+        if let Some(side) = run.side.take() {
+            side.abort();
+            run.local = Some(side.finish());
+        }
+        run.drain = None;
+    }
+}
+
+/// Sends this side's results once the client's are in and the workers are stopped.
+fn reply_when_ready(sess: &mut ServerSession, run: &mut Run, now: Instant) {
+    let (Some(local), Some(_), Some(map), Some(p)) = (
+        run.local.as_ref(),
+        run.peer.as_ref(),
+        run.map.as_ref(),
+        run.params.as_ref(),
+    ) else {
+        return;
+    };
+    if run.replied {
+        return;
+    }
+    let mut results = Results::from_side(local, map);
+    add_udp_figures(&mut results, &run.udp_outcomes, map);
+    if p.get_server_output {
+        results.server_output_text = Some(summary_text(local));
+    }
+    sess.local_results(&results, now);
+    run.replied = true;
+}
+
+/// A short report of this side, for clients that ask for the server's output.
+fn summary_text(local: &SideReport) -> String {
+    let mut out = format!("wirerate {} server\n", env!("CARGO_PKG_VERSION"));
+    for s in &local.streams {
+        let verb = match s.role {
+            Role::Sender => "sent",
+            Role::Receiver => "received",
+        };
+        out.push_str(&format!(
+            "stream {:?} {}: {verb} {} bytes in {:.3} s, {:.2} Mbit/s\n",
+            s.flow,
+            s.id,
+            s.counted_bytes,
+            s.seconds,
+            bps(s.counted_bytes, s.seconds) / 1e6
+        ));
+    }
+    out
+}
