@@ -67,6 +67,8 @@ pub struct SideRun {
     udp_before: Option<UdpHostDrops>,
     cpu: CpuWindow,
     ctl_t0: ThreadTimes,
+    /// Where the CPU window starts: the test's start, or the end of the warm-up.
+    cpu_from: Instant,
     iface: Option<IfaceSnapshot>,
     clock: IntervalClock,
 }
@@ -143,6 +145,7 @@ impl SideRun {
             udp_before,
             cpu,
             ctl_t0,
+            cpu_from: start,
             iface,
             clock,
         }
@@ -160,8 +163,15 @@ impl SideRun {
         self.clock.next
     }
 
-    /// Interval reports due by `now`, for the flows this side receives.
+    /// Interval reports due by `now`, for the flows this side receives. Also moves the CPU
+    /// window's start to the end of the warm-up, so only the counted time is charged.
     pub fn poll_intervals(&mut self, now: Instant) -> Vec<Interval> {
+        let omit_end = self.start + Duration::from_secs_f64(self.spec.omit_s);
+        if self.spec.omit_s > 0.0 && self.cpu_from == self.start && now >= omit_end {
+            self.cpu = CpuWindow::start();
+            self.ctl_t0 = ThreadTimes::now();
+            self.cpu_from = now;
+        }
         let received = self.received_by_flow();
         self.clock.poll(now, &received)
     }
@@ -230,7 +240,9 @@ impl SideRun {
                 streams.push(r);
             }
         }
-        let cpu = self.cpu.finish(threads, self.start.elapsed().as_secs_f64());
+        let cpu = self
+            .cpu
+            .finish(threads, self.cpu_from.elapsed().as_secs_f64());
         let last_end = self.spec.omit_s
             + streams
                 .iter()

@@ -50,6 +50,8 @@ pub struct Tally {
     /// Where the counted window starts: the test's start, or the end of the first call that
     /// returned after the warm-up.
     window_start: Instant,
+    /// This thread's CPU times when the counted window opened after a warm-up.
+    window_times: Option<ThreadTimes>,
     omitted: bool,
     last: Instant,
 }
@@ -63,6 +65,7 @@ impl Tally {
             counted_from: 0,
             omit_end,
             window_start: plan.start,
+            window_times: None,
             omitted: plan.spec.omit_s > 0.0,
             last: plan.start,
         }
@@ -77,6 +80,7 @@ impl Tally {
             self.omitted = false;
             self.counted_from = self.bytes;
             self.window_start = now;
+            self.window_times = Some(ThreadTimes::now());
         }
         self.calls += 1;
         self.last = now;
@@ -84,7 +88,10 @@ impl Tally {
         c.calls.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn report(&self, plan: &Plan, times: ThreadTimes, error: Option<String>) -> StreamReport {
+    /// The stream's report; `t0` are the thread's CPU times when it started, and only the
+    /// CPU spent inside the counted window is charged.
+    pub fn report(&self, plan: &Plan, t0: ThreadTimes, error: Option<String>) -> StreamReport {
+        let times = ThreadTimes::now().since(self.window_times.unwrap_or(t0));
         let counted = if self.omitted {
             0
         } else {
@@ -159,12 +166,11 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
         }
     }
-    let times = ThreadTimes::now().since(t0);
     let _ = sock.shutdown(Shutdown::Write);
     if error.is_none() {
         wait_for_close(&mut sock, plan.idle);
     }
-    let mut report = t.report(&plan, times, error);
+    let mut report = t.report(&plan, t0, error);
     report.tcp = tcp_info(&sock);
     report
 }
@@ -208,8 +214,7 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
         }
     }
-    let times = ThreadTimes::now().since(t0);
-    let mut report = t.report(&plan, times, error);
+    let mut report = t.report(&plan, t0, error);
     report.tcp = tcp_info(&sock);
     let _ = sock.shutdown(Shutdown::Both);
     report

@@ -89,8 +89,7 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
     }
     stats.packets = seq;
     send_end_markers(&sock, token, plan.id, seq);
-    let times = ThreadTimes::now().since(t0);
-    let mut report = t.report(&plan, times, None);
+    let mut report = t.report(&plan, t0, None);
     report.udp = Some(stats);
     report
 }
@@ -254,8 +253,7 @@ pub fn run_udp_receiver(
     // SO_RXQ_OVFL is cumulative since the socket was made and only attached once nonzero, so
     // its last value is the total and its absence means none
     extra.socket_drops = counts_drops.then(|| u64::from(last_drops.unwrap_or(0)));
-    let times = ThreadTimes::now().since(t0);
-    let mut report = t.report(&plan, times, None);
+    let mut report = t.report(&plan, t0, None);
     report.udp = Some(extra);
     report
 }

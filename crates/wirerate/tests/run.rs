@@ -129,6 +129,11 @@ fn omit_excludes_the_warm_up() {
     // the counted window is the second after the warm-up, not the 1.5 s of sending
     let secs = s["seconds"].as_f64().unwrap();
     assert!(secs > 0.8 && secs < 1.3, "{secs}");
+    // CPU is charged for the counted window only: the sending side is one thread, so it
+    // cannot have spent much more than the window (the warm-up would add half as much again)
+    let c = &s["cpu"]["local"];
+    let spent = c["user_s"].as_f64().unwrap() + c["sys_s"].as_f64().unwrap();
+    assert!(spent <= secs * 1.15, "{spent} s of CPU in a {secs} s window");
     let ivs = j["intervals"].as_array().unwrap();
     assert!(ivs.iter().any(|i| i["omitted"] == true));
     assert!(ivs.iter().any(|i| i["omitted"] == false));
