@@ -133,7 +133,10 @@ fn omit_excludes_the_warm_up() {
     // cannot have spent much more than the window (the warm-up would add half as much again)
     let c = &s["cpu"]["local"];
     let spent = c["user_s"].as_f64().unwrap() + c["sys_s"].as_f64().unwrap();
-    assert!(spent <= secs * 1.15, "{spent} s of CPU in a {secs} s window");
+    assert!(
+        spent <= secs * 1.15,
+        "{spent} s of CPU in a {secs} s window"
+    );
     let ivs = j["intervals"].as_array().unwrap();
     assert!(ivs.iter().any(|i| i["omitted"] == true));
     assert!(ivs.iter().any(|i| i["omitted"] == false));
