@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Loopback throughput of wirerate against iperf3, run back to back in the same session.
+# Loopback throughput of wirerate against iperf3, run back to back on the same machine at the
+# same time, so both see the same load.
 # Prints each run and the median ratio. A benchmark, not a test: machine noise moves single
 # runs by ±12 %, so read the medians.
 #
