@@ -251,7 +251,14 @@ fn tcp_summary(streams: &[StreamResult]) -> TcpSummary {
         .filter_map(|t| t.rtt_us)
         .map(|r| r as f64)
         .collect();
+    let busy = sum_opt(senders(), |t| t.busy_time_us).filter(|b| *b > 0);
+    let share = |part: Option<u64>| {
+        busy.zip(part)
+            .map(|(b, p)| (p as f64 * 100.0 / b as f64).min(100.0))
+    };
     TcpSummary {
+        rwnd_limited_percent: share(sum_opt(senders(), |t| t.rwnd_limited_us)),
+        sndbuf_limited_percent: share(sum_opt(senders(), |t| t.sndbuf_limited_us)),
         retransmits: sum_opt(senders(), |t| t.retransmits_total),
         segs_out: sum_opt(senders(), |t| t.segs_out),
         segs_in: sum_opt(receivers(), |t| t.segs_in),

@@ -114,6 +114,12 @@ pub struct TcpSummary {
     pub rwnd_limited_us: Option<u64>,
     pub sndbuf_limited_us: Option<u64>,
     pub congestion: Option<String>,
+    /// Shares of the senders' busy time spent limited by the receiver's window and by
+    /// their own send buffer (TCP_INFO); the rest is congestion control or the path.
+    #[serde(default)]
+    pub rwnd_limited_percent: Option<f64>,
+    #[serde(default)]
+    pub sndbuf_limited_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

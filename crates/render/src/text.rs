@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
-use wirerate_core::spec::{Direction, End, Flow};
+use wirerate_core::spec::{Direction, End, Flow, Protocol};
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
 
@@ -31,14 +31,23 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     } else {
         String::new()
     };
-    format!(
-        "wirerate: {:?} to {target}, {dir}, {} stream(s), {end}{omit}, {} per write",
-        spec.protocol,
-        spec.parallel,
-        format_bytes(spec.len_bytes)
-    )
-    .replace("Tcp", "TCP")
-    .replace("Udp", "UDP")
+    let io = match (spec.protocol, spec.rate_bps) {
+        (Protocol::Tcp, _) => format!(
+            "TCP to {target}, {dir}, {} stream(s), {end}{omit}, {} per write",
+            spec.parallel,
+            format_bytes(spec.len_bytes)
+        ),
+        (Protocol::Udp, rate) => format!(
+            "UDP to {target}, {dir}, {} stream(s), {end}{omit}, {} B datagrams, {}",
+            spec.parallel,
+            spec.len_bytes,
+            rate.map_or_else(
+                || "unpaced".into(),
+                |r| format!("paced at {} per stream", format_bps(r))
+            )
+        ),
+    };
+    format!("wirerate: {io}")
 }
 
 /// The column header for interval lines.
@@ -234,6 +243,13 @@ pub fn summary(r: &RunResult) -> String {
             t.rtt_us
                 .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs"))
         );
+        if let (Some(rw), Some(sb)) = (t.rwnd_limited_percent, t.sndbuf_limited_percent) {
+            let _ = writeln!(
+                o,
+                "  {:<22} the receiver's window {rw:.1} % of the senders' busy time, their own send buffer {sb:.1} %",
+                "TCP limited by"
+            );
+        }
         for st in &r.streams {
             if let Some(ti) = &st.tcp_sender {
                 let _ = writeln!(o, "{}", tcp_stream_line(&format!("s{} tx", st.id), ti));

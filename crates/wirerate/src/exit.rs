@@ -78,3 +78,21 @@ pub fn ignore_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
+
+/// Writes one line to stdout. A reader that went away (`| head`) ends the program cleanly,
+/// as a closed pipe should, instead of a panic.
+pub fn say(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// `println!` that treats a closed stdout as the end of the program.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::exit::say(format_args!($($arg)*)) };
+}

@@ -279,3 +279,24 @@ fn remote_server_run_fills_both_sides() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn a_closed_stdout_is_a_clean_exit_not_a_panic() {
+    use std::io::BufRead;
+    let mut child = common::wr()
+        .args(["run", "-t", "1.5", "-i", "0.2", "--no-store"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read the header line, then hang up as `| head -1` does
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("wirerate: TCP"), "{first}");
+    let out = common::wait_bounded(child, LIMIT);
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

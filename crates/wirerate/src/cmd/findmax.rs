@@ -28,7 +28,7 @@ pub fn run(
     let text = format == Format::Text;
     let upper = spec.link_bps.map(|l| l / f64::from(spec.parallel));
     if text {
-        println!(
+        crate::say!(
             "wirerate: searching the highest UDP rate per stream with loss ≤ {loss_limit} % against {} ({} stream(s), {} B datagrams)",
             t.describe(),
             spec.parallel,
@@ -54,7 +54,7 @@ pub fn run(
         if text {
             let step = search.steps.len();
             let pass = if loss <= loss_limit { "pass" } else { "fail" };
-            println!(
+            crate::say!(
                 "  step {step:>2}: offered {:>15}  received {:>15}  loss {loss:>7.3} %  {pass}",
                 offered.map_or_else(|| "unpaced".into(), format_bps),
                 format_bps(goodput)

@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!(
+    crate::say!(
         "stored {new} run{} in {}{}",
         if new == 1 { "" } else { "s" },
         store.path().display(),

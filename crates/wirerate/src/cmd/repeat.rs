@@ -40,7 +40,7 @@ pub fn run(
                 r.summary.cpu.local.as_ref().and_then(|c| c.system_percent),
                 r.summary.cpu.remote.as_ref().and_then(|c| c.system_percent),
             );
-            println!(
+            crate::say!(
                 "run {i:>3}: goodput {:>15}, CPU {}, PI {}",
                 format_bps(r.summary.goodput_bps),
                 cpu.map_or_else(|| "n/a".into(), |c| format!("{c:.1} %")),

@@ -239,14 +239,14 @@ struct Printer {
 impl Observer for Printer {
     fn started(&mut self) {
         if self.text {
-            println!("{}", text::interval_header());
+            crate::say!("{}", text::interval_header());
         }
     }
 
     fn interval(&mut self, iv: &Interval) {
         if self.text {
             self.clear_progress();
-            println!("{}", text::interval(iv));
+            crate::say!("{}", text::interval(iv));
         }
     }
 
@@ -414,7 +414,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let text_out = format == Format::Text;
     if text_out {
-        println!("{}", text::header(&spec, &t.describe()));
+        crate::say!("{}", text::header(&spec, &t.describe()));
     }
     if let Some(plan) = repeat {
         return super::repeat::run(
