@@ -11,6 +11,8 @@ pub mod result;
 pub mod search;
 pub mod spec;
 pub mod stats;
+#[cfg(feature = "synth")]
+pub mod synth;
 pub mod ttcp;
 pub mod udp;
 pub mod units;

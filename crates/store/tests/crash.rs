@@ -5,7 +5,7 @@
 //! The writer is this test binary itself, started again with `CHILD_ENV` set: it stores runs
 //! in a loop and prints `ack <n> <id>` after each commit returns.
 
-mod common;
+use wirerate_core::synth as common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt as _;

@@ -1,7 +1,7 @@
 //! The store's promises: round trip, WAL, no duplicate on retry, filters, refusal of what it
 //! cannot read.
 
-mod common;
+use wirerate_core::synth as common;
 
 use wirerate_store::{RunFilter, Store, StoreError};
 

@@ -1,7 +1,7 @@
 //! `history`, `show` and `compare` through the real binary, on a temporary database filled
 //! with synthetic runs and on saved JSON files.
 
-mod synth;
+use wirerate_core::synth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,12 +1,13 @@
-//! Synthetic results for the command-line tests: realistic shapes, values chosen by the test,
-//! and a seeded normal generator so samples look like noisy machines.
+//! Synthetic results for tests (feature `synth`): realistic shapes, values chosen by the
+//! test, and a seeded normal generator so samples look like noisy machines. Shared by the
+//! store's tests and the command-line tests.
 
-use wirerate_core::result::{
+use crate::result::{
     CpuSide, CpuSummary, Env, HostEnv, InterfaceDelta, Interval, IoSummary, Summary, TcpSummary,
     Tool, WireSummary, SCHEMA_VERSION,
 };
-use wirerate_core::spec::Flow;
-use wirerate_core::{RunResult, TestSpec};
+use crate::spec::Flow;
+use crate::{RunResult, TestSpec};
 
 /// A ten-second TCP run of `goodput_bps`, numbered `n` (which sets its start time), with
 /// `intervals` one-second interval reports (more makes the JSON, and the write, larger).
