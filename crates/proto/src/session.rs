@@ -72,16 +72,12 @@ pub enum ServerEvent {
 /// The server's half of one control connection, after its preamble was read.
 #[derive(Debug)]
 pub struct ServerSession {
-    state: ServerState,
+    c: Common<ServerState>,
     dec: FrameDecoder,
-    out: VecDeque<Vec<u8>>,
-    deadline: Option<Instant>,
     idle: Duration,
     token: Token,
     expected: HashSet<(Flow, u32)>,
     attached: HashSet<(Flow, u32)>,
-    peer_report: bool,
-    local_report: bool,
 }
 
 impl ServerSession {
@@ -92,16 +88,12 @@ impl ServerSession {
             server: server_name.to_string(),
         }));
         ServerSession {
-            state: ServerState::AwaitSpec,
+            c: Common::new(ServerState::AwaitSpec, out, Some(now + idle)),
             dec: FrameDecoder::new(MAX_CLIENT_FRAME),
-            out,
-            deadline: Some(now + idle),
             idle,
             token,
             expected: HashSet::new(),
             attached: HashSet::new(),
-            peer_report: false,
-            local_report: false,
         }
     }
 
@@ -114,14 +106,14 @@ impl ServerSession {
         self.check_live()?;
         self.dec
             .push(bytes)
-            .inspect_err(|_| self.state = ServerState::Failed)?;
+            .inspect_err(|_| self.c.state = ServerState::Failed)?;
         let mut events = Vec::new();
         loop {
             let msg = match self.dec.next_msg() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(e) => {
-                    self.state = ServerState::Failed;
+                    self.c.state = ServerState::Failed;
                     return Err(e);
                 }
             };
@@ -131,19 +123,19 @@ impl ServerSession {
     }
 
     fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<ServerEvent, ProtoError> {
-        match (self.state, msg) {
+        match (self.c.state, msg) {
             (ServerState::AwaitSpec, Msg::Spec { spec }) => {
                 if let Err(e) = spec.validate() {
                     let reason = e.to_string();
-                    self.out.push_back(encode(&Msg::Refused {
+                    self.c.out.push_back(encode(&Msg::Refused {
                         reason: reason.clone(),
                     }));
-                    self.state = ServerState::Failed;
+                    self.c.state = ServerState::Failed;
                     return Err(ProtoError::Refused(reason));
                 }
                 self.expected = expected_streams(&spec);
-                self.state = ServerState::Preparing;
-                self.deadline = Some(now + self.idle);
+                self.c.state = ServerState::Preparing;
+                self.c.deadline = Some(now + self.idle);
                 Ok(ServerEvent::Spec(spec))
             }
             (ServerState::AwaitStreams, Msg::UdpProof { proofs })
@@ -151,8 +143,8 @@ impl ServerSession {
             {
                 Ok(ServerEvent::UdpProof(proofs))
             }
-            (ServerState::Running, Msg::Report { report }) if !self.peer_report => {
-                self.peer_report = true;
+            (ServerState::Running, Msg::Report { report }) if !self.c.peer_report => {
+                self.c.peer_report = true;
                 self.update_deadline(now);
                 Ok(ServerEvent::PeerReport(report))
             }
@@ -160,11 +152,11 @@ impl ServerSession {
                 ServerState::Running | ServerState::AwaitStreams | ServerState::Preparing,
                 Msg::Refused { reason },
             ) => {
-                self.state = ServerState::Failed;
+                self.c.state = ServerState::Failed;
                 Err(ProtoError::Refused(reason))
             }
             (state, msg) => {
-                self.state = ServerState::Failed;
+                self.c.state = ServerState::Failed;
                 Err(ProtoError::Unexpected {
                     got: msg.name(),
                     state: state.name(),
@@ -176,13 +168,13 @@ impl ServerSession {
     /// Accepts the spec the last `Spec` event carried; `udp_ports` lists the server's port
     /// of each UDP stream (empty for TCP).
     pub fn accept(&mut self, udp_ports: Vec<u16>, now: Instant) {
-        if self.state == ServerState::Preparing {
-            self.out.push_back(encode(&Msg::Accepted {
+        if self.c.state == ServerState::Preparing {
+            self.c.out.push_back(encode(&Msg::Accepted {
                 token: token_hex(&self.token),
                 udp_ports,
             }));
-            self.state = ServerState::AwaitStreams;
-            self.deadline = Some(now + self.idle);
+            self.c.state = ServerState::AwaitStreams;
+            self.c.deadline = Some(now + self.idle);
         }
     }
 
@@ -193,10 +185,10 @@ impl ServerSession {
         hello: &DataHello,
         now: Instant,
     ) -> Result<Option<ServerEvent>, ProtoError> {
-        if self.state != ServerState::AwaitStreams {
+        if self.c.state != ServerState::AwaitStreams {
             return Err(ProtoError::Unexpected {
                 got: "data stream",
-                state: self.state.name(),
+                state: self.c.state.name(),
             });
         }
         if !token_eq(&hello.token, &self.token) {
@@ -212,27 +204,27 @@ impl ServerSession {
         if self.attached.len() < self.expected.len() {
             return Ok(None);
         }
-        self.out.push_back(encode(&Msg::Start));
-        self.state = ServerState::Running;
+        self.c.out.push_back(encode(&Msg::Start));
+        self.c.state = ServerState::Running;
         // While the test runs the control connection is quiet by design; the data streams
         // carry their own read timeouts.
-        self.deadline = None;
+        self.c.deadline = None;
         let _ = now;
         Ok(Some(ServerEvent::Start))
     }
 
     /// Queues an interval report of a flow this server receives.
     pub fn send_interval(&mut self, interval: Interval) {
-        if self.state == ServerState::Running {
-            self.out.push_back(encode(&Msg::Interval { interval }));
+        if self.c.state == ServerState::Running {
+            self.c.out.push_back(encode(&Msg::Interval { interval }));
         }
     }
 
     /// Queues this side's final report; from now on the peer has `idle` to send its own.
     pub fn local_report(&mut self, report: SideReport, now: Instant) {
-        if self.state == ServerState::Running && !self.local_report {
-            self.local_report = true;
-            self.out.push_back(encode(&Msg::Report {
+        if self.c.state == ServerState::Running && !self.c.local_report {
+            self.c.local_report = true;
+            self.c.out.push_back(encode(&Msg::Report {
                 report: Box::new(report),
             }));
             self.update_deadline(now);
@@ -241,18 +233,18 @@ impl ServerSession {
 
     /// Tells the client why the test ends early.
     pub fn refuse(&mut self, reason: &str) {
-        if self.state != ServerState::Failed {
-            self.out.push_back(encode(&Msg::Refused {
+        if self.c.state != ServerState::Failed {
+            self.c.out.push_back(encode(&Msg::Refused {
                 reason: reason.to_string(),
             }));
-            self.state = ServerState::Failed;
+            self.c.state = ServerState::Failed;
         }
     }
 
     fn update_deadline(&mut self, now: Instant) {
-        self.deadline = if self.is_finished() {
+        self.c.deadline = if self.is_finished() {
             None
-        } else if self.local_report {
+        } else if self.c.local_report {
             Some(now + self.idle)
         } else {
             None
@@ -260,7 +252,7 @@ impl ServerSession {
     }
 
     fn check_live(&self) -> Result<(), ProtoError> {
-        if self.state == ServerState::Failed {
+        if self.c.state == ServerState::Failed {
             return Err(ProtoError::Unexpected {
                 got: "input",
                 state: "failed",
@@ -270,40 +262,28 @@ impl ServerSession {
     }
 
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
+        self.c.out.pop_front()
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+        self.c.deadline
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.state.name();
-                self.state = ServerState::Failed;
-                Err(ProtoError::TimedOut(what))
-            }
-            _ => Ok(()),
-        }
+        self.c.handle_timeout(now)
     }
 
     /// The peer closed the control connection.
     pub fn handle_close(&mut self) -> Result<(), ProtoError> {
-        if self.is_finished() {
-            return Ok(());
-        }
-        let what = self.state.name();
-        self.state = ServerState::Failed;
-        Err(ProtoError::Closed(what))
+        self.c.handle_close()
     }
 
     pub fn is_finished(&self) -> bool {
-        self.peer_report && self.local_report
+        self.c.is_finished()
     }
 
     pub fn is_running(&self) -> bool {
-        self.state == ServerState::Running
+        self.c.state == ServerState::Running
     }
 }
 
@@ -345,14 +325,10 @@ pub enum ClientEvent {
 /// The client's half of a control connection.
 #[derive(Debug)]
 pub struct ClientSession {
-    state: ClientState,
+    c: Common<ClientState>,
     pre: Vec<u8>,
     dec: FrameDecoder,
-    out: VecDeque<Vec<u8>>,
-    deadline: Option<Instant>,
     idle: Duration,
-    peer_report: bool,
-    local_report: bool,
 }
 
 impl ClientSession {
@@ -362,14 +338,10 @@ impl ClientSession {
         out.push_back(Preamble::new(Channel::Control).emit().to_vec());
         out.push_back(encode(&Msg::Spec { spec: spec.clone() }));
         ClientSession {
-            state: ClientState::AwaitPreamble,
+            c: Common::new(ClientState::AwaitPreamble, out, Some(now + idle)),
             pre: Vec::with_capacity(PREAMBLE_LEN),
             dec: FrameDecoder::new(MAX_SERVER_FRAME),
-            out,
-            deadline: Some(now + idle),
             idle,
-            peer_report: false,
-            local_report: false,
         }
     }
 
@@ -378,43 +350,44 @@ impl ClientSession {
         mut bytes: &[u8],
         now: Instant,
     ) -> Result<Vec<ClientEvent>, ProtoError> {
-        if self.state == ClientState::Failed {
+        if self.c.state == ClientState::Failed {
             return Err(ProtoError::Unexpected {
                 got: "input",
                 state: "failed",
             });
         }
-        if self.state == ClientState::AwaitPreamble {
+        if self.c.state == ClientState::AwaitPreamble {
             let take = (PREAMBLE_LEN - self.pre.len()).min(bytes.len());
             self.pre.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
             if self.pre.len() < PREAMBLE_LEN {
                 return Ok(Vec::new());
             }
-            let p = Preamble::parse(&self.pre).inspect_err(|_| self.state = ClientState::Failed)?;
+            let p =
+                Preamble::parse(&self.pre).inspect_err(|_| self.c.state = ClientState::Failed)?;
             if p.channel != Channel::Control {
-                self.state = ClientState::Failed;
+                self.c.state = ClientState::Failed;
                 return Err(ProtoError::BadChannel(1));
             }
-            self.state = ClientState::AwaitWelcome;
+            self.c.state = ClientState::AwaitWelcome;
         }
         self.dec
             .push(bytes)
-            .inspect_err(|_| self.state = ClientState::Failed)?;
+            .inspect_err(|_| self.c.state = ClientState::Failed)?;
         let mut events = Vec::new();
         loop {
             match self.dec.next_msg() {
                 Ok(Some(m)) => {
                     if let Some(ev) = self
                         .on_msg(m, now)
-                        .inspect_err(|_| self.state = ClientState::Failed)?
+                        .inspect_err(|_| self.c.state = ClientState::Failed)?
                     {
                         events.push(ev);
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    self.state = ClientState::Failed;
+                    self.c.state = ClientState::Failed;
                     return Err(e);
                 }
             }
@@ -423,31 +396,31 @@ impl ClientSession {
     }
 
     fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<Option<ClientEvent>, ProtoError> {
-        match (self.state, msg) {
+        match (self.c.state, msg) {
             (_, Msg::Busy { retry_after_s }) => Err(ProtoError::Busy(retry_after_s)),
             (_, Msg::Refused { reason }) => Err(ProtoError::Refused(reason)),
             (ClientState::AwaitWelcome, Msg::Welcome { .. }) => {
-                self.state = ClientState::AwaitAccepted;
+                self.c.state = ClientState::AwaitAccepted;
                 Ok(None)
             }
             (ClientState::AwaitAccepted, Msg::Accepted { token, udp_ports }) => {
                 let t = token_from_hex(&token)
                     .ok_or_else(|| ProtoError::BadMessage("token is not 32 hex digits".into()))?;
-                self.state = ClientState::AwaitStart;
-                self.deadline = Some(now + self.idle);
+                self.c.state = ClientState::AwaitStart;
+                self.c.deadline = Some(now + self.idle);
                 Ok(Some(ClientEvent::Accepted(t, udp_ports)))
             }
             (ClientState::AwaitStart, Msg::Start) => {
-                self.state = ClientState::Running;
-                self.deadline = None;
+                self.c.state = ClientState::Running;
+                self.c.deadline = None;
                 Ok(Some(ClientEvent::Start))
             }
             (ClientState::Running, Msg::Interval { interval }) => {
                 Ok(Some(ClientEvent::Interval(interval)))
             }
-            (ClientState::Running, Msg::Report { report }) if !self.peer_report => {
-                self.peer_report = true;
-                self.deadline = None;
+            (ClientState::Running, Msg::Report { report }) if !self.c.peer_report => {
+                self.c.peer_report = true;
+                self.c.deadline = None;
                 Ok(Some(ClientEvent::PeerReport(report)))
             }
             (state, msg) => Err(ProtoError::Unexpected {
@@ -459,64 +432,122 @@ impl ClientSession {
 
     /// Sends the nonces of the UDP challenges (after `Accepted`, before `Start`).
     pub fn udp_proof(&mut self, proofs: Vec<UdpProof>) {
-        if self.state == ClientState::AwaitStart {
-            self.out.push_back(encode(&Msg::UdpProof { proofs }));
+        if self.c.state == ClientState::AwaitStart {
+            self.c.out.push_back(encode(&Msg::UdpProof { proofs }));
         }
     }
 
     /// Queues this side's final report; the server then has `idle` to send its own.
     pub fn local_report(&mut self, report: SideReport, now: Instant) {
-        if self.state == ClientState::Running && !self.local_report {
-            self.local_report = true;
-            self.out.push_back(encode(&Msg::Report {
+        if self.c.state == ClientState::Running && !self.c.local_report {
+            self.c.local_report = true;
+            self.c.out.push_back(encode(&Msg::Report {
                 report: Box::new(report),
             }));
-            if !self.peer_report {
-                self.deadline = Some(now + self.idle);
+            if !self.c.peer_report {
+                self.c.deadline = Some(now + self.idle);
             }
         }
     }
 
     /// Gives up on the test and tells the server.
     pub fn abort(&mut self, reason: &str) {
-        if self.state != ClientState::Failed {
-            self.out.push_back(encode(&Msg::Refused {
+        if self.c.state != ClientState::Failed {
+            self.c.out.push_back(encode(&Msg::Refused {
                 reason: reason.to_string(),
             }));
-            self.state = ClientState::Failed;
+            self.c.state = ClientState::Failed;
         }
     }
 
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
+        self.c.out.pop_front()
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+        self.c.deadline
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
+        self.c.handle_timeout(now)
+    }
+
+    /// The peer closed the control connection.
+    pub fn handle_close(&mut self) -> Result<(), ProtoError> {
+        self.c.handle_close()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.c.is_finished()
+    }
+}
+
+/// The states of a session, as [`Common`] needs them.
+trait SessionState: Copy + PartialEq {
+    const FAILED: Self;
+    fn name(self) -> &'static str;
+}
+
+impl SessionState for ServerState {
+    const FAILED: Self = ServerState::Failed;
+    fn name(self) -> &'static str {
+        ServerState::name(self)
+    }
+}
+
+impl SessionState for ClientState {
+    const FAILED: Self = ClientState::Failed;
+    fn name(self) -> &'static str {
+        ClientState::name(self)
+    }
+}
+
+/// What both sides of a session keep alike: the state, the frames queued to send, the
+/// deadline, and whether each side's final report has gone.
+#[derive(Debug)]
+struct Common<S> {
+    state: S,
+    out: VecDeque<Vec<u8>>,
+    deadline: Option<Instant>,
+    peer_report: bool,
+    local_report: bool,
+}
+
+impl<S: SessionState> Common<S> {
+    fn new(state: S, out: VecDeque<Vec<u8>>, deadline: Option<Instant>) -> Common<S> {
+        Common {
+            state,
+            out,
+            deadline,
+            peer_report: false,
+            local_report: false,
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.peer_report && self.local_report
+    }
+
+    /// Fails the session once its deadline has passed.
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
         match self.deadline {
             Some(d) if now >= d => {
                 let what = self.state.name();
-                self.state = ClientState::Failed;
+                self.state = S::FAILED;
                 Err(ProtoError::TimedOut(what))
             }
             _ => Ok(()),
         }
     }
 
-    pub fn handle_close(&mut self) -> Result<(), ProtoError> {
+    /// A close is fine once both reports have gone; before, it fails the session.
+    fn handle_close(&mut self) -> Result<(), ProtoError> {
         if self.is_finished() {
             return Ok(());
         }
         let what = self.state.name();
-        self.state = ClientState::Failed;
+        self.state = S::FAILED;
         Err(ProtoError::Closed(what))
-    }
-
-    pub fn is_finished(&self) -> bool {
-        self.peer_report && self.local_report
     }
 }
 
