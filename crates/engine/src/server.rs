@@ -229,8 +229,17 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
     }
     match run_session(sock, token, rx, shared) {
         Ok(spec) => shared.log(format_args!(
-            "served {who}: {:?} {:?}, {} stream(s)",
-            spec.protocol, spec.direction, spec.parallel
+            "served {who}: {} {}, {} stream(s)",
+            match spec.protocol {
+                Protocol::Tcp => "TCP",
+                Protocol::Udp => "UDP",
+            },
+            match spec.direction {
+                wirerate_core::Direction::Forward => "client to server",
+                wirerate_core::Direction::Reverse => "server to client",
+                wirerate_core::Direction::Bidir => "both ways",
+            },
+            spec.parallel
         )),
         Err(e) => shared.log(format_args!("ended test with {who}: {e}")),
     }
