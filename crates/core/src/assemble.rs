@@ -143,9 +143,20 @@ fn summarize(
             seconds,
         ),
     };
+    let with_cost = |c: &Option<crate::result::CpuSide>| {
+        c.clone().map(|mut c| {
+            let busy_cores = c
+                .system_percent
+                .zip(c.cores)
+                .map(|(p, n)| p / 100.0 * f64::from(n))
+                .filter(|b| *b > 0.0);
+            c.bps_per_busy_core = busy_cores.map(|b| goodput_bps / b);
+            c
+        })
+    };
     let cpu = CpuSummary {
-        local: client.cpu.clone(),
-        remote: server.cpu.clone(),
+        local: with_cost(&client.cpu),
+        remote: with_cost(&server.cpu),
     };
     let busiest = max_opt(
         cpu.local.as_ref().and_then(|c| c.system_percent),

@@ -99,6 +99,10 @@ pub struct CpuSide {
     pub busiest_core_percent: Option<f64>,
     pub busiest_core: Option<u32>,
     pub cores: Option<u32>,
+    /// Goodput per busy core of this host (system_percent × cores): what a core of this
+    /// host moves, the cost side of the Performance Index.
+    #[serde(default)]
+    pub bps_per_busy_core: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

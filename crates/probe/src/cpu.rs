@@ -201,6 +201,7 @@ impl CpuWindow {
             busiest_core_percent: sys.map(|s| s.busiest_core_percent),
             busiest_core: sys.map(|s| s.busiest_core),
             cores: sys.map(|s| s.cores),
+            bps_per_busy_core: None,
         }
     }
 }

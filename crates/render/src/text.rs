@@ -95,8 +95,11 @@ fn cpu_line(name: &str, c: Option<&CpuSide>) -> String {
         (Some(n), Some(p)) => format!(", busiest core {n} at {p:.0} %"),
         _ => String::new(),
     };
+    let cost = c.bps_per_busy_core.map_or_else(String::new, |b| {
+        format!("; {} per busy core", format_bps(b))
+    });
     format!(
-        "  {name:<22} user {:.2} s, sys {:.2} s ({:.0} % of a core); host busy {} (softirq+irq {}{busiest})",
+        "  {name:<22} user {:.2} s, sys {:.2} s ({:.0} % of a core); host busy {} (softirq+irq {}{busiest}){cost}",
         c.user_s,
         c.sys_s,
         c.process_percent,
