@@ -263,6 +263,9 @@ pub struct HostEnv {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct InterfaceDelta {
     pub name: String,
+    /// The NIC driver (ethtool's name for it), where the device has one.
+    #[serde(default)]
+    pub driver: Option<String>,
     pub mtu_bytes: Option<u32>,
     pub speed_bps: Option<f64>,
     pub rx_packets: Option<u64>,

@@ -53,6 +53,7 @@ impl IfaceSnapshot {
         };
         InterfaceDelta {
             name: self.name.clone(),
+            driver: crate::link::interface_driver(&self.name),
             mtu_bytes: crate::link::interface_mtu(&self.name),
             speed_bps: crate::link::interface_speed_bps(&self.name),
             rx_packets: d(0),

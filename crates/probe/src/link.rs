@@ -92,3 +92,76 @@ mod tests {
         }
     }
 }
+
+/// The interface's driver as the kernel names it (ETHTOOL_GDRVINFO): `ixgbe`, `mlx5_core`,
+/// `veth`. None where the device does not say (loopback) or the call fails.
+pub fn interface_driver(ifname: &str) -> Option<String> {
+    const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        version: [u8; 32],
+        fw_version: [u8; 32],
+        bus_info: [u8; 32],
+        erom_version: [u8; 32],
+        reserved2: [u8; 12],
+        n_priv_flags: u32,
+        n_stats: u32,
+        testinfo_len: u32,
+        eedump_len: u32,
+        regdump_len: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut DrvInfo,
+        _pad: [u8; 16],
+    }
+    let bytes = ifname.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return None;
+    }
+    // SAFETY: DrvInfo and IfReq are plain data; the ioctl reads the name and writes at most
+    // one DrvInfo through the pointer, which stays valid for the call. The socket is closed.
+    unsafe {
+        let mut info: DrvInfo = std::mem::zeroed();
+        info.cmd = ETHTOOL_GDRVINFO;
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data: &mut info,
+            _pad: [0; 16],
+        };
+        req.name[..bytes.len()].copy_from_slice(bytes);
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut req);
+        libc::close(fd);
+        if rc != 0 {
+            return None;
+        }
+        let end = info
+            .driver
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(info.driver.len());
+        let name = String::from_utf8_lossy(&info.driver[..end]).into_owned();
+        (!name.is_empty()).then_some(name)
+    }
+}
+
+#[cfg(test)]
+mod driver_tests {
+    #[test]
+    fn loopback_has_no_driver_and_bad_names_are_none() {
+        assert_eq!(super::interface_driver("lo"), None);
+        assert_eq!(super::interface_driver(""), None);
+        assert_eq!(
+            super::interface_driver("a-name-far-too-long-for-linux"),
+            None
+        );
+        assert_eq!(super::interface_driver("no-such-if0"), None);
+    }
+}

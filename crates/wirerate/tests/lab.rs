@@ -268,6 +268,8 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
         .expect("summary.goodput_bps");
     let m = model(&WireParams::ethernet(10e6, WireProto::Tcp)).unwrap();
     check("10 Mb/s TCP (wirerate run)", measured, m.goodput_bps, 10e6);
+    // the environment names the NIC driver of the interface that carried the test
+    assert_eq!(report["env"]["client"]["interfaces"][0]["driver"], "veth");
     // Once a run fills summary.wire from the lab, it must name this lab's link.
     let wire = &report["summary"]["wire"];
     if let Some(link) = wire["link_bps"].as_f64() {
