@@ -87,6 +87,35 @@ pub struct TestSpec {
     pub link_bps: Option<f64>,
     /// Target rate per stream for paced senders (UDP); None for as fast as possible.
     pub rate_bps: Option<f64>,
+    /// How TCP senders hand data to the kernel, and what TCP receivers do with it.
+    #[serde(default)]
+    pub send_mode: SendMode,
+    #[serde(default)]
+    pub recv_mode: RecvMode,
+}
+
+/// How a TCP sender hands data to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SendMode {
+    /// write() from user memory, as applications do.
+    #[default]
+    Copy,
+    /// vmsplice() of the user buffer into a pipe, then splice() to the socket: the kernel
+    /// takes page references instead of copying.
+    Splice,
+}
+
+/// What a TCP receiver does with the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RecvMode {
+    /// read() into user memory, as applications do.
+    #[default]
+    Copy,
+    /// recv(MSG_TRUNC): the kernel frees the data without copying it to the application. A
+    /// sink, not what applications experience.
+    Discard,
 }
 
 impl Default for TestSpec {
@@ -105,6 +134,8 @@ impl Default for TestSpec {
             interval_s: 1.0,
             link_bps: None,
             rate_bps: None,
+            send_mode: SendMode::Copy,
+            recv_mode: RecvMode::Copy,
         }
     }
 }
@@ -197,6 +228,13 @@ impl TestSpec {
             || (self.interval_s.is_finite() && (0.01..=3600.0).contains(&self.interval_s)))
         {
             return Err(invalid("interval must be 0 (none) or 0.01 to 3600 seconds"));
+        }
+        if self.protocol == Protocol::Udp
+            && (self.send_mode != SendMode::Copy || self.recv_mode != RecvMode::Copy)
+        {
+            return Err(invalid(
+                "zero-copy sending and discarding receivers are for TCP",
+            ));
         }
         for (name, v) in [("link rate", self.link_bps), ("rate", self.rate_bps)] {
             if let Some(v) = v {

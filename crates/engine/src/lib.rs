@@ -19,6 +19,7 @@ mod side;
 mod stream;
 pub mod ttcp;
 mod udp;
+mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
 pub use error::EngineError;

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirerate_core::report::{Role, StreamReport};
-use wirerate_core::spec::{End, Flow};
+use wirerate_core::spec::{End, Flow, RecvMode, SendMode};
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;
+
+use crate::zerocopy::Splicer;
 
 /// Progress of one stream, shared with the control thread.
 #[derive(Debug, Default)]
@@ -131,7 +133,10 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let t0 = ThreadTimes::now();
     let spec = &plan.spec;
     let len = spec.len_bytes as usize;
-    let buf = pattern(len);
+    // page-aligned, so a zero-copy sender hands the kernel whole pages
+    let backing = pattern(len + 4096);
+    let skip = backing.as_ptr().align_offset(4096).min(4096);
+    let buf = &backing[skip..skip + len];
     let mut t = Tally::new(&plan);
     let end_at = spec
         .send_seconds()
@@ -140,6 +145,17 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let blocks = matches!(spec.end, End::Blocks { .. });
     let _ = sock.set_write_timeout(Some(plan.idle));
     let mut error = None;
+    let mut splicer = match spec.send_mode {
+        SendMode::Copy => None,
+        SendMode::Splice => match Splicer::new(len) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                error = Some(format!("zero-copy sending is not available: {e}"));
+                remaining = 0;
+                None
+            }
+        },
+    };
     let mut off = 0usize; // progress inside the current block (only for --blocks)
     while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -147,7 +163,12 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             break;
         }
         let want = (len - off).min(usize::try_from(remaining).unwrap_or(usize::MAX));
-        match sock.write(&buf[off..off + want]) {
+        let data = &buf[off..off + want];
+        let written = match splicer.as_mut() {
+            Some(s) => s.send(&sock, data),
+            None => sock.write(data),
+        };
+        match written {
             Ok(0) => break,
             Ok(n) => {
                 t.add(n, Instant::now(), &plan.counters);
@@ -197,8 +218,14 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let _ = sock.set_read_timeout(Some(plan.idle));
     let mut t = Tally::new(&plan);
     let mut error = None;
+    let discard = plan.spec.recv_mode == RecvMode::Discard;
     loop {
-        match sock.read(&mut buf) {
+        let got = if discard {
+            crate::zerocopy::discard(&sock, &mut buf)
+        } else {
+            sock.read(&mut buf)
+        };
+        match got {
             Ok(0) => break,
             Ok(n) => {
                 let now = Instant::now();

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
-use wirerate_core::spec::{Direction, End, Flow, Protocol};
+use wirerate_core::spec::{Direction, End, Flow, Protocol, RecvMode, SendMode};
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
 
@@ -47,7 +47,13 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
             )
         ),
     };
-    format!("wirerate: {io}")
+    let modes = match (spec.send_mode, spec.recv_mode) {
+        (SendMode::Copy, RecvMode::Copy) => "",
+        (SendMode::Splice, RecvMode::Copy) => " (zero-copy sender)",
+        (SendMode::Copy, RecvMode::Discard) => " (receiver discards: a sink)",
+        (SendMode::Splice, RecvMode::Discard) => " (zero-copy sender, receiver discards: a sink)",
+    };
+    format!("wirerate: {io}{modes}")
 }
 
 /// The column header for interval lines.

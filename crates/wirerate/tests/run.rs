@@ -300,3 +300,27 @@ fn a_closed_stdout_is_a_clean_exit_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+#[test]
+fn zero_copy_sending_and_discarding_receivers_count_every_byte() {
+    for (args, send, recv) in [
+        (vec!["-Z"], "splice", "copy"),
+        (vec!["--discard"], "copy", "discard"),
+        (
+            vec!["-Z", "--discard", "-R", "-P", "2"],
+            "splice",
+            "discard",
+        ),
+    ] {
+        let mut all = vec!["run", "-n", "50000001", "--json", "--no-store"];
+        all.extend(args.iter().copied());
+        let out = run(&all, LIMIT);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let j = json(&out);
+        assert_eq!(j["summary"]["bytes"], 50_000_001, "{args:?}");
+        assert_eq!(j["spec"]["send_mode"], send);
+        assert_eq!(j["spec"]["recv_mode"], recv);
+    }
+    let out = run(&["run", "-u", "-Z"], LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+}

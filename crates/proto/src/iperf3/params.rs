@@ -3,7 +3,7 @@
 //! the server reads cannot drift apart.
 
 use serde_json::{json, Map, Value};
-use wirerate_core::spec::{Direction, End, Protocol, TestSpec};
+use wirerate_core::spec::{Direction, End, Protocol, RecvMode, SendMode, TestSpec};
 
 use super::json::{count, number};
 use super::{errno, Iperf3Error};
@@ -42,6 +42,9 @@ pub fn check_spec(spec: &TestSpec) -> Result<(), String> {
         if spec.omit_s > 0.0 {
             return Err("--omit is not supported for UDP with --iperf3".into());
         }
+    }
+    if spec.recv_mode != RecvMode::Copy {
+        return Err("iperf3 servers cannot discard received data; drop --discard".into());
     }
     if matches!(spec.end, End::Blocks { .. }) {
         return Err("iperf3 counts blocks over all streams; use -t or -n with --iperf3".into());
@@ -236,6 +239,13 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         interval_s: 0.0,
         link_bps: None,
         rate_bps: rate,
+        // an iperf3 client's -Z: the sending side does not copy (sendfile in iperf3)
+        send_mode: if flag(v, "zerocopy") && protocol == Protocol::Tcp {
+            SendMode::Splice
+        } else {
+            SendMode::Copy
+        },
+        recv_mode: RecvMode::Copy,
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

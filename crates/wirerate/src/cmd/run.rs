@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::result::Interval;
-use wirerate_core::spec::{End, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
+use wirerate_core::spec::{End, RecvMode, SendMode, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
@@ -80,6 +80,14 @@ pub struct Args {
     /// Target rate of each UDP stream, paced evenly; 0 for unpaced (default 1M)
     #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero, requires = "udp")]
     pub bitrate: Option<f64>,
+    /// Zero-copy sending: vmsplice the buffer into a pipe and splice it to the socket
+    /// instead of write() (TCP; reported in the result's spec.send_mode)
+    #[arg(short = 'Z', long, conflicts_with = "udp")]
+    pub zerocopy: bool,
+    /// Receivers discard data in the kernel (recv MSG_TRUNC) instead of copying it: a sink,
+    /// not what applications see (TCP; reported as spec.recv_mode)
+    #[arg(long, conflicts_with = "udp")]
+    pub discard: bool,
     /// Parallel streams, each on its own thread on each side
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
@@ -196,6 +204,16 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
                 Some(r) => Some(r),
                 None => Some(DEFAULT_UDP_RATE_BPS),
             },
+        },
+        send_mode: if a.zerocopy {
+            SendMode::Splice
+        } else {
+            SendMode::Copy
+        },
+        recv_mode: if a.discard {
+            RecvMode::Discard
+        } else {
+            RecvMode::Copy
         },
     };
     if let Err(e) = spec.validate() {
