@@ -268,3 +268,52 @@ fn udp_proofs_come_between_accepted_and_start() {
     });
     assert!(s2.handle_input(&many, now).is_err());
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any valid message, serialized, so junk is mixed with frames that parse.
+    fn frames() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(encode(&Msg::Start)),
+            Just(encode(&Msg::Spec {
+                spec: TestSpec::default()
+            })),
+            Just(encode(&Msg::Report {
+                report: Box::default()
+            })),
+            Just(encode(&Msg::Busy { retry_after_s: 1.0 })),
+            Just(encode(&Msg::Accepted {
+                token: "00".repeat(16),
+                udp_ports: vec![1, 2]
+            })),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        /// Random sequences of frames and junk, fed in random chunks with time jumping:
+        /// neither session panics, and a failed session stays failed.
+        #[test]
+        fn sessions_never_panic(parts in proptest::collection::vec(frames(), 0..12), jumps in proptest::collection::vec(0u64..30, 0..12)) {
+            let now = Instant::now();
+            let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+            let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+            let mut t = now;
+            for (i, p) in parts.iter().enumerate() {
+                t += Duration::from_secs(jumps.get(i).copied().unwrap_or(0));
+                let _ = s.handle_input(p, t);
+                let _ = s.handle_timeout(t);
+                let _ = c.handle_input(p, t);
+                let _ = c.handle_timeout(t);
+                let hello = DataHello { token: TOKEN, flow: Flow::ClientToServer, stream_id: i as u32 };
+                let _ = s.attach_stream(&hello, t);
+                while s.poll_transmit().is_some() {}
+                while c.poll_transmit().is_some() {}
+            }
+            let _ = s.handle_close();
+            let _ = c.handle_close();
+        }
+    }
+}

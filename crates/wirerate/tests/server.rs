@@ -120,13 +120,16 @@ fn a_data_stream_with_a_forged_token_is_rejected() {
 
 #[test]
 fn a_client_killed_mid_test_frees_the_server() {
-    for reverse in [false, true] {
+    for extra in [
+        &[][..],
+        &["-R"],
+        &["-u", "-b", "50M"],
+        &["-u", "-b", "50M", "-R"],
+    ] {
         let mut srv = ServerProc::start(&["--idle-timeout", "2"]);
         let p = srv.port.to_string();
         let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "30"];
-        if reverse {
-            args.push("-R");
-        }
+        args.extend_from_slice(extra);
         let mut client = common::wr()
             .args(&args)
             .stdout(Stdio::null())
