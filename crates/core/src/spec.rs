@@ -63,6 +63,8 @@ pub mod limits {
     pub const MAX_SECONDS: f64 = 86_400.0;
     pub const MAX_WINDOW: u64 = 1 << 30;
     pub const MAX_CONGESTION_NAME: usize = 16;
+    /// Buffer memory one test may ask each side for (streams × length × flows).
+    pub const MAX_BUFFERS: u64 = 1 << 30;
 }
 
 /// A validated description of one test.
@@ -174,6 +176,14 @@ impl TestSpec {
             return Err(invalid(format!(
                 "length must be 1 byte to {} MiB",
                 limits::MAX_LEN >> 20
+            )));
+        }
+        let buffers =
+            self.len_bytes * u64::from(self.parallel) * self.direction.flows().len() as u64;
+        if buffers > limits::MAX_BUFFERS {
+            return Err(invalid(format!(
+                "streams × length may use at most {} MiB of buffers",
+                limits::MAX_BUFFERS >> 20
             )));
         }
         if self.protocol == Protocol::Udp && !(UDP_MIN_LEN..=65_507).contains(&self.len_bytes) {
@@ -304,6 +314,13 @@ mod tests {
             },
             TestSpec {
                 congestion: Some("bbr; rm -rf".into()),
+                ..Default::default()
+            },
+            // 128 streams each way of 64 MiB buffers would be 16 GiB on each side
+            TestSpec {
+                parallel: 128,
+                len_bytes: 64 << 20,
+                direction: Direction::Bidir,
                 ..Default::default()
             },
             TestSpec {
