@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
+use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::report::Role;
+use wirerate_core::report::SideReport;
 use wirerate_core::spec::Flow;
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
@@ -228,8 +230,8 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
         });
     }
     match run_session(sock, token, rx, shared) {
-        Ok(spec) => shared.log(format_args!(
-            "served {who}: {} {}, {} stream(s)",
+        Ok((spec, goodput)) => shared.log(format_args!(
+            "served {who}: {} {}, {} stream(s), goodput {}",
             match spec.protocol {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
@@ -239,7 +241,8 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
                 wirerate_core::Direction::Reverse => "server to client",
                 wirerate_core::Direction::Bidir => "both ways",
             },
-            spec.parallel
+            spec.parallel,
+            wirerate_core::units::format_bps(goodput)
         )),
         Err(e) => shared.log(format_args!("ended test with {who}: {e}")),
     }
@@ -258,6 +261,8 @@ struct Running {
     pending: Vec<Attached>,
     side: Option<SideRun>,
     binders: Vec<Binder>,
+    local_report: Option<SideReport>,
+    peer_report: Option<SideReport>,
     token: Token,
     local_ip: Option<IpAddr>,
     peer_ip: Option<IpAddr>,
@@ -291,7 +296,7 @@ fn run_session(
     token: Token,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
-) -> Result<TestSpec, EngineError> {
+) -> Result<(TestSpec, f64), EngineError> {
     let idle = shared.cfg.idle;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = sock.peer_addr().ok().map(|a| a.ip());
@@ -302,6 +307,8 @@ fn run_session(
         pending: Vec::new(),
         side: None,
         binders: Vec::new(),
+        local_report: None,
+        peer_report: None,
         token,
         local_ip,
         peer_ip,
@@ -321,9 +328,20 @@ fn run_session(
         }
     };
     result?;
-    run.spec
+    let spec = run
+        .spec
         .take()
-        .ok_or_else(|| EngineError::Setup("no spec".into()))
+        .ok_or_else(|| EngineError::Setup("no spec".into()))?;
+    // the figure the client will see, for the log line
+    let goodput = match (&run.peer_report, &run.local_report) {
+        (Some(client), Some(server)) => {
+            assemble(&spec, client, server, Context::default())
+                .summary
+                .goodput_bps
+        }
+        _ => 0.0,
+    };
+    Ok((spec, goodput))
 }
 
 fn step(
@@ -366,7 +384,9 @@ fn step(
         }
         if side.is_done() {
             if let Some(side) = run.side.take() {
-                sess.local_report(side.finish(), Instant::now());
+                let report = side.finish();
+                run.local_report = Some(report.clone());
+                sess.local_report(report, Instant::now());
             }
         }
     }
@@ -404,10 +424,11 @@ fn on_event(
             sess.accept(ports, Instant::now());
         }
         ServerEvent::UdpProof(proofs) => attach_udp(sess, run, &proofs)?,
-        ServerEvent::PeerReport(_) => {
+        ServerEvent::PeerReport(r) => {
             if let Some(side) = &run.side {
                 side.peer_done();
             }
+            run.peer_report = Some(*r);
         }
         ServerEvent::Start => {}
     }
