@@ -47,18 +47,17 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         token,
     };
     header.emit(&mut buf);
-    let gap = spec
-        .rate_bps
-        .map(|r| Duration::from_secs_f64(len as f64 * 8.0 / r));
+    // pacing is by bytes, so a short last datagram takes a short slot
+    let secs_per_byte = spec.rate_bps.map(|r| 8.0 / r);
     let end_at = spec
         .send_seconds()
         .map(|s| plan.start + Duration::from_secs_f64(s));
     let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
     let mut t = Tally::new(&plan);
     let mut stats = UdpStreamStats::default();
-    // Each datagram goes out at the end of its slot, so n datagrams take n gaps and a short
+    // Each datagram goes out at the end of its slot, so n datagrams take n slots and a short
     // test's rate is not inflated by one datagram sent at time zero.
-    let mut next = plan.start + gap.unwrap_or_default();
+    let mut next = plan.start;
     let mut seq = 0u64;
     let _ = sock.set_write_timeout(Some(plan.idle));
     while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
@@ -66,18 +65,22 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         if end_at.is_some_and(|e| now >= e) {
             break;
         }
-        if let Some(gap) = gap {
-            if now < next {
-                std::thread::sleep(next - now);
+        let n = (len as u64).min(remaining).max(HEADER_LEN as u64) as usize;
+        if let Some(spb) = secs_per_byte {
+            let mut due = next + Duration::from_secs_f64(n as f64 * spb);
+            if now < due {
+                std::thread::sleep(due - now);
                 now = Instant::now();
-            } else if now - next > MAX_DEBT {
-                next = now - MAX_DEBT;
+            } else if now.duration_since(due) > MAX_DEBT {
+                due = now - MAX_DEBT;
             }
-            next += gap;
+            next = due;
+        }
+        if end_at.is_some_and(|e| now >= e) {
+            break;
         }
         let send_ns = now.saturating_duration_since(plan.start).as_nanos() as u64;
         Header::stamp(&mut buf, seq, send_ns);
-        let n = (len as u64).min(remaining).max(HEADER_LEN as u64) as usize;
         match sock.send(&buf[..n]) {
             Ok(sent) => {
                 seq += 1;
