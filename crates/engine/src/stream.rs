@@ -73,10 +73,12 @@ impl Tally {
         }
     }
 
+    /// Records one call; true when this call opened the counted window.
     #[inline]
-    pub fn add(&mut self, n: usize, now: Instant, c: &Counters) {
+    pub fn add(&mut self, n: usize, now: Instant, c: &Counters) -> bool {
         self.bytes += n as u64;
-        if self.omitted && now >= self.omit_end {
+        let opened = self.omitted && now >= self.omit_end;
+        if opened {
             // This call may carry bytes that arrived (or left) during the warm-up, so it
             // still belongs to the warm-up; the counted window opens when it returns.
             self.omitted = false;
@@ -88,6 +90,13 @@ impl Tally {
         self.last = now;
         c.bytes.fetch_add(n as u64, Ordering::Relaxed);
         c.calls.fetch_add(1, Ordering::Relaxed);
+        opened
+    }
+
+    /// Bytes already queued when the window opened arrived during the warm-up: they are
+    /// read later but not counted.
+    pub fn still_warm_up(&mut self, queued: u64) {
+        self.counted_from += queued;
     }
 
     /// The stream's report; `t0` are the thread's CPU times when it started, and only the
@@ -97,7 +106,7 @@ impl Tally {
         let counted = if self.omitted {
             0
         } else {
-            self.bytes - self.counted_from
+            self.bytes.saturating_sub(self.counted_from)
         };
         let window_start = self.window_start;
         StreamReport {
@@ -229,7 +238,11 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
             Ok(0) => break,
             Ok(n) => {
                 let now = Instant::now();
-                t.add(n, now, &plan.counters);
+                if t.add(n, now, &plan.counters) {
+                    // a reader that was late (a busy host) may find more queued than one
+                    // read takes; that backlog belongs to the warm-up too
+                    t.still_warm_up(queued_bytes(&sock));
+                }
                 batch.after_read(&sock, n, now);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -287,6 +300,24 @@ impl Batching {
         };
         self.lowat = next;
         super::net::batch_receive(&SockRef::from(sock), next);
+    }
+}
+
+/// Bytes waiting in a socket's receive queue (FIONREAD); 0 if the kernel will not say.
+fn queued_bytes(sock: &TcpStream) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int into `n`.
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            libc::FIONREAD,
+            &mut n,
+        )
+    };
+    if rc == 0 {
+        u64::try_from(n).unwrap_or(0)
+    } else {
+        0
     }
 }
 
