@@ -209,14 +209,7 @@ impl ClientSession {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.st.name();
-                self.st = St::Failed;
-                Err(Iperf3Error::TimedOut(what))
-            }
-            _ => Ok(()),
-        }
+        super::expire(self.deadline, now, &mut self.st, St::Failed, St::name)
     }
 
     pub fn handle_close(&mut self) -> Result<(), Iperf3Error> {

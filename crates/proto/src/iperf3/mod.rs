@@ -159,3 +159,22 @@ pub fn is_cookie_prefix(first: &[u8]) -> bool {
             .take(COOKIE_LEN - 1)
             .all(|&c| is_cookie_char(c))
 }
+
+/// The timeout rule both iperf3 sessions share: once `deadline` has passed, the session
+/// fails with the name of the state it was waiting in.
+fn expire<S: Copy>(
+    deadline: Option<std::time::Instant>,
+    now: std::time::Instant,
+    st: &mut S,
+    failed: S,
+    name: fn(S) -> &'static str,
+) -> Result<(), Iperf3Error> {
+    match deadline {
+        Some(d) if now >= d => {
+            let what = name(*st);
+            *st = failed;
+            Err(Iperf3Error::TimedOut(what))
+        }
+        _ => Ok(()),
+    }
+}

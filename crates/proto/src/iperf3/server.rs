@@ -214,14 +214,7 @@ impl ServerSession {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.st.name();
-                self.st = St::Failed;
-                Err(Iperf3Error::TimedOut(what))
-            }
-            _ => Ok(()),
-        }
+        super::expire(self.deadline, now, &mut self.st, St::Failed, St::name)
     }
 
     /// The client closed the control connection. After the results were sent that is the
