@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::metrics::{bps, io_stats, max_opt, performance_index};
 use crate::report::{Role, SideReport, StreamReport};
 use crate::result::{
-    CpuSummary, Env, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide, Summary, TcpInfo,
+    CpuSummary, Env, Evidence, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide, Summary, TcpInfo,
     TcpSummary, Tool, UdpSummary, WireSummary, SCHEMA_VERSION,
 };
 use crate::spec::{Direction, Flow, TestSpec};
@@ -29,6 +29,8 @@ fn side_of(report: &StreamReport) -> StreamSide {
         seconds: report.seconds,
         user_s: report.user_s,
         sys_s: report.sys_s,
+        run_s: report.sched.map(|s| s.run_s),
+        wait_s: report.sched.map(|s| s.wait_s),
     }
 }
 
@@ -75,7 +77,8 @@ pub fn assemble(
         .cloned()
         .collect();
     intervals.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
-    RunResult {
+    attach_tcp_samples(&mut intervals, client, server);
+    let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: Tool {
             name: "wirerate".into(),
@@ -92,6 +95,64 @@ pub fn assemble(
             embedded_server: ctx.embedded_server,
             server_addr: ctx.server_addr,
         },
+        evidence: Evidence {
+            client: client.evidence.clone(),
+            server: server.evidence.clone(),
+        },
+    };
+    add_cycles_per_byte(&mut result);
+    crate::diagnosis::interval_bottlenecks(&mut result);
+    result.summary.diagnosis = Some(crate::diagnosis::diagnose(&result));
+    result
+}
+
+/// Gives each received interval the TCP sample its flow's sender took over the same span
+/// (both sides cut intervals on the same schedule from their own start).
+fn attach_tcp_samples(intervals: &mut [crate::result::Interval], a: &SideReport, b: &SideReport) {
+    for s in a.tcp_samples.iter().chain(&b.tcp_samples) {
+        if let Some(iv) = intervals
+            .iter_mut()
+            .find(|iv| iv.flow == s.flow && (iv.start_s - s.start_s).abs() < 1e-6)
+        {
+            iv.tcp = Some(s.tcp.clone());
+        }
+    }
+}
+
+/// Cycles per byte moved, for each side whose processor counters could be read: the
+/// bytes this side sent or received in the counted window.
+fn add_cycles_per_byte(r: &mut RunResult) {
+    let moved = |flows_sent: &[Flow], flows_received: &[Flow]| -> u64 {
+        r.streams
+            .iter()
+            .map(|s| {
+                let mut b = 0;
+                if flows_sent.contains(&s.flow) {
+                    b += s.sender.counted_bytes;
+                }
+                if flows_received.contains(&s.flow) {
+                    b += s.receiver.counted_bytes;
+                }
+                b
+            })
+            .sum()
+    };
+    let c2s = [Flow::ClientToServer];
+    let s2c = [Flow::ServerToClient];
+    let client_bytes = moved(&c2s, &s2c);
+    let server_bytes = moved(&s2c, &c2s);
+    let per_byte = |cycles: Option<u64>, bytes: u64| {
+        cycles
+            .filter(|_| bytes > 0)
+            .map(|c| c as f64 / bytes as f64)
+    };
+    let client_cycles = r.evidence.client.as_ref().and_then(|e| e.cycles);
+    let server_cycles = r.evidence.server.as_ref().and_then(|e| e.cycles);
+    if let Some(c) = r.summary.cpu.local.as_mut() {
+        c.cycles_per_byte = per_byte(client_cycles, client_bytes);
+    }
+    if let Some(c) = r.summary.cpu.remote.as_mut() {
+        c.cycles_per_byte = per_byte(server_cycles, server_bytes);
     }
 }
 
@@ -184,6 +245,7 @@ fn summarize(
         } else {
             Vec::new()
         },
+        diagnosis: None,
     }
 }
 
@@ -305,6 +367,7 @@ mod tests {
             }),
             udp: None,
             error: None,
+            sched: None,
         }
     }
 

@@ -5,6 +5,8 @@
 //! tested with plain unit tests and property tests.
 
 pub mod assemble;
+pub mod diagnosis;
+pub mod evidence;
 pub mod metrics;
 pub mod report;
 pub mod result;

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::{HostEvidence, SchedTimes, TcpSample};
 use crate::result::{CpuSide, HostEnv, Interval, TcpInfo};
 use crate::spec::Flow;
 use crate::udp::{UdpHostDrops, UdpStreamStats};
@@ -36,6 +37,9 @@ pub struct StreamReport {
     pub udp: Option<UdpStreamStats>,
     /// An error that ended the stream early, if any.
     pub error: Option<String>,
+    /// The stream thread's scheduling over the counted window.
+    #[serde(default)]
+    pub sched: Option<SchedTimes>,
 }
 
 /// Everything one side measured.
@@ -49,4 +53,10 @@ pub struct SideReport {
     /// Host-wide UDP drop counters over the test (UDP tests only).
     #[serde(default)]
     pub udp_host: Option<UdpHostDrops>,
+    /// The kernel's counters and CPU split over the counted window.
+    #[serde(default)]
+    pub evidence: Option<HostEvidence>,
+    /// Per-interval TCP samples of the flows this side sent.
+    #[serde(default)]
+    pub tcp_samples: Vec<TcpSample>,
 }

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::diagnosis::{Bottleneck, Diagnosis};
+use crate::evidence::{HostEvidence, IntervalTcp};
 use crate::spec::{Flow, TestSpec};
 
 /// Version of the JSON contract. Additions keep it; renames and removals bump it.
@@ -20,6 +22,17 @@ pub struct RunResult {
     pub intervals: Vec<Interval>,
     pub streams: Vec<StreamResult>,
     pub env: Env,
+    /// What each host's kernel counted over the window: the diagnosis's raw material.
+    #[serde(default)]
+    pub evidence: Evidence,
+}
+
+/// Evidence of both hosts; None for a side that could not be seen (an iperf3 peer).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Evidence {
+    pub client: Option<HostEvidence>,
+    pub server: Option<HostEvidence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +63,9 @@ pub struct Summary {
     /// Per direction, for bidirectional tests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<FlowSummary>,
+    /// Why the transfer is not faster (see `diagnosis`).
+    #[serde(default)]
+    pub diagnosis: Option<Diagnosis>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,6 +119,10 @@ pub struct CpuSide {
     /// host moves, the cost side of the Performance Index.
     #[serde(default)]
     pub bps_per_busy_core: Option<f64>,
+    /// Processor cycles of this side's process per byte moved (netperf's service demand),
+    /// None where the processor's counters cannot be read.
+    #[serde(default)]
+    pub cycles_per_byte: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -184,6 +204,12 @@ pub struct Interval {
     pub packets: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_percent: Option<f64>,
+    /// TCP: the flow's senders over this interval (TCP_INFO deltas and gauges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<IntervalTcp>,
+    /// The interval's bottleneck, given where it differs from the previous interval's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<Bottleneck>,
 }
 
 /// Figures of one stream.
@@ -210,6 +236,11 @@ pub struct StreamSide {
     pub seconds: f64,
     pub user_s: f64,
     pub sys_s: f64,
+    /// The stream thread's time on a CPU and waiting for one (scheduler statistics).
+    #[serde(default)]
+    pub run_s: Option<f64>,
+    #[serde(default)]
+    pub wait_s: Option<f64>,
 }
 
 /// The kernel's view of a TCP connection at the end of the test (TCP_INFO). Fields the
@@ -238,6 +269,33 @@ pub struct TcpInfo {
     pub bytes_retrans: Option<u64>,
     pub timestamps: Option<bool>,
     pub congestion: Option<String>,
+    /// Later additions of the kernel's struct; None where the kernel is older.
+    #[serde(default)]
+    pub min_rtt_us: Option<u64>,
+    #[serde(default)]
+    pub snd_ssthresh: Option<u64>,
+    #[serde(default)]
+    pub rcv_space: Option<u64>,
+    #[serde(default)]
+    pub notsent_bytes: Option<u64>,
+    #[serde(default)]
+    pub pacing_rate_bps: Option<u64>,
+    /// The last delivery-rate sample was limited by the application, not the network.
+    #[serde(default)]
+    pub app_limited: Option<bool>,
+    #[serde(default)]
+    pub dsack_dups: Option<u64>,
+    #[serde(default)]
+    pub reord_seen: Option<u64>,
+    #[serde(default)]
+    pub rcv_ooopack: Option<u64>,
+    /// The window the peer advertises to this socket, and the one this socket advertises.
+    #[serde(default)]
+    pub snd_wnd: Option<u64>,
+    #[serde(default)]
+    pub rcv_wnd: Option<u64>,
+    #[serde(default)]
+    pub total_rto: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

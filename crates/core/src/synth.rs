@@ -65,6 +65,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 ..Default::default()
             },
             flows: vec![],
+            diagnosis: None,
         },
         intervals: (0..intervals)
             .map(|i| Interval {
@@ -76,6 +77,8 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 omitted: false,
                 packets: None,
                 loss_percent: None,
+                tcp: None,
+                bottleneck: None,
             })
             .collect(),
         streams: vec![],
@@ -85,6 +88,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             embedded_server: false,
             server_addr: "127.0.0.1:5201".to_string(),
         },
+        evidence: Default::default(),
     }
 }
 

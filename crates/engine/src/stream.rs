@@ -125,6 +125,7 @@ impl Tally {
             tcp: None,
             udp: None,
             error,
+            sched: times.sched(),
         }
     }
 }

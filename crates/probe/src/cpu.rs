@@ -4,36 +4,68 @@
 
 use wirerate_core::result::CpuSide;
 
-/// User and system seconds of the calling thread.
+/// User and system seconds of the calling thread, and its scheduler statistics: time on
+/// a CPU and time runnable but waiting for one.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ThreadTimes {
     pub user_s: f64,
     pub sys_s: f64,
+    pub run_s: Option<f64>,
+    pub wait_s: Option<f64>,
 }
 
 impl ThreadTimes {
-    /// Reads RUSAGE_THREAD of the calling thread; zeros if the call fails (it cannot for a
-    /// valid `who`).
+    /// Reads RUSAGE_THREAD and `/proc/thread-self/schedstat` of the calling thread; zeros
+    /// if getrusage fails (it cannot for a valid `who`), None for what schedstat lacks.
     pub fn now() -> ThreadTimes {
+        let (run_s, wait_s) = std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|t| parse_schedstat(&t))
+            .unzip();
         // SAFETY: rusage is plain data, and getrusage only writes into the struct we pass.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
         if rc != 0 {
-            return ThreadTimes::default();
+            return ThreadTimes {
+                run_s,
+                wait_s,
+                ..Default::default()
+            };
         }
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         ThreadTimes {
             user_s: tv(ru.ru_utime),
             sys_s: tv(ru.ru_stime),
+            run_s,
+            wait_s,
         }
     }
 
     pub fn since(self, earlier: ThreadTimes) -> ThreadTimes {
+        let minus = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| (a - b).max(0.0));
         ThreadTimes {
             user_s: (self.user_s - earlier.user_s).max(0.0),
             sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+            run_s: minus(self.run_s, earlier.run_s),
+            wait_s: minus(self.wait_s, earlier.wait_s),
         }
     }
+
+    /// The scheduler's part, when both figures were read.
+    pub fn sched(&self) -> Option<wirerate_core::evidence::SchedTimes> {
+        self.run_s
+            .zip(self.wait_s)
+            .map(|(run_s, wait_s)| wirerate_core::evidence::SchedTimes { run_s, wait_s })
+    }
+}
+
+/// `schedstat` of a thread: nanoseconds on a CPU, nanoseconds waiting on a run queue, and
+/// time slices. Returns the first two in seconds.
+pub fn parse_schedstat(text: &str) -> Option<(f64, f64)> {
+    let mut it = text.split_ascii_whitespace().map(|v| v.parse::<u64>().ok());
+    let run = it.next()??;
+    let wait = it.next()??;
+    Some((run as f64 / 1e9, wait as f64 / 1e9))
 }
 
 /// Tick counters of one core (or the total line) from /proc/stat.
@@ -202,6 +234,7 @@ impl CpuWindow {
             busiest_core: sys.map(|s| s.busiest_core),
             cores: sys.map(|s| s.cores),
             bps_per_busy_core: None,
+            cycles_per_byte: None,
         }
     }
 }
@@ -236,6 +269,16 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_lines() {
+        assert_eq!(
+            parse_schedstat("2000000000 500000000 17\n"),
+            Some((2.0, 0.5))
+        );
+        assert_eq!(parse_schedstat("x 1 2"), None);
+        assert_eq!(parse_schedstat("5"), None);
+    }
+
+    #[test]
     fn thread_times_grow_with_work() {
         let t0 = ThreadTimes::now();
         let mut x = 0u64;
@@ -246,5 +289,8 @@ mod tests {
         std::hint::black_box(x);
         let d = ThreadTimes::now().since(t0);
         assert!(d.user_s + d.sys_s > 0.0);
+        if let Some(run) = d.run_s {
+            assert!(run > 0.01, "{run}");
+        }
     }
 }

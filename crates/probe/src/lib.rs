@@ -5,6 +5,7 @@
 //! kernel returns; short or odd data yields fewer fields.
 
 pub mod cpu;
+pub mod evidence;
 pub mod host;
 pub mod iface;
 pub mod link;

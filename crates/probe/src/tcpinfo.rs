@@ -43,6 +43,22 @@ pub fn parse_tcp_info(b: &[u8]) -> TcpInfo {
         sndbuf_limited_us: u64_at(b, 184),
         bytes_retrans: u64_at(b, 208),
         congestion: None,
+        min_rtt_us: u32_at(b, 148),
+        snd_ssthresh: u32_at(b, 76),
+        rcv_space: u32_at(b, 96),
+        notsent_bytes: u32_at(b, 144),
+        pacing_rate_bps: u64_at(b, 104).map(|r| r.saturating_mul(8)),
+        // the bit exists once delivery_rate does (Linux 4.9)
+        app_limited: b.get(7).filter(|_| b.len() >= 168).map(|f| f & 1 != 0),
+        dsack_dups: u32_at(b, 216),
+        reord_seen: u32_at(b, 220),
+        rcv_ooopack: u32_at(b, 224),
+        snd_wnd: u32_at(b, 228),
+        rcv_wnd: u32_at(b, 232),
+        total_rto: b
+            .get(240..242)
+            .and_then(|s| <[u8; 2]>::try_from(s).ok())
+            .map(|s| u64::from(u16::from_ne_bytes(s))),
     }
 }
 

@@ -295,6 +295,7 @@ impl UdpRun {
             cpu: Some(cpu),
             host: host_env(),
             udp_host: None,
+            ..Default::default()
         };
         (report, outcomes)
     }
@@ -330,6 +331,7 @@ fn report(
         tcp: None,
         udp: None,
         error,
+        sched: times.sched(),
     }
 }
 

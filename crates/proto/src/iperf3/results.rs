@@ -210,6 +210,7 @@ impl Results {
                 tcp,
                 udp: None,
                 error: None,
+                sched: None,
             });
         }
         let share = |pct: f64| (pct.max(0.0) / 100.0) * window_s;
@@ -224,6 +225,7 @@ impl Results {
             }),
             host: Default::default(),
             udp_host: None,
+            ..Default::default()
         }
     }
 }
