@@ -268,6 +268,8 @@ impl SideRun {
             cpu: Some(cpu),
             host,
             udp_host,
+            evidence: None,
+            tcp_samples: Vec::new(),
         }
     }
 }
@@ -324,6 +326,8 @@ impl IntervalClock {
                 omitted: end_s <= self.omit_s + 1e-9,
                 packets: udp.map(|u| u.0),
                 loss_percent: udp.map(|u| u.1),
+                tcp: None,
+                bottleneck: None,
             });
         }
         self.last = received.to_vec();
