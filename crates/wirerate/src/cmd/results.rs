@@ -356,6 +356,7 @@ mod tests {
             intervals: vec![],
             streams: vec![],
             env: Default::default(),
+            evidence: Default::default(),
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();
