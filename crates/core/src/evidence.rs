@@ -188,9 +188,11 @@ impl NicStats {
 pub fn is_rx_drop_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("rx")
-        && ["miss", "fifo", "no_buf", "nobuf", "drop", "overrun", "discard"]
-            .iter()
-            .any(|k| n.contains(k))
+        && [
+            "miss", "fifo", "no_buf", "nobuf", "drop", "overrun", "discard",
+        ]
+        .iter()
+        .any(|k| n.contains(k))
 }
 
 /// Thread-level scheduling of one stream's thread over the counted window.

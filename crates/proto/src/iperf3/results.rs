@@ -268,6 +268,7 @@ mod tests {
             }),
             udp: None,
             error: None,
+            sched: None,
         }
     }
 

@@ -38,6 +38,7 @@ fn report(map: &StreamMap, side: Side, bytes: u64) -> SideReport {
                 tcp: None,
                 udp: None,
                 error: None,
+                sched: None,
             })
             .collect(),
         ..Default::default()
