@@ -306,6 +306,8 @@ mod tests {
             omitted: true,
             packets: None,
             loss_percent: None,
+            tcp: None,
+            bottleneck: None,
         };
         let l = interval(&iv);
         assert!(l.contains("1.00 GiB"), "{l}");

@@ -255,6 +255,7 @@ fn sample_run() -> RunResult {
             udp: None,
             wire: WireSummary::default(),
             flows: vec![],
+            diagnosis: None,
         },
         intervals: vec![],
         streams: vec![],
@@ -262,6 +263,7 @@ fn sample_run() -> RunResult {
             server_addr: "127.0.0.1:5201".into(),
             ..Env::default()
         },
+        evidence: Default::default(),
     }
 }
 
