@@ -341,6 +341,7 @@ fn tcp_summary(streams: &[StreamResult]) -> TcpSummary {
         rwnd_limited_us: sum_opt(senders(), |t| t.rwnd_limited_us),
         sndbuf_limited_us: sum_opt(senders(), |t| t.sndbuf_limited_us),
         congestion: senders().find_map(|t| t.congestion.clone()),
+        dsack_dups: sum_opt(senders(), |t| t.dsack_dups),
     }
 }
 

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::result::TcpInfo;
+
 /// TcpExt counters of `/proc/net/netstat` kept as evidence (the kernel's names).
 pub const TCP_EXT_COUNTERS: &[&str] = &[
     // retransmits that were not loss: the receiver reported the segment twice (DSACK)
@@ -234,4 +236,79 @@ pub struct TcpSample {
     pub start_s: f64,
     pub end_s: f64,
     pub tcp: IntervalTcp,
+}
+
+/// The TCP sample of one interval from the senders' TCP_INFO at its start (`before`, None
+/// for a stream not yet sampled: counted from zero) and at its end (`after`). Counters
+/// are deltas, gauges are read at the end.
+pub fn interval_tcp(before: &[Option<TcpInfo>], after: &[Option<TcpInfo>]) -> IntervalTcp {
+    let pairs = || {
+        after.iter().enumerate().filter_map(|(i, a)| {
+            a.as_ref()
+                .map(|a| (before.get(i).and_then(Option::as_ref), a))
+        })
+    };
+    let delta = |f: fn(&TcpInfo) -> Option<u64>| -> Option<u64> {
+        pairs()
+            .filter_map(|(b, a)| {
+                let now = f(a)?;
+                Some(now.saturating_sub(b.and_then(f).unwrap_or(0)))
+            })
+            .reduce(u64::saturating_add)
+    };
+    let gauges = |f: fn(&TcpInfo) -> Option<u64>| pairs().filter_map(move |(_, a)| f(a));
+    let rtts: Vec<u64> = gauges(|t| t.rtt_us).collect();
+    IntervalTcp {
+        retransmits: delta(|t| t.retransmits_total),
+        dsack_dups: delta(|t| t.dsack_dups),
+        busy_us: delta(|t| t.busy_time_us),
+        rwnd_limited_us: delta(|t| t.rwnd_limited_us),
+        sndbuf_limited_us: delta(|t| t.sndbuf_limited_us),
+        snd_cwnd: gauges(|t| t.snd_cwnd).max(),
+        rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<u64>() as f64 / rtts.len() as f64),
+        delivery_rate_bps: gauges(|t| t.delivery_rate_bps).reduce(u64::saturating_add),
+        app_limited: pairs()
+            .filter_map(|(_, a)| a.app_limited)
+            .reduce(|x, y| x || y),
+        unsent_bytes: gauges(|t| t.notsent_bytes).reduce(u64::saturating_add),
+        snd_wnd_bytes: gauges(|t| t.snd_wnd).min(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(retrans: u64, busy: u64, rwnd: u64, cwnd: u64, rtt: u64) -> TcpInfo {
+        TcpInfo {
+            retransmits_total: Some(retrans),
+            busy_time_us: Some(busy),
+            rwnd_limited_us: Some(rwnd),
+            snd_cwnd: Some(cwnd),
+            rtt_us: Some(rtt),
+            snd_wnd: Some(cwnd * 1000),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn interval_sample_is_deltas_and_end_gauges() {
+        let before = [Some(info(10, 1_000, 100, 20, 50)), None];
+        let after = [
+            Some(info(15, 2_000, 400, 30, 70)),
+            Some(info(1, 500, 0, 10, 30)),
+        ];
+        let s = interval_tcp(&before, &after);
+        assert_eq!(s.retransmits, Some(6));
+        assert_eq!(s.busy_us, Some(1_500));
+        assert_eq!(s.rwnd_limited_us, Some(300));
+        assert_eq!(s.sndbuf_limited_us, None);
+        assert_eq!(s.snd_cwnd, Some(30));
+        assert_eq!(s.rtt_us, Some(50.0));
+        assert_eq!(s.snd_wnd_bytes, Some(10_000));
+        // a counter that went backwards (a new socket) counts from zero, never negative
+        let s = interval_tcp(&after, &before);
+        assert_eq!(s.retransmits, Some(0));
+        assert_eq!(interval_tcp(&[], &[]), IntervalTcp::default());
+    }
 }

@@ -144,6 +144,10 @@ pub struct TcpSummary {
     pub rwnd_limited_percent: Option<f64>,
     #[serde(default)]
     pub sndbuf_limited_percent: Option<f64>,
+    /// Of the retransmits, segments the receivers reported receiving twice (DSACK): the
+    /// retransmit was spurious, not loss.
+    #[serde(default)]
+    pub dsack_dups: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

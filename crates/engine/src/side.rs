@@ -8,14 +8,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use wirerate_core::evidence::{interval_tcp, TcpSample};
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::Interval;
+use wirerate_core::result::TcpInfo;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
+use wirerate_probe::evidence::EvidenceWindow;
 use wirerate_probe::host::host_env;
 use wirerate_probe::iface::{interface_for, IfaceSnapshot};
+use wirerate_probe::tcpinfo::tcp_info;
 
 use wirerate_core::udp::UdpHostDrops;
 use wirerate_probe::snmp;
@@ -55,13 +59,16 @@ struct Worker {
     role: Role,
     counters: Arc<Counters>,
     handle: Option<JoinHandle<StreamReport>>,
+    /// A duplicate of the stream's socket: to shut it down on abort, and to read TCP_INFO
+    /// of a sending stream at each interval.
+    sock: Option<OwnedFd>,
+    tcp: bool,
 }
 
 pub struct SideRun {
     spec: Arc<TestSpec>,
     start: Instant,
     workers: Vec<Worker>,
-    socks: Vec<OwnedFd>,
     stop: Arc<AtomicBool>,
     peer_done: Arc<AtomicBool>,
     udp_before: Option<UdpHostDrops>,
@@ -71,6 +78,10 @@ pub struct SideRun {
     cpu_from: Instant,
     iface: Option<IfaceSnapshot>,
     clock: IntervalClock,
+    evidence: EvidenceWindow,
+    /// TCP_INFO of each worker's socket at the last interval boundary (senders only).
+    tcp_prev: Vec<Option<TcpInfo>>,
+    tcp_samples: Vec<TcpSample>,
 }
 
 impl SideRun {
@@ -82,9 +93,10 @@ impl SideRun {
         idle: Duration,
     ) -> SideRun {
         let spec = Arc::new(spec.clone());
-        let iface = local_ip
-            .and_then(interface_for)
-            .and_then(|n| IfaceSnapshot::read(&n));
+        let ifname = local_ip.and_then(interface_for);
+        let iface = ifname.as_deref().and_then(IfaceSnapshot::read);
+        // before any data thread exists, so the cycle counter follows them
+        let evidence = EvidenceWindow::start(ifname.as_slice());
         let cpu = CpuWindow::start();
         let ctl_t0 = ThreadTimes::now();
         let stop = Arc::new(AtomicBool::new(false));
@@ -94,15 +106,12 @@ impl SideRun {
             .flatten();
         let start = Instant::now();
         let mut workers = Vec::new();
-        let mut socks = Vec::new();
         for a in streams {
             let dup = match &a.sock {
                 DataSock::Tcp(t) => t.try_clone().map(OwnedFd::from),
                 DataSock::Udp(u, ..) => u.try_clone().map(OwnedFd::from),
             };
-            if let Ok(fd) = dup {
-                socks.push(fd);
-            }
+            let tcp = matches!(a.sock, DataSock::Tcp(_));
             let counters = Arc::new(Counters::default());
             let plan = Plan {
                 id: a.id,
@@ -132,14 +141,16 @@ impl SideRun {
                 role: a.role,
                 counters,
                 handle,
+                sock: dup.ok(),
+                tcp,
             });
         }
+        let tcp_prev = vec![None; workers.len()];
         let clock = IntervalClock::new(start, spec.interval_s, spec.omit_s);
         SideRun {
             spec,
             start,
             workers,
-            socks,
             stop,
             peer_done,
             udp_before,
@@ -148,6 +159,9 @@ impl SideRun {
             cpu_from: start,
             iface,
             clock,
+            evidence,
+            tcp_prev,
+            tcp_samples: Vec::new(),
         }
     }
 
@@ -171,9 +185,49 @@ impl SideRun {
             self.cpu = CpuWindow::start();
             self.ctl_t0 = ThreadTimes::now();
             self.cpu_from = now;
+            self.evidence.restart();
         }
         let received = self.received_by_flow();
-        self.clock.poll(now, &received)
+        let index = self.clock.index;
+        let out = self.clock.poll(now, &received);
+        if self.clock.index != index {
+            let p = self.clock.period;
+            self.sample_tcp(index as f64 * p, self.clock.index as f64 * p);
+        }
+        out
+    }
+
+    /// TCP_INFO of this side's sending streams over one interval, one sample per flow.
+    fn sample_tcp(&mut self, start_s: f64, end_s: f64) {
+        let now: Vec<Option<TcpInfo>> = self
+            .workers
+            .iter()
+            .map(|w| match (&w.sock, w.tcp && w.role == Role::Sender) {
+                (Some(fd), true) => tcp_info(fd),
+                _ => None,
+            })
+            .collect();
+        for &flow in self.spec.direction.flows() {
+            let of_flow = |v: &[Option<TcpInfo>]| -> Vec<Option<TcpInfo>> {
+                self.workers
+                    .iter()
+                    .zip(v)
+                    .filter(|(w, _)| w.flow == flow)
+                    .map(|(_, t)| t.clone())
+                    .collect()
+            };
+            let after = of_flow(&now);
+            if after.iter().all(Option::is_none) {
+                continue;
+            }
+            self.tcp_samples.push(TcpSample {
+                flow,
+                start_s,
+                end_s,
+                tcp: interval_tcp(&of_flow(&self.tcp_prev), &after),
+            });
+        }
+        self.tcp_prev = now;
     }
 
     fn received_by_flow(&self) -> Vec<Received> {
@@ -221,7 +275,7 @@ impl SideRun {
     /// Stops every stream now: the test is being abandoned.
     pub fn abort(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        for s in &self.socks {
+        for s in self.workers.iter().filter_map(|w| w.sock.as_ref()) {
             // SAFETY: shutdown on a descriptor we own; it wakes blocked readers and writers.
             unsafe {
                 libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR);
@@ -249,6 +303,19 @@ impl SideRun {
                 .filter(|s| s.role == Role::Receiver)
                 .map(|s| s.seconds)
                 .fold(0.0, f64::max);
+        if self.clock.period > 0.0 {
+            // the senders' last, partial interval: to their last write
+            let from = self.clock.index as f64 * self.clock.period;
+            let sent_end = self.spec.omit_s
+                + streams
+                    .iter()
+                    .filter(|s| s.role == Role::Sender)
+                    .map(|s| s.seconds)
+                    .fold(0.0, f64::max);
+            if sent_end > from + 1e-3 {
+                self.sample_tcp(from, sent_end);
+            }
+        }
         let received = self.received_by_flow();
         let mut intervals = std::mem::take(&mut self.clock.done);
         intervals.extend(self.clock.close(last_end, &received));
@@ -262,14 +329,15 @@ impl SideRun {
             .udp_before
             .zip(snmp::udp_snmp())
             .map(|(b, a)| snmp::delta(b, a));
+        let evidence = self.evidence.finish();
         SideReport {
             streams,
             intervals,
             cpu: Some(cpu),
             host,
             udp_host,
-            evidence: None,
-            tcp_samples: Vec::new(),
+            evidence: Some(evidence),
+            tcp_samples: self.tcp_samples,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use wirerate_core::diagnosis::{Confidence, Diagnosis};
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
 use wirerate_core::spec::{Direction, End, Flow, Protocol, RecvMode, SendMode};
 use wirerate_core::units::{format_bps, format_bytes};
@@ -243,20 +244,29 @@ pub fn summary(r: &RunResult) -> String {
         s.pi.map_or_else(|| "n/a (CPU load unknown)".into(), |p| format!("{p:.2}"))
     );
     if let Some(t) = &s.tcp {
+        let spurious = match (t.retransmits, t.dsack_dups) {
+            (Some(r), Some(d)) if r > 0 => format!(" ({} reported spurious by DSACK)", d.min(r)),
+            _ => String::new(),
+        };
         let _ = writeln!(
             o,
-            "  {:<22} retransmits {}, congestion {}, mean rtt {}",
+            "  {:<22} retransmits {}{spurious}, congestion {}, mean rtt {}",
             "TCP",
             n(t.retransmits),
             t.congestion.as_deref().unwrap_or("n/a"),
             t.rtt_us
                 .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs"))
         );
-        if let (Some(rw), Some(sb)) = (t.rwnd_limited_percent, t.sndbuf_limited_percent) {
+        if let (Some(busy), Some(rw), Some(sb)) = (
+            t.busy_time_us,
+            t.rwnd_limited_percent,
+            t.sndbuf_limited_percent,
+        ) {
             let _ = writeln!(
                 o,
-                "  {:<22} the receiver's window {rw:.1} % of the senders' busy time, their own send buffer {sb:.1} %",
-                "TCP limited by"
+                "  {:<22} busy {:.2} s, of it waiting on the receiver's window {rw:.1} %, on the send buffer {sb:.1} % (the cause is under Why)",
+                "TCP send time",
+                busy as f64 / 1e6
             );
         }
         for st in &r.streams {
@@ -288,6 +298,44 @@ pub fn summary(r: &RunResult) -> String {
         _ => "link rate unknown (state it with --link RATE)".into(),
     };
     let _ = writeln!(o, "  {:<22} {wire}", "wire");
+    if let Some(d) = &s.diagnosis {
+        o.push_str(&why(d));
+    }
+    o
+}
+
+/// The Why block: the verdict, the evidence behind it, notes, advice, and what could not
+/// be seen.
+pub fn why(d: &Diagnosis) -> String {
+    let mut o = String::new();
+    let confidence = match d.confidence {
+        Confidence::High => "high",
+        Confidence::Medium => "medium",
+        Confidence::Low => "low",
+    };
+    let _ = writeln!(o, "\nWhy");
+    let _ = writeln!(o, "  {} (confidence {confidence})", d.verdict);
+    for e in &d.evidence {
+        let _ = writeln!(o, "    - {}", e.text);
+    }
+    let others: Vec<String> = d
+        .candidates
+        .iter()
+        .filter(|c| c.bottleneck != d.bottleneck && c.score >= 0.3)
+        .map(|c| format!("{} ({:.0} %)", c.bottleneck.words(), c.score * 100.0))
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(o, "  {:<9} {}", "also:", others.join(", "));
+    }
+    for n in &d.notes {
+        let _ = writeln!(o, "  {:<9} {n}", "note:");
+    }
+    for a in &d.advice {
+        let _ = writeln!(o, "  {:<9} {a}", "advice:");
+    }
+    for u in &d.unseen {
+        let _ = writeln!(o, "  {:<9} {u}", "unseen:");
+    }
     o
 }
 
