@@ -78,6 +78,12 @@ pub struct TestSpec {
     pub parallel: u32,
     /// SO_SNDBUF / SO_RCVBUF; None leaves the kernel's autotuning on.
     pub window_bytes: Option<u64>,
+    /// SO_SNDBUF alone (the senders' buffer) and SO_RCVBUF alone (the receivers' buffer,
+    /// which bounds the window they advertise); each overrides `window_bytes` for its side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf_bytes: Option<u64>,
     pub mss_bytes: Option<u32>,
     pub nodelay: bool,
     pub congestion: Option<String>,
@@ -129,6 +135,8 @@ impl Default for TestSpec {
             len_bytes: crate::spec::DEFAULT_TCP_LEN,
             parallel: 1,
             window_bytes: None,
+            sndbuf_bytes: None,
+            rcvbuf_bytes: None,
             mss_bytes: None,
             nodelay: false,
             congestion: None,
@@ -213,9 +221,12 @@ impl TestSpec {
                 }
             }
         }
-        if let Some(w) = self.window_bytes {
+        for w in [self.window_bytes, self.sndbuf_bytes, self.rcvbuf_bytes]
+            .into_iter()
+            .flatten()
+        {
             if w == 0 || w > limits::MAX_WINDOW {
-                return Err(invalid("window must be 1 byte to 1 GiB"));
+                return Err(invalid("socket buffer sizes must be 1 byte to 1 GiB"));
             }
         }
         if let Some(m) = self.mss_bytes {

@@ -17,11 +17,13 @@ pub const MAX_RCVLOWAT: u64 = 512 << 10;
 
 /// Applies the spec's window, Nagle and congestion-control options to a data socket.
 pub fn apply_options(sock: &SockRef<'_>, spec: &TestSpec) -> Result<(), EngineError> {
-    if let Some(w) = spec.window_bytes {
-        let w = usize::try_from(w).unwrap_or(usize::MAX);
-        sock.set_send_buffer_size(w)
+    let size = |w: u64| usize::try_from(w).unwrap_or(usize::MAX);
+    if let Some(w) = spec.sndbuf_bytes.or(spec.window_bytes) {
+        sock.set_send_buffer_size(size(w))
             .map_err(EngineError::io("setting SO_SNDBUF"))?;
-        sock.set_recv_buffer_size(w)
+    }
+    if let Some(w) = spec.rcvbuf_bytes.or(spec.window_bytes) {
+        sock.set_recv_buffer_size(size(w))
             .map_err(EngineError::io("setting SO_RCVBUF"))?;
     }
     if spec.nodelay {

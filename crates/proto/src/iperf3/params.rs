@@ -227,6 +227,8 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
             .and_then(|p| u32::try_from(p).ok())
             .unwrap_or(1),
         window_bytes: count(v, "window").filter(|&w| w > 0),
+        sndbuf_bytes: None,
+        rcvbuf_bytes: None,
         mss_bytes: count(v, "MSS")
             .filter(|&m| m > 0)
             .map(|m| u32::try_from(m).unwrap_or(u32::MAX)),

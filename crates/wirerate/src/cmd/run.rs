@@ -100,6 +100,12 @@ pub struct Args {
     /// Socket buffer size (SO_SNDBUF/SO_RCVBUF); turns autotuning off
     #[arg(short = 'w', long, value_name = "SIZE", value_parser = parse_size)]
     pub window: Option<u64>,
+    /// The senders' socket buffer alone (SO_SNDBUF), e.g. to see a send-buffer limit
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub sndbuf: Option<u64>,
+    /// The receivers' socket buffer alone (SO_RCVBUF): bounds the window they advertise
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub rcvbuf: Option<u64>,
     /// TCP maximum segment size
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
@@ -191,6 +197,8 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         }),
         parallel: a.parallel,
         window_bytes: a.window,
+        sndbuf_bytes: a.sndbuf,
+        rcvbuf_bytes: a.rcvbuf,
         mss_bytes: a.mss,
         nodelay: a.nodelay,
         congestion: a.congestion.clone(),
@@ -223,6 +231,9 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
     if a.iperf3 {
+        if a.sndbuf.is_some() || a.rcvbuf.is_some() {
+            return usage("iperf3 servers take one buffer size for both: use -w");
+        }
         if let Err(e) = wirerate_proto::iperf3::check_spec(&spec) {
             return usage(e);
         }
