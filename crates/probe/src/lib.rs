@@ -4,6 +4,7 @@
 //! Promise: what the OS does not report is `None`, never 0. Nothing here panics on what the
 //! kernel returns; short or odd data yields fewer fields.
 
+pub mod cgroup;
 pub mod cpu;
 pub mod evidence;
 pub mod host;
