@@ -12,6 +12,7 @@ pub mod iface;
 pub mod interrupts;
 pub mod link;
 pub mod netstat;
+pub mod perf;
 pub mod snmp;
 pub mod softnet;
 pub mod tcpinfo;
