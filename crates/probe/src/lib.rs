@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod cpu;
+pub mod ethtool;
 pub mod evidence;
 pub mod host;
 pub mod iface;
