@@ -135,7 +135,7 @@ fn join(mount: &Mount, path: &str) -> Option<PathBuf> {
 }
 
 /// The candidates, best first: the v1 hierarchy carrying the cpu controller, then the v2
-/// hierarchy. Which one really has the controller is for [`locate`] to check.
+/// hierarchy. Which one really has the controller is for [`locate_self`] to check.
 pub fn candidates(proc_cgroup: &str, mountinfo: &str) -> Vec<CgroupDir> {
     let members = parse_proc_cgroup(proc_cgroup);
     let mounts = parse_mountinfo(mountinfo);

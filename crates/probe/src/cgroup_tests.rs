@@ -30,12 +30,12 @@ fn hybrid_machine_uses_the_v1_cpu_hierarchy() {
 
 #[test]
 fn pure_v2_and_containers() {
-    let c = candidates("0::/user.slice/session-1.scope\n", MOUNTINFO_V2);
+    let c = candidates("0::/user.slice/app-1.scope\n", MOUNTINFO_V2);
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].version, Version::V2);
     assert_eq!(
         c[0].dir,
-        PathBuf::from("/sys/fs/cgroup/user.slice/session-1.scope")
+        PathBuf::from("/sys/fs/cgroup/user.slice/app-1.scope")
     );
     assert_eq!(c[0].mount, PathBuf::from("/sys/fs/cgroup"));
 

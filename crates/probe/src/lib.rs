@@ -1,5 +1,7 @@
 //! OS counters for wirerate: CPU time (getrusage per thread, /proc/stat per core), TCP_INFO,
-//! interface counters, link facts and host facts.
+//! interface counters, link facts and host facts; and the evidence of a window
+//! ([`evidence::EvidenceWindow`]): kernel protocol counters, softnet, interrupts, NIC
+//! driver statistics, per-core CPU split, cgroup throttling and CPU cycles.
 //!
 //! Promise: what the OS does not report is `None`, never 0. Nothing here panics on what the
 //! kernel returns; short or odd data yields fewer fields.
