@@ -2,6 +2,7 @@
 //! whole host (softirq and irq included, because network work is often not charged to the
 //! process that caused it).
 
+use wirerate_core::evidence::CoreLoad;
 use wirerate_core::result::CpuSide;
 
 /// User and system seconds of the calling thread, and its scheduler statistics: time on
@@ -83,18 +84,24 @@ pub struct CoreTicks {
 
 impl CoreTicks {
     fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
+        [
+            self.user,
+            self.nice,
+            self.system,
+            self.idle,
+            self.iowait,
+            self.irq,
+            self.softirq,
+            self.steal,
+        ]
+        .iter()
+        .fold(0u64, |t, x| t.saturating_add(*x))
     }
 
     fn busy(&self) -> u64 {
-        self.total() - self.idle - self.iowait
+        self.total()
+            .saturating_sub(self.idle)
+            .saturating_sub(self.iowait)
     }
 
     fn delta(&self, earlier: &CoreTicks) -> CoreTicks {
@@ -198,6 +205,34 @@ pub fn system_cpu(before: &StatSnapshot, after: &StatSnapshot) -> Option<SystemC
     })
 }
 
+/// Each core's time over a window split by kind of work, shares 0–100 of that core's
+/// ticks: user (with nice), system, softirq, irq, steal, idle (with iowait). Cores not in
+/// both snapshots, or with no ticks between them, are left out.
+pub fn core_loads(before: &StatSnapshot, after: &StatSnapshot) -> Vec<CoreLoad> {
+    after
+        .cores
+        .iter()
+        .filter_map(|(n, a)| {
+            let (_, b) = before.cores.iter().find(|(m, _)| m == n)?;
+            let d = a.delta(b);
+            let total = d.total();
+            if total == 0 {
+                return None;
+            }
+            let pct = |x: u64| x as f64 * 100.0 / total as f64;
+            Some(CoreLoad {
+                core: *n,
+                user_percent: pct(d.user + d.nice),
+                system_percent: pct(d.system),
+                softirq_percent: pct(d.softirq),
+                irq_percent: pct(d.irq),
+                steal_percent: pct(d.steal),
+                idle_percent: pct(d.idle + d.iowait),
+            })
+        })
+        .collect()
+}
+
 /// Measures one side's CPU over a window: start it when the test starts, finish it when the
 /// side's workers have all returned their thread times.
 #[derive(Debug, Clone)]
@@ -292,5 +327,56 @@ mod tests {
         if let Some(run) = d.run_s {
             assert!(run > 0.01, "{run}");
         }
+    }
+
+    #[test]
+    fn per_core_split_sums_to_100() {
+        let a = parse_proc_stat(A).unwrap();
+        let b = parse_proc_stat(B).unwrap();
+        let loads = core_loads(&a, &b);
+        assert_eq!(loads.len(), 2);
+        // core 0: user 90, system 70, idle 10, irq 2, softirq 13: 185 ticks
+        let c0 = loads[0];
+        assert_eq!(c0.core, 0);
+        assert!((c0.user_percent - 90.0 / 185.0 * 100.0).abs() < 1e-9);
+        assert!((c0.softirq_percent - 13.0 / 185.0 * 100.0).abs() < 1e-9);
+        assert!((c0.irq_percent - 2.0 / 185.0 * 100.0).abs() < 1e-9);
+        assert!((c0.busy_percent() - 175.0 / 185.0 * 100.0).abs() < 1e-9);
+        for l in &loads {
+            let sum = l.user_percent
+                + l.system_percent
+                + l.softirq_percent
+                + l.irq_percent
+                + l.steal_percent
+                + l.idle_percent;
+            assert!((sum - 100.0).abs() < 1e-9, "{sum}");
+        }
+        assert!(core_loads(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn per_core_split_of_this_machine() {
+        let a = stat_snapshot().expect("/proc/stat");
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed().as_millis() < 50 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = stat_snapshot().expect("/proc/stat");
+        let loads = core_loads(&a, &b);
+        assert!(!loads.is_empty());
+        for l in loads {
+            assert!((0.0..=100.0).contains(&l.user_percent));
+            assert!((0.0..=100.0).contains(&l.idle_percent));
+        }
+    }
+
+    #[test]
+    fn huge_ticks_do_not_overflow() {
+        let t = format!("cpu {m} {m} {m} {m}\ncpu0 {m} {m} {m} {m}\n", m = u64::MAX);
+        let a = parse_proc_stat(&t).unwrap();
+        let _ = core_loads(&a, &a);
+        let _ = system_cpu(&a, &a);
     }
 }

@@ -3,22 +3,10 @@
 
 use wirerate_core::udp::UdpHostDrops;
 
-/// Parses the `Udp:` header and value lines of /proc/net/snmp.
+/// The `Udp:` section of /proc/net/snmp (read with [`crate::netstat::parse`]).
 pub fn parse_udp_snmp(text: &str) -> Option<UdpHostDrops> {
-    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
-    let names: Vec<&str> = lines.next()?.split_ascii_whitespace().skip(1).collect();
-    let values: Vec<u64> = lines
-        .next()?
-        .split_ascii_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    let get = |name: &str| {
-        names
-            .iter()
-            .position(|n| *n == name)
-            .and_then(|i| values.get(i).copied())
-    };
+    let sections = crate::netstat::parse(text);
+    let get = |name: &str| sections.value("Udp", name);
     Some(UdpHostDrops {
         in_errors: get("InErrors")?,
         rcvbuf_errors: get("RcvbufErrors").unwrap_or(0),
