@@ -184,8 +184,12 @@ pub fn run_udp_receiver(
 ) -> StreamReport {
     let t0 = ThreadTimes::now();
     let counts_drops = enable_rxq_ovfl(&sock);
-    let _ = SockRef::from(&sock)
-        .set_recv_buffer_size(plan.spec.window_bytes.unwrap_or(4 << 20) as usize);
+    let _ = SockRef::from(&sock).set_recv_buffer_size(
+        plan.spec
+            .rcvbuf_bytes
+            .or(plan.spec.window_bytes)
+            .unwrap_or(4 << 20) as usize,
+    );
     let _ = sock.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 65_536];
     let mut t = Tally::new(&plan);

@@ -14,7 +14,9 @@ use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
+use wirerate_probe::evidence::EvidenceWindow;
 use wirerate_probe::host::host_env;
+use wirerate_probe::iface::interface_for;
 use wirerate_proto::iperf3::map::{Side, StreamMap};
 use wirerate_proto::iperf3::udp::{is_reply, Header, RecvStats, HELLO, REPLY};
 use wirerate_proto::iperf3::Results;
@@ -194,6 +196,7 @@ pub(super) struct UdpRun {
     stop: Arc<AtomicBool>,
     cpu: CpuWindow,
     ctl_t0: ThreadTimes,
+    evidence: EvidenceWindow,
 }
 
 #[derive(Clone)]
@@ -215,6 +218,11 @@ impl UdpRun {
         let spec = Arc::new(spec.clone());
         let cpu = CpuWindow::start();
         let ctl_t0 = ThreadTimes::now();
+        let ifname = streams
+            .first()
+            .and_then(|s| s.sock.local_addr().ok())
+            .and_then(|a| interface_for(a.ip()));
+        let evidence = EvidenceWindow::start(ifname.as_slice());
         let stop = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
         let workers = streams
@@ -253,6 +261,7 @@ impl UdpRun {
             stop,
             cpu,
             ctl_t0,
+            evidence,
         }
     }
 
@@ -295,7 +304,8 @@ impl UdpRun {
             cpu: Some(cpu),
             host: host_env(),
             udp_host: None,
-            ..Default::default()
+            evidence: Some(self.evidence.finish()),
+            tcp_samples: Vec::new(),
         };
         (report, outcomes)
     }
