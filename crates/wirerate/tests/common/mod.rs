@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};

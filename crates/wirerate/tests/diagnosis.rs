@@ -1,0 +1,317 @@
+//! The Why block proven on real scenarios: each test makes a transfer slow for a known
+//! reason (the CPU, a window, a buffer, a shaped wire, a dropping queue) and checks that the
+//! verdict names that reason.
+//!
+//! Loopback scenarios run anywhere. The others need root (namespaces, veth, tc, cgroups)
+//! and skip with a message otherwise; each removes what it made and ends only the processes
+//! it started, by PID. Traffic goes only to loopback or to the test's own namespaces.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Every run here is a few seconds; this bounds a hung one.
+const LIMIT_LONG: Duration = Duration::from_secs(40);
+
+use common::lab::{skip_unless_root, wirerate_in_lab, Lab};
+use common::{json, run, ServerProc};
+use serde_json::Value;
+
+fn diagnosis(doc: &Value) -> &Value {
+    let d = &doc["summary"]["diagnosis"];
+    assert!(d.is_object(), "no diagnosis in {}", doc["summary"]);
+    d
+}
+
+fn bottleneck(doc: &Value) -> String {
+    diagnosis(doc)["bottleneck"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The evidence items that support the verdict's class, as printed.
+fn evidence_texts(doc: &Value) -> Vec<String> {
+    diagnosis(doc)["evidence"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|e| e["text"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
+    let out = run(&["run", "-t", "2", "--json", "--no-store"], LIMIT_LONG);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let b = bottleneck(&doc);
+    println!("loopback default: {}", diagnosis(&doc));
+    assert!(
+        b == "sender_cpu" || b == "receiver_cpu",
+        "loopback is bound by a CPU, not {b}"
+    );
+    let d = diagnosis(&doc);
+    assert!(d["evidence"].as_array().is_some_and(|e| !e.is_empty()));
+    assert!(d["evidence"][0]["threshold"].is_number(), "{d}");
+    // retransmits the receiver reported as duplicates are named as such, not left bare
+    let tcp = &doc["summary"]["tcp"];
+    let (retrans, dsack) = (tcp["retransmits"].as_u64(), tcp["dsack_dups"].as_u64());
+    if let (Some(r), Some(s)) = (retrans, dsack) {
+        if r > 0 && s * 2 >= r {
+            let notes = d["notes"].to_string();
+            assert!(
+                notes.contains("DSACK") || notes.contains("spurious"),
+                "{r} retransmits, {s} spurious, but no note: {d}"
+            );
+        }
+    }
+    // both hosts were seen: the embedded server shares the host
+    assert!(
+        doc["evidence"]["client"]["tcp_ext"].is_object(),
+        "{}",
+        doc["evidence"]
+    );
+    assert!(doc["evidence"]["server"]["cores"].is_array());
+}
+
+#[test]
+fn text_report_ends_with_the_why_block() {
+    let out = run(&["run", "-t", "1", "--no-store"], LIMIT_LONG);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let why = text.rfind("\nWhy\n").expect("a Why block");
+    let block = &text[why..];
+    assert!(block.contains("confidence"), "{block}");
+    assert!(
+        !block.contains("not determined"),
+        "a loopback run has a verdict: {block}"
+    );
+    // the window shares are reported as figures, not as the answer
+    assert!(!text.contains("TCP limited by"), "{text}");
+}
+
+#[test]
+fn udp_into_a_small_receive_buffer_loses_in_the_socket() {
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "-b",
+            "0",
+            "--rcvbuf",
+            "8K",
+            "-t",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT_LONG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let u = &doc["summary"]["udp"];
+    println!("unpaced UDP into 8 KiB: loss {} %", u["loss_percent"]);
+    assert!(u["loss_percent"].as_f64().unwrap() > 1.0, "{u}");
+    assert_eq!(
+        bottleneck(&doc),
+        "udp_receiver_buffer",
+        "{}",
+        diagnosis(&doc)
+    );
+    let advice = diagnosis(&doc)["advice"].to_string();
+    assert!(advice.contains("rmem"), "{advice}");
+}
+
+/// A CPU controller of this machine's cgroups (v2 or v1), for one child group that is
+/// removed on drop.
+struct CpuLimit {
+    dir: PathBuf,
+}
+
+impl CpuLimit {
+    /// A child group allowed `percent` % of one core, or None where no CPU controller can
+    /// be written.
+    fn new(percent: u32) -> Option<CpuLimit> {
+        let name = format!("wirerate-diag-{}", std::process::id());
+        let v2 = PathBuf::from("/sys/fs/cgroup");
+        let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
+        if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.contains("cpu")) {
+            let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+cpu");
+            let dir = v2.join(name);
+            std::fs::create_dir(&dir).ok()?;
+            let lim = CpuLimit { dir };
+            std::fs::write(
+                lim.dir.join("cpu.max"),
+                format!("{} 100000", percent * 1000),
+            )
+            .ok()?;
+            Some(lim)
+        } else if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(name);
+            std::fs::create_dir(&dir).ok()?;
+            let lim = CpuLimit { dir };
+            std::fs::write(lim.dir.join("cpu.cfs_period_us"), "100000").ok()?;
+            std::fs::write(
+                lim.dir.join("cpu.cfs_quota_us"),
+                (percent * 1000).to_string(),
+            )
+            .ok()?;
+            Some(lim)
+        } else {
+            None
+        }
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).expect("join the cgroup");
+    }
+}
+
+impl Drop for CpuLimit {
+    fn drop(&mut self) {
+        // the group is empty once its processes are gone; give the kernel a moment
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn receiver_confined_to_a_fifth_of_a_core_is_receiver_cpu() {
+    let test = "receiver_confined_to_a_fifth_of_a_core_is_receiver_cpu";
+    if skip_unless_root(test) {
+        return;
+    }
+    let Some(limit) = CpuLimit::new(20) else {
+        eprintln!("SKIPPED {test}: no writable cgroup CPU controller");
+        return;
+    };
+    let server = ServerProc::start(&[]);
+    limit.add(server.child.id());
+    let port = server.port;
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "3",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT_LONG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    println!("receiver at 20 % of a core: {}", diagnosis(&doc));
+    let cg = &doc["evidence"]["server"]["cgroup"];
+    assert!(
+        (cg["limit_cores"].as_f64().unwrap_or(0.0) - 0.2).abs() < 0.01,
+        "the server's cgroup limit is seen: {cg}"
+    );
+    assert_eq!(bottleneck(&doc), "receiver_cpu", "{}", diagnosis(&doc));
+}
+
+#[test]
+fn lab_10m_wire_is_the_bottleneck() {
+    if skip_unless_root("lab_10m_wire_is_the_bottleneck") {
+        return;
+    }
+    let lab = Lab::up("dw", &["--rate", "10M"]);
+    let doc = wirerate_in_lab(&lab, &["-t", "3", "-C", "cubic"]);
+    println!("10 Mb/s: {}", diagnosis(&doc));
+    assert_eq!(bottleneck(&doc), "wire", "{}", diagnosis(&doc));
+    assert_eq!(diagnosis(&doc)["confidence"], "high");
+}
+
+#[test]
+fn lab_tiny_receive_buffer_is_the_receivers_window() {
+    if skip_unless_root("lab_tiny_receive_buffer_is_the_receivers_window") {
+        return;
+    }
+    let lab = Lab::up("dr", &["--rate", "1G"]);
+    let doc = wirerate_in_lab(&lab, &["-t", "3", "-C", "cubic", "--rcvbuf", "4K"]);
+    println!("1 Gb/s, 4 KiB receive buffer: {}", diagnosis(&doc));
+    assert_eq!(bottleneck(&doc), "receiver_window", "{}", diagnosis(&doc));
+    let texts = evidence_texts(&doc).join("\n");
+    assert!(
+        texts.contains("BDP"),
+        "the bandwidth-delay arithmetic is shown: {texts}"
+    );
+    let advice = diagnosis(&doc)["advice"].to_string();
+    assert!(
+        advice.contains("tcp_rmem") || advice.contains("rmem_max"),
+        "{advice}"
+    );
+}
+
+#[test]
+fn lab_udp_above_the_wire_rate_loses_on_the_path() {
+    if skip_unless_root("lab_udp_above_the_wire_rate_loses_on_the_path") {
+        return;
+    }
+    let lab = Lab::up("du", &["--rate", "10M", "--buffer", "64K"]);
+    let doc = wirerate_in_lab(&lab, &["-u", "-b", "12M", "-t", "3"]);
+    println!("12 Mbit/s into 10 Mb/s: {}", diagnosis(&doc));
+    assert_eq!(bottleneck(&doc), "udp_path", "{}", diagnosis(&doc));
+}
+
+#[test]
+fn lab_queue_that_drops_gives_real_loss_not_spurious() {
+    if skip_unless_root("lab_queue_that_drops_gives_real_loss_not_spurious") {
+        return;
+    }
+    // an 8 KiB queue on a 100 Mb/s wire: bbr overruns it and the shaper drops
+    let lab = Lab::up("dl", &["--rate", "100M", "--buffer", "8K"]);
+    let doc = wirerate_in_lab(&lab, &["-t", "3", "-C", "bbr"]);
+    let tcp = &doc["summary"]["tcp"];
+    println!("100 Mb/s, 8 KiB queue: {tcp}\n{}", diagnosis(&doc));
+    let retrans = tcp["retransmits"].as_u64().unwrap_or(0);
+    let spurious = tcp["dsack_dups"].as_u64().unwrap_or(0);
+    assert!(retrans > 0 && spurious * 2 < retrans, "{tcp}");
+    assert_eq!(bottleneck(&doc), "congestion", "{}", diagnosis(&doc));
+    let texts = evidence_texts(&doc).join("\n");
+    assert!(texts.contains("Mathis"), "{texts}");
+}
+
+#[test]
+fn json_diagnosis_follows_the_schema() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let out = run(&["run", "-t", "0.5", "--json", "--no-store"], LIMIT_LONG);
+    assert!(out.status.success());
+    let doc = json(&out);
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let mut broken = doc.clone();
+    broken["summary"]["diagnosis"]["bottleneck"] = Value::from("gremlins");
+    assert!(!validator.is_valid(&broken));
+    let mut broken = doc;
+    broken["evidence"]["client"]["tcp_ext"]["TCPDSACKRecv"] = Value::from(-1);
+    assert!(!validator.is_valid(&broken));
+}
