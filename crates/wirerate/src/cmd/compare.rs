@@ -7,6 +7,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use wirerate_core::diagnosis::Diagnosis;
 use wirerate_core::stats::{compare, Change, Comparison, Metric};
 use wirerate_core::units::format_bps;
 use wirerate_core::RunResult;
@@ -198,6 +199,9 @@ fn text_report(a: &Sample, b: &Sample, rows: &[(Metric, Comparison)]) -> String 
     for d in differences(&a.runs, &b.runs) {
         o.push_str(&format!("   {}: A {}, B {}\n", d.what, d.a, d.b));
     }
+    for line in why_differences(a, b) {
+        o.push_str(&format!("   why: {line}\n"));
+    }
     o.push('\n');
     o.push_str(&compare_table(rows));
     o.push('\n');
@@ -250,6 +254,19 @@ fn json_report(
             .into_iter()
             .map(|d| serde_json::json!({ "what": d.what, "a": d.a, "b": d.b }))
             .collect::<Vec<_>>(),
+        "diagnosis_differences": why_differences(a, b),
         "metrics": metrics,
     })
+}
+
+/// How the two groups' diagnoses differ ("A: wire-bound (5 of 5 runs); B: …"); empty when
+/// they agree or neither has one.
+fn why_differences(a: &Sample, b: &Sample) -> Vec<String> {
+    let of = |s: &Sample| -> Vec<&Diagnosis> {
+        s.runs
+            .iter()
+            .filter_map(|r| r.summary.diagnosis.as_ref())
+            .collect()
+    };
+    wirerate_core::diagnosis::differences(&of(a), &of(b))
 }
