@@ -189,6 +189,21 @@ impl Store {
         Ok(Stored { id, new: true })
     }
 
+    /// Gives a stored run a label and repeat group (an import naming runs that are already
+    /// stored); false when there is no run with this id.
+    pub fn set_label(
+        &mut self,
+        id: i64,
+        label: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let n = self.conn.execute(
+            "UPDATE runs SET label = ?2, repeat_group = ?3 WHERE id = ?1",
+            rusqlite::params![id, label, group],
+        )?;
+        Ok(n == 1)
+    }
+
     /// Runs matching `filter` with their full documents, oldest first (the newest `limit`
     /// when a limit is set).
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {

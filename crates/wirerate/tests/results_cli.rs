@@ -365,3 +365,52 @@ fn import_keeps_export_labels_and_stores_each_run_once() {
     assert!(err.contains("junk.json: not wirerate results"), "{err}");
     assert!(!fresh.exists());
 }
+
+#[test]
+fn import_labels_runs_that_run_already_stored() {
+    // the README's workflow: `run --json >> k.json` stores each run unlabelled as it goes,
+    // then `import k.json --label k` must label them, not report "stored 0 runs"
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db = db.to_str().unwrap();
+    let file = dir.path().join("k.json");
+    let mut all = String::new();
+    for _ in 0..2 {
+        let args = ["run", "-t", "0.2", "-i", "0", "--json", "--db", db];
+        let (code, out, err) = outcome(&wirerate(&args));
+        assert_eq!(code, 0, "{err}");
+        all.push_str(&out);
+    }
+    std::fs::write(&file, all).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out, err) = outcome(&wirerate(&["import", file, "--label", "k", "--db", db]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("stored 0 runs in ") && out.contains("labelled 'k' 2 runs already stored"),
+        "{out}"
+    );
+    let (code, out, _) = outcome(&wirerate(&["history", "--label", "k", "--db", db]));
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 3, "header and two runs: {out}");
+    let (_, out, _) = outcome(&wirerate(&[
+        "history", "--label", "k", "--json", "--db", db,
+    ]));
+    let v = json_of(&out);
+    let groups: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    assert!(
+        groups.len() == 2 && groups[0] == groups[1],
+        "one group: {out}"
+    );
+    // importing again changes nothing, and says so
+    let (code, out, _) = outcome(&wirerate(&["import", file, "--label", "k", "--db", db]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("(2 already there)") && !out.contains("labelled"),
+        "{out}"
+    );
+}
