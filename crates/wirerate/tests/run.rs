@@ -204,6 +204,28 @@ fn bad_flags_exit_2_with_one_line() {
 }
 
 #[test]
+fn missing_arguments_are_named_in_the_one_line_error() {
+    // clap lists the missing names on the lines after its message; they must not be cut
+    for (args, name) in [
+        (vec!["run", "127.0.0.1", "-b", "100M"], "--udp"),
+        (vec!["show"], "<RUN>"),
+        (vec!["compare", "k"], "<B>"),
+        (vec!["lab", "exec"], "<NODE>"),
+        (vec!["run", "--loss", "1"], "--find-max"),
+    ] {
+        let out = run(&args, LIMIT);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("wirerate: the following required arguments were not provided: ")
+                && err.contains(name),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn refused_and_silent_peers_exit_1_quickly() {
     let port = common::free_port().to_string();
     let out = run(&["run", "127.0.0.1", "-p", &port, "-t", "1"], LIMIT);
