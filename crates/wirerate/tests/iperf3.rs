@@ -203,6 +203,7 @@ fn wirerate_client_udp_forward_reverse_and_bidir() {
     let rate = s["goodput_bps"].as_f64().unwrap();
     assert!((40e6..=51e6).contains(&rate), "paced at 50 Mbit/s: {rate}");
     assert!(s["udp"]["jitter_ms"].as_f64().is_some());
+    assert_eq!(s["udp"]["target_bps"].as_f64(), Some(50e6));
     assert!(s["tcp"].is_null());
 
     let srv = Iperf3Server::start();
@@ -225,6 +226,34 @@ fn wirerate_client_udp_forward_reverse_and_bidir() {
     assert_eq!(j["streams"].as_array().unwrap().len(), 4);
     let flows = j["summary"]["flows"].as_array().unwrap();
     assert!(flows.iter().all(|f| u(&f["bytes"]) > 0), "{flows:?}");
+}
+
+#[test]
+fn iperf3_udp_summary_says_paced_not_unpaced() {
+    // the header said "paced at 100 Mbit/s" and the summary "datagrams sent (unpaced)"
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let args = [
+        "run",
+        "127.0.0.1",
+        "--iperf3",
+        "-p",
+        &p,
+        "-u",
+        "-b",
+        "100M",
+        "-t",
+        "1",
+    ];
+    let out = run(&args, LIMIT);
+    drop(srv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let udp = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("UDP ") && l.contains("datagrams sent"))
+        .unwrap_or_else(|| panic!("no UDP line: {text}"));
+    assert!(udp.contains("(paced at 100.00 Mbit/s per stream)"), "{udp}");
 }
 
 #[test]

@@ -140,7 +140,7 @@ pub fn run_client(
     };
     Ok(ClientOutcome {
         udp: (spec.protocol == Protocol::Udp)
-            .then(|| udp_summary(&remote, &run.udp_local, &cx.map)),
+            .then(|| udp_summary(spec, &remote, &run.udp_local, &cx.map)),
         remote: remote.to_side(&cx.map, Side::Server, window_s.max(0.0)),
         local,
         server_addr: addr,
@@ -356,8 +356,13 @@ fn finish_tcp(side: SideRun, idle: Duration) -> SideReport {
 }
 
 /// Loss and jitter over every UDP flow: the server's figures for the flows it received,
-/// this side's for the flows it received.
-fn udp_summary(remote: &Results, local: &[UdpOutcome], map: &StreamMap) -> UdpSummary {
+/// this side's for the flows it received; the pacing target is the spec's.
+fn udp_summary(
+    spec: &TestSpec,
+    remote: &Results,
+    local: &[UdpOutcome],
+    map: &StreamMap,
+) -> UdpSummary {
     let (mut packets, mut lost, mut out_of_order) = (0u64, 0u64, 0u64);
     let mut jitters = Vec::new();
     for st in local.iter().filter_map(|o| o.stats.as_ref()) {
@@ -377,6 +382,7 @@ fn udp_summary(remote: &Results, local: &[UdpOutcome], map: &StreamMap) -> UdpSu
         }
     }
     UdpSummary {
+        target_bps: spec.rate_bps,
         packets,
         lost,
         loss_percent: if packets > 0 {
