@@ -71,8 +71,9 @@ pub struct IoStats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct IoSummary {
-    pub sender: IoStats,
-    pub receiver: IoStats,
+    /// None where the side's calls were not counted (an iperf3 peer does not report them).
+    pub sender: Option<IoStats>,
+    pub receiver: Option<IoStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

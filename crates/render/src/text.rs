@@ -80,7 +80,10 @@ pub fn interval(iv: &Interval) -> String {
     )
 }
 
-fn io_line(name: &str, io: &IoStats, verb: &str) -> String {
+fn io_line(name: &str, io: Option<&IoStats>, verb: &str) -> String {
+    let Some(io) = io else {
+        return format!("  {name:<22} n/a (the peer does not count its {verb})");
+    };
     format!(
         "  {name:<22} {} {verb}, {:.1}/s, {} per call",
         io.calls,
@@ -232,8 +235,16 @@ pub fn summary(r: &RunResult) -> String {
             );
         }
     }
-    let _ = writeln!(o, "{}", io_line("I/O sender", &s.io.sender, "writes"));
-    let _ = writeln!(o, "{}", io_line("I/O receiver", &s.io.receiver, "reads"));
+    let _ = writeln!(
+        o,
+        "{}",
+        io_line("I/O sender", s.io.sender.as_ref(), "writes")
+    );
+    let _ = writeln!(
+        o,
+        "{}",
+        io_line("I/O receiver", s.io.receiver.as_ref(), "reads")
+    );
     let _ = writeln!(o, "{}", cpu_line("CPU client", s.cpu.local.as_ref()));
     let _ = writeln!(o, "{}", cpu_line("CPU server", s.cpu.remote.as_ref()));
     let _ = writeln!(

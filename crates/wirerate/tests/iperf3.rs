@@ -257,6 +257,58 @@ fn iperf3_udp_summary_says_paced_not_unpaced() {
 }
 
 #[test]
+fn iperf3_forward_receiver_io_is_not_available_rather_than_zero() {
+    // the iperf3 server does not count its reads: "0 reads, 0 B per call" was false
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "--iperf3",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    drop(srv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rx = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("I/O receiver"))
+        .unwrap_or_else(|| panic!("no I/O receiver line: {text}"));
+    assert!(rx.contains("n/a") && !rx.contains("0 reads"), "{rx}");
+    // no interval lines for what the server received, and one line that says why
+    let notes = text
+        .lines()
+        .filter(|l| l.contains("gives no intervals"))
+        .count();
+    assert_eq!(notes, 1, "{text}");
+
+    let srv = Iperf3Server::start();
+    let j = wirerate_client(srv.port, &["-t", "1"]);
+    drop(srv);
+    assert!(
+        j["summary"]["io"]["receiver"].is_null(),
+        "{}",
+        j["summary"]["io"]
+    );
+    assert!(u(&j["summary"]["io"]["sender"]["calls"]) > 0);
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&j)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
 fn iperf3_udp_clients_against_wirerate_serve() {
     let srv = ServerProc::start(&["--idle-timeout", "3"]);
     for extra in [

@@ -252,12 +252,17 @@ struct Printer {
     progress: bool,
     total_s: Option<f64>,
     shown_progress: bool,
+    /// Said once under the interval header: why some intervals will not come.
+    note: Option<&'static str>,
 }
 
 impl Observer for Printer {
     fn started(&mut self) {
         if self.text {
             crate::say!("{}", text::interval_header());
+            if let Some(note) = self.note {
+                crate::say!("{note}");
+            }
         }
     }
 
@@ -449,6 +454,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
         total_s: spec.send_seconds(),
         shown_progress: false,
+        note: (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then_some(
+            "(the iperf3 server gives no intervals of what it receives: client→server is in the summary only)",
+        ),
     };
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
