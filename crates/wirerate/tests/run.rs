@@ -177,6 +177,52 @@ fn text_report_has_intervals_and_summary() {
     }
 }
 
+/// Bytes of a size as the text report prints it ("4.65 GiB").
+fn size_bytes(num: &str, unit: &str) -> f64 {
+    let x: f64 = num
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {num}"));
+    let scale = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => panic!("unknown unit {other}"),
+    };
+    x * scale
+}
+
+#[test]
+fn reverse_run_prints_its_last_interval() {
+    // the client's last, partial interval came with its report and was never printed
+    let out = run(&["run", "-t", "3", "-R", "-i", "1", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let intervals: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("server→client") && l.contains(" s "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            size_bytes(f[3], f[4])
+        })
+        .collect();
+    assert_eq!(intervals.len(), 3, "{text}");
+    let total = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("goodput (receiver)"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            size_bytes(f[4], f[5])
+        })
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    let sum: f64 = intervals.iter().sum();
+    assert!(
+        (sum - total).abs() <= total * 0.02,
+        "intervals {sum} of {total} bytes: {text}"
+    );
+}
+
 #[test]
 fn bad_flags_exit_2_with_one_line() {
     for args in [

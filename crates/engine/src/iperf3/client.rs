@@ -88,6 +88,8 @@ struct Run {
     local: Option<SideReport>,
     udp_local: Vec<UdpOutcome>,
     remote: Option<Results>,
+    /// Intervals already shown; the last, partial one comes with this side's report.
+    shown: usize,
 }
 
 /// What the driver needs to know, in one place.
@@ -194,6 +196,7 @@ fn drive(
         };
         for iv in streams.intervals(now) {
             obs.interval(&iv);
+            run.shown += 1;
         }
         if sess.is_running() {
             obs.tick(now.duration_since(t0).as_secs_f64());
@@ -266,6 +269,9 @@ fn on_event(
             match run.streams.take() {
                 Some(Streams::Tcp(side)) => {
                     let report = finish_tcp(*side, idle);
+                    for iv in report.intervals.iter().skip(run.shown) {
+                        obs.interval(iv);
+                    }
                     results = Results::from_side(&report, &cx.map);
                     run.local = Some(report);
                 }
