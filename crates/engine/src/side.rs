@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use socket2::SockRef;
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::Interval;
@@ -253,6 +254,10 @@ impl SideRun {
         let mut intervals = std::mem::take(&mut self.clock.done);
         intervals.extend(self.clock.close(last_end, &received));
         let mut host = host_env();
+        host.socket_buffers = self.spec.window_bytes.and_then(|w| {
+            let sock = SockRef::from(self.socks.first()?);
+            Some(crate::net::socket_buffers(&sock, w))
+        });
         if let Some(before) = &self.iface {
             if let Some(after) = IfaceSnapshot::read(&before.name) {
                 host.interfaces.push(after.delta(before));

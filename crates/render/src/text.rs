@@ -193,6 +193,18 @@ fn iface_line(side: &str, i: &InterfaceDelta) -> String {
     )
 }
 
+/// `-w` as asked and as the kernel set it (Linux doubles a request and has a minimum).
+fn buffers_line(side: &str, b: &wirerate_core::result::SocketBuffers) -> String {
+    let size = |v: Option<u64>| v.map_or_else(|| "n/a".into(), format_bytes);
+    format!(
+        "  {:<22} asked {}, kernel set {} send, {} receive",
+        format!("window ({side})"),
+        format_bytes(b.asked_bytes),
+        size(b.send_bytes),
+        size(b.receive_bytes)
+    )
+}
+
 /// The summary table printed at the end of a run.
 pub fn summary(r: &RunResult) -> String {
     let s = &r.summary;
@@ -285,6 +297,11 @@ pub fn summary(r: &RunResult) -> String {
     if !r.env.embedded_server {
         for i in &r.env.server.interfaces {
             let _ = writeln!(o, "{}", iface_line("server", i));
+        }
+    }
+    for (side, h) in [("client", &r.env.client), ("server", &r.env.server)] {
+        if let Some(b) = &h.socket_buffers {
+            let _ = writeln!(o, "{}", buffers_line(side, b));
         }
     }
     let w = &s.wire;

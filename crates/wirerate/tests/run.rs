@@ -56,7 +56,7 @@ fn json_output_validates_against_the_checked_in_schema() {
     for args in [
         vec!["run", "-t", "0.5", "--json"],
         vec![
-            "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "--json",
+            "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "-w", "256K", "--json",
         ],
     ] {
         let out = run(&args, LIMIT);
@@ -221,6 +221,30 @@ fn reverse_run_prints_its_last_interval() {
         (sum - total).abs() <= total * 0.02,
         "intervals {sum} of {total} bytes: {text}"
     );
+}
+
+#[test]
+fn a_window_the_kernel_raised_is_reported_as_set() {
+    // -w 1 gets the kernel's minimum; nothing said so
+    let out = run(&["run", "-t", "0.3", "-w", "1", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("window (client)"))
+        .unwrap_or_else(|| panic!("no window line: {text}"));
+    assert!(line.contains("asked 1 B, kernel set "), "{line}");
+    let out = run(&["run", "-t", "0.3", "-w", "1", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    for side in ["client", "server"] {
+        let b = &j["env"][side]["socket_buffers"];
+        assert_eq!(b["asked_bytes"], 1, "{side}: {b}");
+        assert!(b["send_bytes"].as_u64().unwrap() > 1, "{side}: {b}");
+        assert!(b["receive_bytes"].as_u64().unwrap() > 1, "{side}: {b}");
+    }
+    let out = run(&["run", "-t", "0.3", "--json"], LIMIT);
+    assert!(json(&out)["env"]["client"]["socket_buffers"].is_null());
 }
 
 #[test]
