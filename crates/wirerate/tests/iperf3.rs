@@ -309,6 +309,36 @@ fn iperf3_forward_receiver_io_is_not_available_rather_than_zero() {
 }
 
 #[test]
+fn a_plain_run_against_an_iperf3_server_says_add_iperf3_quickly() {
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("iperf3").is_file());
+    if !on_path {
+        eprintln!(
+            "SKIPPED a_plain_run_against_an_iperf3_server_says_add_iperf3_quickly: no iperf3"
+        );
+        return;
+    }
+    // it waited the whole idle timeout (10 s) and said the peer was silent
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let t0 = Instant::now();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-t", "1", "--no-store"],
+        LIMIT,
+    );
+    let took = t0.elapsed();
+    drop(srv);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("looks like an iperf3 server: add --iperf3"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
 fn iperf3_udp_clients_against_wirerate_serve() {
     let srv = ServerProc::start(&["--idle-timeout", "3"]);
     for extra in [

@@ -378,7 +378,7 @@ pub fn execute(
             Err(EngineError::Proto(ProtoError::Busy(_))) if std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            r => break r?,
+            r => break r.map_err(|e| iperf3_hint(e, t))?,
         }
     };
     let facts = link_facts(spec, &outcome.local);
@@ -407,6 +407,18 @@ pub fn execute(
         .filter_map(|s| s.error.clone())
         .collect();
     Ok((result, errors))
+}
+
+/// A wirerate client that finds silence on iperf3's port is most likely talking to an
+/// iperf3 server that waits for more of its cookie: say what to add.
+fn iperf3_hint(e: EngineError, t: &Target) -> anyhow::Error {
+    let iperf3_port = t.addr.port() == wirerate_proto::iperf3::DEFAULT_PORT;
+    match e {
+        EngineError::Proto(ProtoError::TimedOut(_)) if iperf3_port && !t.iperf3 => {
+            anyhow::anyhow!("{e}: port 5201 is iperf3's; for an iperf3 server, add --iperf3")
+        }
+        e => e.into(),
+    }
 }
 
 /// An observer that prints nothing.
