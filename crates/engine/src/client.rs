@@ -156,7 +156,7 @@ pub fn run_test(
             s.abort();
             let _ = s.finish();
         }
-        sess.abort(&e.to_string());
+        sess.abort(&e.full());
         let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
         return Err(e);
     }

@@ -27,8 +27,7 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("wirerate: {}", chain.join(": "));
+            eprintln!("wirerate: {}", wirerate_engine::chain(e.as_ref()));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

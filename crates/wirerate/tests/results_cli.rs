@@ -414,3 +414,81 @@ fn import_labels_runs_that_run_already_stored() {
         "{out}"
     );
 }
+
+#[test]
+fn errors_say_their_cause_once_true_and_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // the cause was printed twice: "Connection refused (os error 111): Connection refused …"
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (code, _, err) = outcome(&wirerate(&["run", "127.0.0.1", "-p", &port, "--no-store"]));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    // "file is not a database: file is not a database"
+    let not_db = dir.path().join("not.db");
+    std::fs::write(
+        &not_db,
+        "plain text, not SQLite, long enough to be read as a header",
+    )
+    .unwrap();
+    let (code, _, err) = outcome(&wirerate(&["history", "--db", not_db.to_str().unwrap()]));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("not a database").count(), 1, "{err}");
+    // a named database in a missing directory: refused, and no directory tree made
+    let deep = dir.path().join("no").join("such").join("r.db");
+    let (code, _, err) = outcome(&wirerate(&[
+        "run",
+        "-t",
+        "0.1",
+        "--db",
+        deep.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("does not exist: create "), "{err}");
+    assert!(!dir.path().join("no").exists(), "a directory tree was made");
+    // negative numbers reach validation
+    for (args, msg) in [
+        (vec!["run", "-t", "-5"], "-t must be positive"),
+        (vec!["run", "-i", "-2"], "-i must be 0 or more"),
+    ] {
+        let (code, _, err) = outcome(&wirerate(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim(), format!("wirerate: {msg}"), "{args:?}");
+    }
+}
+
+#[test]
+fn a_database_that_exists_but_cannot_be_read_is_not_called_missing() {
+    // needs an unprivileged user: root reads everything
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !setpriv.exists() {
+        eprintln!("SKIPPED: needs root and setpriv to run as an unprivileged user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    Store::open(&db).unwrap();
+    // the directory is closed to others: the file exists, and cannot be reached
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_wirerate"))
+        .args(["history", "--db", db.to_str().unwrap()])
+        .env_remove("WIRERATE_DB")
+        .output()
+        .unwrap();
+    let (code, _, err) = outcome(&out);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot read results database") && err.contains("ermission denied"),
+        "{err}"
+    );
+    assert!(!err.contains("no results database"), "{err}");
+}
