@@ -192,13 +192,17 @@ fn summarize(
     let seconds = flows.iter().map(|f| f.seconds).fold(0.0, f64::max);
     let sender_seconds = streams.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
     let sum = |f: fn(&StreamResult) -> u64| -> u64 { streams.iter().map(f).sum() };
+    // bytes moved in no calls: the side did not count its calls (an iperf3 peer)
+    let known = |calls: u64, bytes: u64, s: f64| {
+        (calls > 0 || bytes == 0).then(|| io_stats(calls, bytes, s))
+    };
     let io = IoSummary {
-        sender: io_stats(
+        sender: known(
             sum(|s| s.sender.calls),
             sum(|s| s.sender.bytes),
             sender_seconds,
         ),
-        receiver: io_stats(
+        receiver: known(
             sum(|s| s.receiver.calls),
             sum(|s| s.receiver.bytes),
             seconds,

@@ -87,8 +87,9 @@ pub struct IoStats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct IoSummary {
-    pub sender: IoStats,
-    pub receiver: IoStats,
+    /// None where the side's calls were not counted (an iperf3 peer does not report them).
+    pub sender: Option<IoStats>,
+    pub receiver: Option<IoStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -319,6 +320,18 @@ pub struct HostEnv {
     pub cores: Option<u32>,
     /// Interfaces that carried the test, as deltas over the test.
     pub interfaces: Vec<InterfaceDelta>,
+    /// The socket buffers the kernel set for the test's `-w`, where one was asked for.
+    #[serde(default)]
+    pub socket_buffers: Option<SocketBuffers>,
+}
+
+/// What `-w` asked for and what the kernel set, read back from a data socket (Linux doubles
+/// the request for its bookkeeping and enforces a minimum).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SocketBuffers {
+    pub asked_bytes: u64,
+    pub send_bytes: Option<u64>,
+    pub receive_bytes: Option<u64>,
 }
 
 /// Counters of one interface over the test (after minus before).

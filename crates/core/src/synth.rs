@@ -26,6 +26,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             tx_packets: Some(bytes / 1448),
             ..Default::default()
         }],
+        socket_buffers: None,
     };
     RunResult {
         schema_version: SCHEMA_VERSION,

@@ -72,6 +72,8 @@ pub fn run_test(
     let mut remote: Option<SideReport> = None;
     let mut started: Option<Instant> = None;
     let mut streams: Vec<Attached> = Vec::new();
+    // intervals of this side already shown; the last, partial one comes with the report
+    let mut shown = 0usize;
     let result = (|| -> Result<(), EngineError> {
         loop {
             ctl.flush(|| sess.poll_transmit(), cfg.idle)
@@ -131,6 +133,7 @@ pub fn run_test(
             if let Some(s) = side.as_mut() {
                 for iv in s.poll_intervals(now) {
                     obs.interval(&iv);
+                    shown += 1;
                 }
                 if let Some(t0) = started {
                     obs.tick(now.duration_since(t0).as_secs_f64());
@@ -138,6 +141,9 @@ pub fn run_test(
                 if s.is_done() {
                     if let Some(s) = side.take() {
                         let report = s.finish();
+                        for iv in report.intervals.iter().skip(shown) {
+                            obs.interval(iv);
+                        }
                         sess.local_report(report.clone(), Instant::now());
                         local = Some(report);
                     }
@@ -150,7 +156,7 @@ pub fn run_test(
             s.abort();
             let _ = s.finish();
         }
-        sess.abort(&e.to_string());
+        sess.abort(&e.full());
         let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
         return Err(e);
     }

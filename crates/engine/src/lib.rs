@@ -22,5 +22,5 @@ mod udp;
 mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
-pub use error::EngineError;
+pub use error::{chain, EngineError};
 pub use server::{Server, ServerConfig};

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use wirerate_core::result::SocketBuffers;
 use wirerate_core::TestSpec;
 
 use crate::error::EngineError;
@@ -34,6 +35,22 @@ pub fn apply_options(sock: &SockRef<'_>, spec: &TestSpec) -> Result<(), EngineEr
         set_congestion(sock, cc)?;
     }
     Ok(())
+}
+
+/// The buffers the kernel set on a socket after `-w` asked for `asked` bytes.
+pub fn socket_buffers(sock: &SockRef<'_>, asked: u64) -> SocketBuffers {
+    let read = |v: io::Result<usize>| v.ok().and_then(|n| u64::try_from(n).ok());
+    SocketBuffers {
+        asked_bytes: asked,
+        send_bytes: read(sock.send_buffer_size()),
+        receive_bytes: read(sock.recv_buffer_size()),
+    }
+}
+
+/// Keeps at most `bytes` unsent in the socket (TCP_NOTSENT_LOWAT): a writer waits for the
+/// rest to drain.
+pub fn set_notsent_lowat(sock: &SockRef<'_>, bytes: i32) -> io::Result<()> {
+    set_int_opt(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
 /// Turns on receive batching for a reader of `len`-byte buffers.

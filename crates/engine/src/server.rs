@@ -204,7 +204,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
     let token = match random_token() {
         Ok(t) => t,
-        Err(e) => return shared.log(format_args!("{e}")),
+        Err(e) => return shared.log(format_args!("{}", e.full())),
     };
     let (tx, rx) = mpsc::channel();
     {
@@ -244,7 +244,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             spec.parallel,
             wirerate_core::units::format_bps(goodput)
         )),
-        Err(e) => shared.log(format_args!("ended test with {who}: {e}")),
+        Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
     }
     *shared.active() = None;
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use socket2::SockRef;
 use wirerate_core::evidence::{interval_tcp, TcpSample};
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport, StreamReport};
@@ -320,6 +321,13 @@ impl SideRun {
         let mut intervals = std::mem::take(&mut self.clock.done);
         intervals.extend(self.clock.close(last_end, &received));
         let mut host = host_env();
+        let asked = (self.spec.window_bytes)
+            .or(self.spec.sndbuf_bytes)
+            .or(self.spec.rcvbuf_bytes);
+        host.socket_buffers = asked.and_then(|w| {
+            let sock = SockRef::from(self.workers.iter().find_map(|w| w.sock.as_ref())?);
+            Some(crate::net::socket_buffers(&sock, w))
+        });
         if let Some(before) = &self.iface {
             if let Some(after) = IfaceSnapshot::read(&before.name) {
                 host.interfaces.push(after.delta(before));

@@ -167,9 +167,10 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
         },
     };
     let mut off = 0usize; // progress inside the current block (only for --blocks)
+    let mut deadline = Deadline::new(plan.start, end_at, plan.idle);
     while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        if end_at.is_some_and(|e| now >= e) {
+        if !deadline.arm(&sock, now) {
             break;
         }
         let want = (len - off).min(usize::try_from(remaining).unwrap_or(usize::MAX));
@@ -189,8 +190,9 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                // a write cut short by an ordered stop (abort) is the end, not a failure
-                if !plan.stop.load(Ordering::Relaxed) {
+                // a write cut short by an ordered stop (abort) or by the end time is the
+                // end, not a failure
+                if !plan.stop.load(Ordering::Relaxed) && !deadline.cut(&e) {
                     error = Some(describe(&e, "sending"));
                 }
                 break;
@@ -204,6 +206,101 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let mut report = t.report(&plan, t0, error);
     report.tcp = tcp_info(&sock);
     report
+}
+
+/// Ends a timed sender's writes at the end time, even inside a large write on a slow path
+/// (1 MiB takes 0.84 s at 10 Mbit/s, far longer behind a tiny window): within the last idle
+/// timeout before the end, each write's send timeout (SO_SNDTIMEO) is what is left of the
+/// test, renewed every [`Deadline::RENEW`], so no write outlasts the end by more than that.
+///
+/// What the socket buffer holds at the end still reaches the receiver after it, and an
+/// autotuned buffer holds seconds of a slow path. So the unsent part is kept to what the
+/// path drains in [`Deadline::TAIL`] (TCP_NOTSENT_LOWAT, from the rate acknowledged so
+/// far), first after [`Deadline::FIRST`] of the test, while the backlog is still small, and
+/// again in its last second with a better estimate: the writer waits while any excess
+/// drains, and the pipe stays full (the writer is woken long before the tail runs dry). A
+/// fast path (a tail over 64 MiB) is left alone.
+struct Deadline {
+    start: Instant,
+    end: Option<Instant>,
+    idle: Duration,
+    /// When the send timeout was last set to what was left of the test.
+    set_at: Option<Instant>,
+    /// How often the unsent tail was limited (at most twice).
+    tails: u8,
+}
+
+impl Deadline {
+    const RENEW: Duration = Duration::from_millis(20);
+    const FIRST: Duration = Duration::from_millis(250);
+    const LAST: Duration = Duration::from_secs(1);
+    const TAIL: f64 = 0.05;
+
+    fn new(start: Instant, end: Option<Instant>, idle: Duration) -> Deadline {
+        Deadline {
+            start,
+            end,
+            idle,
+            set_at: None,
+            tails: 0,
+        }
+    }
+
+    /// Sets the send timeout for the next write; false when the end time has come.
+    fn arm(&mut self, sock: &TcpStream, now: Instant) -> bool {
+        let Some(end) = self.end else {
+            return true;
+        };
+        let left = end.saturating_duration_since(now);
+        if left < Duration::from_millis(1) {
+            return false;
+        }
+        let ran = now.saturating_duration_since(self.start);
+        let due = match self.tails {
+            0 => ran >= Self::FIRST,
+            1 => left <= Self::LAST && ran >= 4 * Self::FIRST,
+            _ => false,
+        };
+        if due && self.limit_tail(sock, ran) {
+            self.tails += 1;
+        }
+        let renew = self
+            .set_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= Self::RENEW);
+        if left < self.idle && renew {
+            let _ = sock.set_write_timeout(Some(left));
+            self.set_at = Some(now);
+        }
+        true
+    }
+
+    /// Keeps the unsent bytes to [`Deadline::TAIL`] of the rate acknowledged in the `ran`
+    /// time so far (at least 16 KiB); false when the kernel does not count acknowledged
+    /// bytes.
+    fn limit_tail(&self, sock: &TcpStream, ran: Duration) -> bool {
+        let ran = ran.as_secs_f64();
+        let Some(acked) = tcp_info(sock).and_then(|t| t.bytes_acked) else {
+            return false;
+        };
+        let tail = (acked as f64 / ran * Self::TAIL).max(16384.0);
+        // a fast path drains any send buffer within the tail: nothing to limit
+        if tail < f64::from(64u32 << 20) {
+            let _ = crate::net::set_notsent_lowat(&SockRef::from(sock), tail as i32);
+        }
+        true
+    }
+
+    /// Whether this write error is the send timeout firing at the end time.
+    fn cut(&self, e: &io::Error) -> bool {
+        let timed_out = matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        );
+        timed_out
+            && self
+                .end
+                .is_some_and(|end| Instant::now() + Self::RENEW >= end)
+    }
 }
 
 /// Waits (bounded) until the peer closes, so the kernel has seen every ACK.

@@ -27,6 +27,7 @@ pub fn host_env() -> HostEnv {
             .ok()
             .map(|n| n.get() as u32),
         interfaces: Vec::new(),
+        socket_buffers: None,
     }
 }
 

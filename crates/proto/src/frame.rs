@@ -16,6 +16,9 @@ pub const MAX_SERVER_FRAME: usize = 16 << 20;
 pub enum ProtoError {
     #[error("peer is not a wirerate endpoint (bad magic)")]
     BadMagic,
+    /// A server that answered the client's opening with one of iperf3's state bytes.
+    #[error("the server answered with iperf3's state byte {0}, so it looks like an iperf3 server: add --iperf3")]
+    Iperf3Server(i8),
     #[error("peer speaks protocol version {0}, this build speaks {1}")]
     Version(u16, u16),
     #[error("unknown channel {0}")]

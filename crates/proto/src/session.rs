@@ -13,7 +13,7 @@ use wirerate_core::TestSpec;
 
 use crate::data::{token_eq, DataHello};
 use crate::frame::{
-    encode, Channel, FrameDecoder, Preamble, ProtoError, MAX_CLIENT_FRAME, MAX_SERVER_FRAME,
+    encode, Channel, FrameDecoder, Preamble, ProtoError, MAGIC, MAX_CLIENT_FRAME, MAX_SERVER_FRAME,
     PREAMBLE_LEN,
 };
 use crate::msg::{token_from_hex, token_hex, Msg, UdpProof};
@@ -360,6 +360,15 @@ impl ClientSession {
             let take = (PREAMBLE_LEN - self.pre.len()).min(bytes.len());
             self.pre.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
+            // an iperf3 server takes the opening as its cookie and answers one state byte
+            // (PARAM_EXCHANGE, or ACCESS_DENIED when busy), then waits: say so at once
+            if let Some(&b) = self.pre.first().filter(|&&b| b != MAGIC[0]) {
+                self.c.state = ClientState::Failed;
+                return Err(match b as i8 {
+                    s @ (9 | -1 | -2) => ProtoError::Iperf3Server(s),
+                    _ => ProtoError::BadMagic,
+                });
+            }
             if self.pre.len() < PREAMBLE_LEN {
                 return Ok(Vec::new());
             }

@@ -122,6 +122,32 @@ fn silent_client_times_out_at_each_stage() {
 }
 
 #[test]
+fn an_iperf3_server_is_recognised_by_its_first_byte() {
+    let now = Instant::now();
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    // iperf3 takes the opening as its cookie and asks for parameters (state 9)
+    assert_eq!(
+        c.handle_input(&[9], now).unwrap_err(),
+        ProtoError::Iperf3Server(9)
+    );
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    assert_eq!(
+        c.handle_input(&[0xff], now).unwrap_err(),
+        ProtoError::Iperf3Server(-1)
+    );
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    assert_eq!(
+        c.handle_input(b"HTTP", now).unwrap_err(),
+        ProtoError::BadMagic
+    );
+    // wirerate's own preamble, a byte at a time, is not mistaken for one
+    let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+    for b in crate::frame::Preamble::new(crate::frame::Channel::Control).emit() {
+        assert!(c.handle_input(&[b], now).is_ok());
+    }
+}
+
+#[test]
 fn truncated_frame_waits_and_close_is_an_error() {
     let now = Instant::now();
     let mut s = ServerSession::new(now, IDLE, TOKEN, "t");

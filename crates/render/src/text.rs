@@ -81,7 +81,10 @@ pub fn interval(iv: &Interval) -> String {
     )
 }
 
-fn io_line(name: &str, io: &IoStats, verb: &str) -> String {
+fn io_line(name: &str, io: Option<&IoStats>, verb: &str) -> String {
+    let Some(io) = io else {
+        return format!("  {name:<22} n/a (the peer does not count its {verb})");
+    };
     format!(
         "  {name:<22} {} {verb}, {:.1}/s, {} per call",
         io.calls,
@@ -191,6 +194,18 @@ fn iface_line(side: &str, i: &InterfaceDelta) -> String {
     )
 }
 
+/// `-w` as asked and as the kernel set it (Linux doubles a request and has a minimum).
+fn buffers_line(side: &str, b: &wirerate_core::result::SocketBuffers) -> String {
+    let size = |v: Option<u64>| v.map_or_else(|| "n/a".into(), format_bytes);
+    format!(
+        "  {:<22} asked {}, kernel set {} send, {} receive",
+        format!("window ({side})"),
+        format_bytes(b.asked_bytes),
+        size(b.send_bytes),
+        size(b.receive_bytes)
+    )
+}
+
 /// The summary table printed at the end of a run.
 pub fn summary(r: &RunResult) -> String {
     let s = &r.summary;
@@ -233,8 +248,16 @@ pub fn summary(r: &RunResult) -> String {
             );
         }
     }
-    let _ = writeln!(o, "{}", io_line("I/O sender", &s.io.sender, "writes"));
-    let _ = writeln!(o, "{}", io_line("I/O receiver", &s.io.receiver, "reads"));
+    let _ = writeln!(
+        o,
+        "{}",
+        io_line("I/O sender", s.io.sender.as_ref(), "writes")
+    );
+    let _ = writeln!(
+        o,
+        "{}",
+        io_line("I/O receiver", s.io.receiver.as_ref(), "reads")
+    );
     let _ = writeln!(o, "{}", cpu_line("CPU client", s.cpu.local.as_ref()));
     let _ = writeln!(o, "{}", cpu_line("CPU server", s.cpu.remote.as_ref()));
     let _ = writeln!(
@@ -284,6 +307,11 @@ pub fn summary(r: &RunResult) -> String {
     if !r.env.embedded_server {
         for i in &r.env.server.interfaces {
             let _ = writeln!(o, "{}", iface_line("server", i));
+        }
+    }
+    for (side, h) in [("client", &r.env.client), ("server", &r.env.server)] {
+        if let Some(b) = &h.socket_buffers {
+            let _ = writeln!(o, "{}", buffers_line(side, b));
         }
     }
     let w = &s.wire;

@@ -211,13 +211,13 @@ fn flow_figures(r: &RunResult, flow: Flow, only_flow: bool) -> (SideFigures, Sid
         return (
             SideFigures {
                 bytes: s.sender_bytes,
-                calls: s.io.sender.calls,
+                calls: s.io.sender.map_or(0, |io| io.calls),
                 seconds: s.sender_seconds,
                 cpu: tx_cpu.clone(),
             },
             SideFigures {
                 bytes: s.bytes,
-                calls: s.io.receiver.calls,
+                calls: s.io.receiver.map_or(0, |io| io.calls),
                 seconds: s.seconds,
                 cpu: rx_cpu.clone(),
             },

@@ -215,9 +215,11 @@ fn headlines_of_both_sides() {
 }
 
 fn sample_run() -> RunResult {
-    let io = |calls| IoStats {
-        calls,
-        ..IoStats::default()
+    let io = |calls| {
+        Some(IoStats {
+            calls,
+            ..IoStats::default()
+        })
     };
     RunResult {
         schema_version: 1,

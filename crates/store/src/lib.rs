@@ -26,17 +26,24 @@ pub use schema::SCHEMA_VERSION;
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open results database {path}: {source}")]
+    // SQLite's errors give their text again as their source, so the cause is said here
+    // and not chained: once
+    #[error("cannot open results database {path}: {cause}")]
     Open {
         path: String,
-        #[source]
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     #[error("results database {path}: journal mode stays '{mode}', WAL could not be enabled")]
     NoWal { path: String, mode: String },
     #[error("no results database at {0}")]
     Missing(String),
-    #[error("cannot create directory {path}: {source}")]
+    #[error("cannot read results database {path}")]
+    Unreadable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create directory {path}")]
     CreateDir {
         path: String,
         #[source]
@@ -51,15 +58,21 @@ pub enum StoreError {
         known: i64,
     },
     #[error("results database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     #[error("result cannot be stored as JSON: {0}")]
     Encode(String),
-    #[error("stored run {id} is not a readable wirerate result: {source}")]
+    #[error("stored run {id} is not a readable wirerate result")]
     Decode {
         id: i64,
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite(e)
+    }
 }
 
 /// How long a writer waits for another process's write to finish before giving up.
@@ -95,17 +108,26 @@ impl Store {
     /// Opens an existing database; a missing file is [`StoreError::Missing`] rather than a new
     /// empty history (what a reader with a mistyped path wants to hear).
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
-        if !path.exists() {
-            return Err(StoreError::Missing(path.display().to_string()));
+        match std::fs::metadata(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Missing(path.display().to_string()));
+            }
+            Err(source) => {
+                return Err(StoreError::Unreadable {
+                    path: path.display().to_string(),
+                    source,
+                })
+            }
         }
         Self::open_with(path, OpenFlags::empty())
     }
 
     fn open_with(path: &Path, extra: OpenFlags) -> Result<Store, StoreError> {
         let shown = path.display().to_string();
-        let open_err = |source| StoreError::Open {
+        let open_err = |cause| StoreError::Open {
             path: shown.clone(),
-            source,
+            cause,
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | extra;
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
@@ -122,7 +144,7 @@ impl Store {
         conn.execute_batch("PRAGMA synchronous = FULL")
             .map_err(open_err)?;
         schema::migrate(&mut conn, &shown).map_err(|e| match e {
-            StoreError::Sqlite(source) => open_err(source),
+            StoreError::Sqlite(cause) => open_err(cause),
             other => other,
         })?;
         Ok(Store {
@@ -187,6 +209,21 @@ impl Store {
         let id = rows::insert(&tx, result, &key, label, group, stored, &json)?;
         tx.commit()?;
         Ok(Stored { id, new: true })
+    }
+
+    /// Gives a stored run a label and repeat group (an import naming runs that are already
+    /// stored); false when there is no run with this id.
+    pub fn set_label(
+        &mut self,
+        id: i64,
+        label: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let n = self.conn.execute(
+            "UPDATE runs SET label = ?2, repeat_group = ?3 WHERE id = ?1",
+            rusqlite::params![id, label, group],
+        )?;
+        Ok(n == 1)
     }
 
     /// Runs matching `filter` with their full documents, oldest first (the newest `limit`

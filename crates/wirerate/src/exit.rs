@@ -27,8 +27,7 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("wirerate: {}", chain.join(": "));
+            eprintln!("wirerate: {}", wirerate_engine::chain(e.as_ref()));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -60,14 +59,28 @@ pub fn clap_error(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            let text = e.render().to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("bad usage");
-            eprintln!("wirerate: {}", first.trim_start_matches("error: "));
+            eprintln!("wirerate: {}", one_line(&e.render().to_string()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// clap's message in one line: its first paragraph (the error, and the names it lists on the
+/// lines below it), without the usage and tips that follow a blank line.
+fn one_line(rendered: &str) -> String {
+    let mut line = String::new();
+    let lines = rendered.lines().skip_while(|l| l.trim().is_empty());
+    for l in lines.take_while(|l| !l.trim().is_empty()) {
+        let l = l.trim().trim_start_matches("error: ");
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { ", " });
+        }
+        line.push_str(l);
+    }
+    if line.is_empty() {
+        "bad usage".to_string()
+    } else {
+        line
     }
 }
 
@@ -95,4 +108,22 @@ pub fn say(args: std::fmt::Arguments<'_>) {
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => { $crate::exit::say(format_args!($($arg)*)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn clap_messages_keep_the_names_on_their_next_lines() {
+        let missing = "error: the following required arguments were not provided:\n  --udp\n  \
+                       <HOST>\n\nUsage: wirerate run --udp <HOST>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(missing),
+            "the following required arguments were not provided: --udp, <HOST>"
+        );
+        let unknown = "error: unexpected argument '--x' found\n\n  tip: use '-- --x'\n\nUsage: x\n";
+        assert_eq!(one_line(unknown), "unexpected argument '--x' found");
+        assert_eq!(one_line("\n\n"), "bad usage");
+    }
 }

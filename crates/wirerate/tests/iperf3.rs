@@ -203,6 +203,7 @@ fn wirerate_client_udp_forward_reverse_and_bidir() {
     let rate = s["goodput_bps"].as_f64().unwrap();
     assert!((40e6..=51e6).contains(&rate), "paced at 50 Mbit/s: {rate}");
     assert!(s["udp"]["jitter_ms"].as_f64().is_some());
+    assert_eq!(s["udp"]["target_bps"].as_f64(), Some(50e6));
     assert!(s["tcp"].is_null());
 
     let srv = Iperf3Server::start();
@@ -225,6 +226,116 @@ fn wirerate_client_udp_forward_reverse_and_bidir() {
     assert_eq!(j["streams"].as_array().unwrap().len(), 4);
     let flows = j["summary"]["flows"].as_array().unwrap();
     assert!(flows.iter().all(|f| u(&f["bytes"]) > 0), "{flows:?}");
+}
+
+#[test]
+fn iperf3_udp_summary_says_paced_not_unpaced() {
+    // the header said "paced at 100 Mbit/s" and the summary "datagrams sent (unpaced)"
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let args = [
+        "run",
+        "127.0.0.1",
+        "--iperf3",
+        "-p",
+        &p,
+        "-u",
+        "-b",
+        "100M",
+        "-t",
+        "1",
+    ];
+    let out = run(&args, LIMIT);
+    drop(srv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let udp = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("UDP ") && l.contains("datagrams sent"))
+        .unwrap_or_else(|| panic!("no UDP line: {text}"));
+    assert!(udp.contains("(paced at 100.00 Mbit/s per stream)"), "{udp}");
+}
+
+#[test]
+fn iperf3_forward_receiver_io_is_not_available_rather_than_zero() {
+    // the iperf3 server does not count its reads: "0 reads, 0 B per call" was false
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "--iperf3",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    drop(srv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rx = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("I/O receiver"))
+        .unwrap_or_else(|| panic!("no I/O receiver line: {text}"));
+    assert!(rx.contains("n/a") && !rx.contains("0 reads"), "{rx}");
+    // no interval lines for what the server received, and one line that says why
+    let notes = text
+        .lines()
+        .filter(|l| l.contains("gives no intervals"))
+        .count();
+    assert_eq!(notes, 1, "{text}");
+
+    let srv = Iperf3Server::start();
+    let j = wirerate_client(srv.port, &["-t", "1"]);
+    drop(srv);
+    assert!(
+        j["summary"]["io"]["receiver"].is_null(),
+        "{}",
+        j["summary"]["io"]
+    );
+    assert!(u(&j["summary"]["io"]["sender"]["calls"]) > 0);
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&j)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn a_plain_run_against_an_iperf3_server_says_add_iperf3_quickly() {
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("iperf3").is_file());
+    if !on_path {
+        eprintln!(
+            "SKIPPED a_plain_run_against_an_iperf3_server_says_add_iperf3_quickly: no iperf3"
+        );
+        return;
+    }
+    // it waited the whole idle timeout (10 s) and said the peer was silent
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let t0 = Instant::now();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-t", "1", "--no-store"],
+        LIMIT,
+    );
+    let took = t0.elapsed();
+    drop(srv);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("looks like an iperf3 server: add --iperf3"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]

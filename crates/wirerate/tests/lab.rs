@@ -158,6 +158,53 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
 }
 
 #[test]
+fn lab_timed_test_ends_on_time_on_a_slow_link() {
+    let test = "lab_timed_test_ends_on_time_on_a_slow_link";
+    if skip_unless_root(test) {
+        return;
+    }
+    // At 10 Mb/s one 1 MiB write takes 0.84 s, and far longer behind a tiny window: -w 1 -t 1
+    // lasted 10.4 s. The senders must stop at the end time, inside a write if need be.
+    let lab = Lab::up("ot", &["--rate", "10M"]);
+    let (srv_out, cli_out) = (lab.temp("ot-server.log"), lab.temp("ot-client.json"));
+    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    for (t, extra) in [(1.0, vec!["-w", "1"]), (3.0, vec![])] {
+        let t_arg = t.to_string();
+        let mut args = vec![
+            BIN,
+            "run",
+            "10.77.0.1",
+            "-p",
+            "5350",
+            "--json",
+            "-t",
+            &t_arg,
+        ];
+        args.extend_from_slice(&extra);
+        let t0 = Instant::now();
+        let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+        assert!(client.wait(Duration::from_secs(30)).success(), "{extra:?}");
+        let took = t0.elapsed().as_secs_f64();
+        let report = read_json(&cli_out);
+        let s = &report["summary"];
+        let sent_s = s["sender_seconds"].as_f64().expect("sender_seconds");
+        let recv_s = s["seconds"].as_f64().expect("seconds");
+        println!("-t {t} {extra:?}: run {took:.2} s, sender {sent_s:.3} s, receiver {recv_s:.3} s");
+        // the write bound is 20 ms; what was queued drains in about 50 ms more
+        assert!(sent_s <= t + 0.1, "sender window {sent_s} s for -t {t}");
+        assert!(recv_s <= t + 0.4, "receiver window {recv_s} s for -t {t}");
+        // set-up and teardown in namespaces take a moment, never seconds
+        assert!(took < t + 2.0, "-t {t} {extra:?} took {took:.2} s");
+        if !extra.is_empty() {
+            let b = &report["env"]["client"]["socket_buffers"];
+            assert_eq!(b["asked_bytes"], 1, "{b}");
+            assert!(b["send_bytes"].as_u64().unwrap_or(0) >= 2048, "{b}");
+        }
+    }
+}
+
+#[test]
 fn lab_udp_wirerate_overload_loses_the_excess_on_the_path() {
     let test = "lab_udp_wirerate_overload_loses_the_excess_on_the_path";
     if skip_unless_root(test) {

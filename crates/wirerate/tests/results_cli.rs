@@ -365,3 +365,130 @@ fn import_keeps_export_labels_and_stores_each_run_once() {
     assert!(err.contains("junk.json: not wirerate results"), "{err}");
     assert!(!fresh.exists());
 }
+
+#[test]
+fn import_labels_runs_that_run_already_stored() {
+    // the README's workflow: `run --json >> k.json` stores each run unlabelled as it goes,
+    // then `import k.json --label k` must label them, not report "stored 0 runs"
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db = db.to_str().unwrap();
+    let file = dir.path().join("k.json");
+    let mut all = String::new();
+    for _ in 0..2 {
+        let args = ["run", "-t", "0.2", "-i", "0", "--json", "--db", db];
+        let (code, out, err) = outcome(&wirerate(&args));
+        assert_eq!(code, 0, "{err}");
+        all.push_str(&out);
+    }
+    std::fs::write(&file, all).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out, err) = outcome(&wirerate(&["import", file, "--label", "k", "--db", db]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("stored 0 runs in ") && out.contains("labelled 'k' 2 runs already stored"),
+        "{out}"
+    );
+    let (code, out, _) = outcome(&wirerate(&["history", "--label", "k", "--db", db]));
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 3, "header and two runs: {out}");
+    let (_, out, _) = outcome(&wirerate(&[
+        "history", "--label", "k", "--json", "--db", db,
+    ]));
+    let v = json_of(&out);
+    let groups: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
+    assert!(
+        groups.len() == 2 && groups[0] == groups[1],
+        "one group: {out}"
+    );
+    // importing again changes nothing, and says so
+    let (code, out, _) = outcome(&wirerate(&["import", file, "--label", "k", "--db", db]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("(2 already there)") && !out.contains("labelled"),
+        "{out}"
+    );
+}
+
+#[test]
+fn errors_say_their_cause_once_true_and_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    // the cause was printed twice: "Connection refused (os error 111): Connection refused …"
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let (code, _, err) = outcome(&wirerate(&["run", "127.0.0.1", "-p", &port, "--no-store"]));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    // "file is not a database: file is not a database"
+    let not_db = dir.path().join("not.db");
+    std::fs::write(
+        &not_db,
+        "plain text, not SQLite, long enough to be read as a header",
+    )
+    .unwrap();
+    let (code, _, err) = outcome(&wirerate(&["history", "--db", not_db.to_str().unwrap()]));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("not a database").count(), 1, "{err}");
+    // a named database in a missing directory: refused, and no directory tree made
+    let deep = dir.path().join("no").join("such").join("r.db");
+    let (code, _, err) = outcome(&wirerate(&[
+        "run",
+        "-t",
+        "0.1",
+        "--db",
+        deep.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("does not exist: create "), "{err}");
+    assert!(!dir.path().join("no").exists(), "a directory tree was made");
+    // negative numbers reach validation
+    for (args, msg) in [
+        (vec!["run", "-t", "-5"], "-t must be positive"),
+        (vec!["run", "-i", "-2"], "-i must be 0 or more"),
+    ] {
+        let (code, _, err) = outcome(&wirerate(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim(), format!("wirerate: {msg}"), "{args:?}");
+    }
+}
+
+#[test]
+fn a_database_that_exists_but_cannot_be_read_is_not_called_missing() {
+    // needs an unprivileged user: root reads everything
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !setpriv.exists() {
+        eprintln!("SKIPPED: needs root and setpriv to run as an unprivileged user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    Store::open(&db).unwrap();
+    // the directory is closed to others: the file exists, and cannot be reached
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_wirerate"))
+        .args(["history", "--db", db.to_str().unwrap()])
+        .env_remove("WIRERATE_DB")
+        .output()
+        .unwrap();
+    let (code, _, err) = outcome(&out);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot read results database") && err.contains("ermission denied"),
+        "{err}"
+    );
+    assert!(!err.contains("no results database"), "{err}");
+}

@@ -56,7 +56,7 @@ fn json_output_validates_against_the_checked_in_schema() {
     for args in [
         vec!["run", "-t", "0.5", "--json"],
         vec![
-            "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "--json",
+            "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "-w", "256K", "--json",
         ],
     ] {
         let out = run(&args, LIMIT);
@@ -177,6 +177,76 @@ fn text_report_has_intervals_and_summary() {
     }
 }
 
+/// Bytes of a size as the text report prints it ("4.65 GiB").
+fn size_bytes(num: &str, unit: &str) -> f64 {
+    let x: f64 = num
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {num}"));
+    let scale = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => panic!("unknown unit {other}"),
+    };
+    x * scale
+}
+
+#[test]
+fn reverse_run_prints_its_last_interval() {
+    // the client's last, partial interval came with its report and was never printed
+    let out = run(&["run", "-t", "3", "-R", "-i", "1", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let intervals: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("server→client") && l.contains(" s "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            size_bytes(f[3], f[4])
+        })
+        .collect();
+    assert_eq!(intervals.len(), 3, "{text}");
+    let total = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("goodput (receiver)"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            size_bytes(f[4], f[5])
+        })
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    let sum: f64 = intervals.iter().sum();
+    assert!(
+        (sum - total).abs() <= total * 0.02,
+        "intervals {sum} of {total} bytes: {text}"
+    );
+}
+
+#[test]
+fn a_window_the_kernel_raised_is_reported_as_set() {
+    // -w 1 gets the kernel's minimum; nothing said so
+    let out = run(&["run", "-t", "0.3", "-w", "1", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("window (client)"))
+        .unwrap_or_else(|| panic!("no window line: {text}"));
+    assert!(line.contains("asked 1 B, kernel set "), "{line}");
+    let out = run(&["run", "-t", "0.3", "-w", "1", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    for side in ["client", "server"] {
+        let b = &j["env"][side]["socket_buffers"];
+        assert_eq!(b["asked_bytes"], 1, "{side}: {b}");
+        assert!(b["send_bytes"].as_u64().unwrap() > 1, "{side}: {b}");
+        assert!(b["receive_bytes"].as_u64().unwrap() > 1, "{side}: {b}");
+    }
+    let out = run(&["run", "-t", "0.3", "--json"], LIMIT);
+    assert!(json(&out)["env"]["client"]["socket_buffers"].is_null());
+}
+
 #[test]
 fn bad_flags_exit_2_with_one_line() {
     for args in [
@@ -199,6 +269,28 @@ fn bad_flags_exit_2_with_one_line() {
         assert!(
             err.trim().lines().next().is_some_and(|l| !l.is_empty()),
             "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn missing_arguments_are_named_in_the_one_line_error() {
+    // clap lists the missing names on the lines after its message; they must not be cut
+    for (args, name) in [
+        (vec!["run", "127.0.0.1", "-b", "100M"], "--udp"),
+        (vec!["show"], "<RUN>"),
+        (vec!["compare", "k"], "<B>"),
+        (vec!["lab", "exec"], "<NODE>"),
+        (vec!["run", "--loss", "1"], "--find-max"),
+    ] {
+        let out = run(&args, LIMIT);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("wirerate: the following required arguments were not provided: ")
+                && err.contains(name),
+            "{args:?}: {err}"
         );
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod rules;
 
-pub use rules::{diagnose, interval_bottlenecks};
+pub use rules::{diagnose, differences, interval_bottlenecks};
 
 /// The bottleneck classes. The JSON names are part of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

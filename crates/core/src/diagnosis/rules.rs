@@ -19,3 +19,8 @@ pub fn diagnose(_r: &RunResult) -> Diagnosis {
 
 /// Marks each interval's bottleneck where it differs from the previous one's.
 pub fn interval_bottlenecks(_r: &mut RunResult) {}
+
+/// How two groups' diagnoses differ. Placeholder until the rules land.
+pub fn differences(_a: &[&Diagnosis], _b: &[&Diagnosis]) -> Vec<String> {
+    Vec::new()
+}

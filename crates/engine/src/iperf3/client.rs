@@ -88,6 +88,8 @@ struct Run {
     local: Option<SideReport>,
     udp_local: Vec<UdpOutcome>,
     remote: Option<Results>,
+    /// Intervals already shown; the last, partial one comes with this side's report.
+    shown: usize,
 }
 
 /// What the driver needs to know, in one place.
@@ -140,7 +142,7 @@ pub fn run_client(
     };
     Ok(ClientOutcome {
         udp: (spec.protocol == Protocol::Udp)
-            .then(|| udp_summary(&remote, &run.udp_local, &cx.map)),
+            .then(|| udp_summary(spec, &remote, &run.udp_local, &cx.map)),
         remote: remote.to_side(&cx.map, Side::Server, window_s.max(0.0)),
         local,
         server_addr: addr,
@@ -194,6 +196,7 @@ fn drive(
         };
         for iv in streams.intervals(now) {
             obs.interval(&iv);
+            run.shown += 1;
         }
         if sess.is_running() {
             obs.tick(now.duration_since(t0).as_secs_f64());
@@ -266,6 +269,9 @@ fn on_event(
             match run.streams.take() {
                 Some(Streams::Tcp(side)) => {
                     let report = finish_tcp(*side, idle);
+                    for iv in report.intervals.iter().skip(run.shown) {
+                        obs.interval(iv);
+                    }
                     results = Results::from_side(&report, &cx.map);
                     run.local = Some(report);
                 }
@@ -356,8 +362,13 @@ fn finish_tcp(side: SideRun, idle: Duration) -> SideReport {
 }
 
 /// Loss and jitter over every UDP flow: the server's figures for the flows it received,
-/// this side's for the flows it received.
-fn udp_summary(remote: &Results, local: &[UdpOutcome], map: &StreamMap) -> UdpSummary {
+/// this side's for the flows it received; the pacing target is the spec's.
+fn udp_summary(
+    spec: &TestSpec,
+    remote: &Results,
+    local: &[UdpOutcome],
+    map: &StreamMap,
+) -> UdpSummary {
     let (mut packets, mut lost, mut out_of_order) = (0u64, 0u64, 0u64);
     let mut jitters = Vec::new();
     for st in local.iter().filter_map(|o| o.stats.as_ref()) {
@@ -377,6 +388,7 @@ fn udp_summary(remote: &Results, local: &[UdpOutcome], map: &StreamMap) -> UdpSu
         }
     }
     UdpSummary {
+        target_bps: spec.rate_bps,
         packets,
         lost,
         loss_percent: if packets > 0 {

@@ -60,7 +60,7 @@ pub(crate) fn handle_conn(
     };
     let token = match random_token() {
         Ok(t) => t,
-        Err(e) => return shared.log(format_args!("{e}")),
+        Err(e) => return shared.log(format_args!("{}", e.full())),
     };
     let (tx, rx) = mpsc::channel();
     let claimed = {
@@ -105,7 +105,7 @@ pub(crate) fn handle_conn(
             p.spec.direction,
             p.spec.parallel
         )),
-        Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {e}")),
+        Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
     *shared.active() = None;
 }

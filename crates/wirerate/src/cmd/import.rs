@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use wirerate_store::new_group_id;
+use wirerate_store::{new_group_id, Store};
 
 use super::results::{open_for_write, read_entries, DB_HELP};
 
@@ -13,7 +13,8 @@ use super::results::{open_for_write, read_entries, DB_HELP};
 #[command(
     after_help = "Each file holds one result, a JSON array of results, results \
 appended one after another, or a `history --json` export (whose labels and groups are kept \
-unless --label is given).\n\nExit status: 0 all stored (or already present), 1 a file could \
+unless --label is given). Runs already stored (`run` stores each run it makes) are \
+given the label named here or by the export.\n\nExit status: 0 all stored (or already present), 1 a file could \
 not be read or the database written (files before it stay stored), 2 bad usage."
 )]
 pub struct Args {
@@ -34,29 +35,67 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         per_file.push(read_entries(f)?);
     }
     let mut store = open_for_write(args.db)?;
-    let (mut new, mut old) = (0u64, 0u64);
+    let (mut new, mut relabelled, mut old) = (0u64, 0u64, 0u64);
     for entries in per_file {
         // runs of one file without a group of their own form one group, like a repeat set
         let file_group = new_group_id();
         for e in entries {
             let label = args.label.as_deref().or(e.label.as_deref());
             let group = e.group.as_deref().unwrap_or(&file_group);
-            if store.store_run(&e.result, label, Some(group))?.new {
+            let stored = store.store_run(&e.result, label, Some(group))?;
+            if stored.new {
                 new += 1;
+            } else if relabel(
+                &mut store,
+                stored.id,
+                label,
+                e.group.as_deref(),
+                &file_group,
+            )? {
+                relabelled += 1;
             } else {
                 old += 1;
             }
         }
     }
-    crate::say!(
-        "stored {new} run{} in {}{}",
-        if new == 1 { "" } else { "s" },
-        store.path().display(),
-        if old > 0 {
-            format!(" ({old} already there)")
-        } else {
-            String::new()
-        }
-    );
+    let runs = |n: u64| format!("{n} run{}", if n == 1 { "" } else { "s" });
+    let mut line = format!("stored {} in {}", runs(new), store.path().display());
+    if relabelled > 0 {
+        let label = args
+            .label
+            .as_deref()
+            .map_or(String::new(), |l| format!(" '{l}'"));
+        line.push_str(&format!(
+            "; labelled{label} {} already stored",
+            runs(relabelled)
+        ));
+    }
+    if old > 0 {
+        line.push_str(&format!(" ({old} already there)"));
+    }
+    crate::say!("{line}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Gives a run that was already stored (`run --json >> file` stores each run as it goes) the
+/// label the import names, and a group: the file's own, else the run's, else the file's.
+/// False when the run already has that label, or no label is named.
+fn relabel(
+    store: &mut Store,
+    id: i64,
+    label: Option<&str>,
+    entry_group: Option<&str>,
+    file_group: &str,
+) -> anyhow::Result<bool> {
+    let Some(label) = label else {
+        return Ok(false);
+    };
+    let Some(row) = store.get(id)?.map(|r| r.row) else {
+        return Ok(false);
+    };
+    if row.label.as_deref() == Some(label) {
+        return Ok(false);
+    }
+    let group = entry_group.or(row.group.as_deref()).unwrap_or(file_group);
+    Ok(store.set_label(id, Some(label), Some(group))?)
 }

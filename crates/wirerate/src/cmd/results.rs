@@ -27,9 +27,22 @@ pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
     Ok(Store::open_existing(&path)?)
 }
 
-/// Opens (creating when absent) the database for writing commands.
+/// Opens (creating when absent) the database for writing commands. The default database's
+/// directory is made when missing; a database the user named (`--db`, `WIRERATE_DB`) must
+/// be in a directory that exists, so a mistyped path makes no directory tree.
 pub fn open_for_write(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    let named = db.is_some() || std::env::var_os("WIRERATE_DB").is_some_and(|v| !v.is_empty());
     let path = db_path(db)?;
+    if named {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            anyhow::bail!(
+                "{} is in a directory that does not exist: create {} first",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
     Ok(Store::open(&path)?)
 }
 
@@ -300,6 +313,14 @@ mod tests {
     fn store_args_open_or_skip() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("d").join("r.db");
+        let named = StoreArgs {
+            db: Some(db.clone()),
+            ..Default::default()
+        };
+        // a named database's directory is never made
+        assert!(named.open().is_err());
+        assert!(!dir.path().join("d").exists());
+        std::fs::create_dir(dir.path().join("d")).unwrap();
         let skip = StoreArgs {
             no_store: true,
             ..Default::default()

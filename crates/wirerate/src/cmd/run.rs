@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, requires = "host", conflicts_with_all = ["find_max", "blocks"])]
     pub iperf3: bool,
     /// Seconds to send (default 10)
-    #[arg(short = 't', long, value_name = "SECONDS", conflicts_with_all = ["bytes", "blocks"])]
+    #[arg(short = 't', long, value_name = "SECONDS", conflicts_with_all = ["bytes", "blocks"], allow_negative_numbers = true)]
     pub time: Option<f64>,
     /// Bytes to send in all, split over the streams (e.g. 1G)
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "blocks")]
@@ -125,10 +125,22 @@ pub struct Args {
     #[arg(short = 'B', long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
     /// Seconds of warm-up sent at the start and not counted
-    #[arg(short = 'O', long, value_name = "SECONDS", default_value_t = 0.0)]
+    #[arg(
+        short = 'O',
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub omit: f64,
     /// Seconds between interval reports; 0 for none
-    #[arg(short = 'i', long, value_name = "SECONDS", default_value_t = 1.0)]
+    #[arg(
+        short = 'i',
+        long,
+        value_name = "SECONDS",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub interval: f64,
     /// The link's bit rate, where it cannot be detected (e.g. 10G)
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
@@ -140,7 +152,12 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Seconds a silent peer is waited for before the test fails
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
     pub idle_timeout: f64,
     /// Run the test N times, each on fresh connections, and summarize them (min, median,
     /// mean, max, standard deviation, 95 % confidence interval)
@@ -174,6 +191,15 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 /// Turns the arguments into a validated spec, or a usage error. `udp_len` is the datagram
 /// size to use when none is given.
 pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
+    // said with the flag's name, before the spec's own check names the field (NaN fails too)
+    if a.time.is_some_and(|t| t.is_nan() || t <= 0.0) {
+        return usage("-t must be positive");
+    }
+    for (flag, v) in [("-i", a.interval), ("-O", a.omit)] {
+        if v.is_nan() || v < 0.0 {
+            return usage(format!("{flag} must be 0 or more"));
+        }
+    }
     let protocol = if a.udp { Protocol::Udp } else { Protocol::Tcp };
     let end = match (a.time, a.bytes, a.blocks) {
         (_, Some(bytes), _) => End::Bytes { bytes },
@@ -263,12 +289,17 @@ struct Printer {
     progress: bool,
     total_s: Option<f64>,
     shown_progress: bool,
+    /// Said once under the interval header: why some intervals will not come.
+    note: Option<&'static str>,
 }
 
 impl Observer for Printer {
     fn started(&mut self) {
         if self.text {
             crate::say!("{}", text::interval_header());
+            if let Some(note) = self.note {
+                crate::say!("{note}");
+            }
         }
     }
 
@@ -384,7 +415,7 @@ pub fn execute(
             Err(EngineError::Proto(ProtoError::Busy(_))) if std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            r => break r?,
+            r => break r.map_err(|e| iperf3_hint(e, t))?,
         }
     };
     let facts = link_facts(spec, &outcome.local);
@@ -413,6 +444,19 @@ pub fn execute(
         .filter_map(|s| s.error.clone())
         .collect();
     Ok((result, errors))
+}
+
+/// A wirerate client that finds silence on iperf3's port is most likely talking to an
+/// iperf3 server that waits for more of its cookie: say what to add.
+fn iperf3_hint(e: EngineError, t: &Target) -> anyhow::Error {
+    let iperf3_port = t.addr.port() == wirerate_proto::iperf3::DEFAULT_PORT;
+    match e {
+        EngineError::Proto(ProtoError::TimedOut(_)) if iperf3_port && !t.iperf3 => {
+            let e = e.full();
+            anyhow::anyhow!("{e}: port 5201 is iperf3's; for an iperf3 server, add --iperf3")
+        }
+        e => e.into(),
+    }
 }
 
 /// An observer that prints nothing.
@@ -460,6 +504,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
         total_s: spec.send_seconds(),
         shown_progress: false,
+        note: (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then_some(
+            "(the iperf3 server gives no intervals of what it receives: client→server is in the summary only)",
+        ),
     };
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
@@ -518,7 +565,10 @@ fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
 /// Stores one result; a failure is reported, never fatal, since the figures are printed.
 pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) {
     if let Err(e) = store.insert_run(r, label, group) {
-        eprintln!("wirerate: result not stored: {e}");
+        eprintln!(
+            "wirerate: result not stored: {}",
+            wirerate_engine::chain(&e)
+        );
     }
 }
 
