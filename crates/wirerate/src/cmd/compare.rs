@@ -262,11 +262,11 @@ fn json_report(
 /// How the two groups' diagnoses differ ("A: wire-bound (5 of 5 runs); B: …"); empty when
 /// they agree or neither has one.
 fn why_differences(a: &Sample, b: &Sample) -> Vec<String> {
-    let of = |s: &Sample| -> Vec<&Diagnosis> {
+    fn of(s: &Sample) -> Vec<&Diagnosis> {
         s.runs
             .iter()
             .filter_map(|r| r.summary.diagnosis.as_ref())
             .collect()
-    };
+    }
     wirerate_core::diagnosis::differences(&of(a), &of(b))
 }
