@@ -9,7 +9,7 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::lab::{
     read_json, skip_unless_root, skip_without, wirerate, wirerate_in_lab, Lab, Proc, BIN,
