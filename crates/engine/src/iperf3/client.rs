@@ -26,7 +26,7 @@ use crate::side::{Attached, DataSock, SideRun};
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
 enum Streams {
     Tcp(Box<SideRun>),
-    Udp(UdpRun),
+    Udp(Box<UdpRun>),
 }
 
 impl Streams {
@@ -254,12 +254,12 @@ fn on_event(
                 Protocol::Tcp => {
                     Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
                 }
-                Protocol::Udp => Streams::Udp(UdpRun::start(
+                Protocol::Udp => Streams::Udp(Box::new(UdpRun::start(
                     cx.spec,
                     std::mem::take(&mut run.udp),
                     idle,
                     false,
-                )),
+                ))),
             });
             run.started = Some(Instant::now());
             obs.started();
@@ -276,7 +276,7 @@ fn on_event(
                     run.local = Some(report);
                 }
                 Some(Streams::Udp(u)) => {
-                    let (report, outcomes) = u.finish();
+                    let (report, outcomes) = (*u).finish();
                     results = Results::from_side(&report, &cx.map);
                     add_udp_figures(&mut results, &outcomes, &cx.map);
                     run.local = Some(report);
