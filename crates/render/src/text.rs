@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use wirerate_core::diagnosis::{Confidence, Diagnosis};
+use wirerate_core::evidence::HostEvidence;
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
 use wirerate_core::spec::{Direction, End, Flow, Protocol, RecvMode, SendMode};
 use wirerate_core::units::{format_bps, format_bytes};
@@ -260,6 +261,9 @@ pub fn summary(r: &RunResult) -> String {
     );
     let _ = writeln!(o, "{}", cpu_line("CPU client", s.cpu.local.as_ref()));
     let _ = writeln!(o, "{}", cpu_line("CPU server", s.cpu.remote.as_ref()));
+    for (name, e) in core_hosts(r) {
+        let _ = writeln!(o, "{}", cores_line(name, e));
+    }
     let _ = writeln!(
         o,
         "  {:<22} {}",
@@ -328,8 +332,71 @@ pub fn summary(r: &RunResult) -> String {
     let _ = writeln!(o, "  {:<22} {wire}", "wire");
     if let Some(d) = &s.diagnosis {
         o.push_str(&why(d));
+        o.push_str(&interval_changes(&r.intervals));
     }
     o
+}
+
+/// The hosts whose per-core load to print: one line per distinct host (a loopback test's
+/// two sides read the same cores).
+fn core_hosts(r: &RunResult) -> Vec<(&'static str, &HostEvidence)> {
+    let (c, s) = (r.evidence.client.as_ref(), r.evidence.server.as_ref());
+    let same =
+        matches!((c, s), (Some(a), Some(b)) if a.host_key.is_some() && a.host_key == b.host_key);
+    match (c, s) {
+        (Some(c), Some(_)) if same => vec![("cores (both sides)", c)],
+        (c, s) => [("cores (client)", c), ("cores (server)", s)]
+            .into_iter()
+            .filter_map(|(n, e)| e.map(|e| (n, e)))
+            .collect(),
+    }
+    .into_iter()
+    .filter(|(_, e)| !e.cores.is_empty())
+    .collect()
+}
+
+fn cores_line(name: &str, e: &HostEvidence) -> String {
+    let cores: Vec<String> = e
+        .cores
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {:.0} % (user {:.0}, sys {:.0}, softirq {:.0}, irq {:.0})",
+                c.core,
+                c.busy_percent(),
+                c.user_percent,
+                c.system_percent,
+                c.softirq_percent,
+                c.irq_percent
+            )
+        })
+        .collect();
+    let cycles = e
+        .cycles
+        .map_or_else(String::new, |c| format!("; {c} cycles"));
+    format!("  {name:<22} {}{cycles}", cores.join("; "))
+}
+
+/// Where the bottleneck changed from one interval to the next.
+fn interval_changes(intervals: &[Interval]) -> String {
+    let marks: Vec<String> = intervals
+        .iter()
+        .filter_map(|iv| {
+            iv.bottleneck.map(|b| {
+                format!(
+                    "{} {:.2}-{:.2} s: {}",
+                    flow_name(iv.flow),
+                    iv.start_s,
+                    iv.end_s,
+                    b.words()
+                )
+            })
+        })
+        .collect();
+    if marks.len() < 2 {
+        return String::new();
+    }
+    format!("  {:<9} {}\n", "intervals:", marks.join("; "))
 }
 
 /// The Why block: the verdict, the evidence behind it, notes, advice, and what could not
