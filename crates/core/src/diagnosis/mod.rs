@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 mod compare;
 mod cpu;
 mod intervals;
+mod loss;
 pub mod rules;
 mod tcp;
 mod text;

@@ -4,7 +4,7 @@
 //! of every threshold.
 
 use super::view::{self, Host};
-use super::{cpu, tcp, udp};
+use super::{cpu, loss, tcp, udp};
 use super::{Bottleneck, Candidate, Confidence, Diagnosis, EvidenceItem};
 use crate::spec::Protocol;
 use crate::RunResult;
@@ -188,7 +188,7 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
         Protocol::Tcp => {
             a.add(tcp::receiver_window(r));
             a.add(tcp::sender_buffer(r));
-            tcp::loss(r, &mut a);
+            loss::loss(r, &mut a);
         }
         Protocol::Udp => udp::loss(r, &mut a),
     }

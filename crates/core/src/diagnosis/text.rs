@@ -44,8 +44,10 @@ pub(super) fn micros(us: f64) -> String {
         format!("{us:.0} µs")
     } else if us < 100_000.0 {
         format!("{:.1} ms", us / 1_000.0)
-    } else {
+    } else if us < 1_000_000.0 {
         format!("{:.0} ms", us / 1_000.0)
+    } else {
+        format!("{:.1} s", us / 1e6)
     }
 }
 
@@ -78,6 +80,7 @@ mod tests {
         assert_eq!(pct(f64::NAN), "? %");
         assert_eq!(micros(25.0), "25 µs");
         assert_eq!(micros(1_000.0), "1.0 ms");
+        assert_eq!(micros(10_000_000.0), "10.0 s");
         assert_eq!(flag_size(128_000.0), "128K");
         assert_eq!(flag_size(3e6), "4M");
         assert_eq!(flag_size(f64::NAN), "64K");
