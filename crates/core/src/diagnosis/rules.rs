@@ -361,6 +361,12 @@ fn unseen(r: &RunResult, a: &mut Analysis) -> (Vec<String>, bool) {
     if r.streams.is_empty() {
         thin = true;
         add("no per-stream figures".into());
+    } else if r
+        .streams
+        .iter()
+        .all(|s| s.sender.run_s.is_none() && s.receiver.run_s.is_none())
+    {
+        add("the stream threads' scheduler run and wait times are not available".into());
     }
     if r.spec.protocol == Protocol::Tcp {
         thin |= tcp_info_unseen(r, &mut add);
