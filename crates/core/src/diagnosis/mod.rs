@@ -5,9 +5,24 @@
 
 use serde::{Deserialize, Serialize};
 
+mod compare;
+mod cpu;
+mod intervals;
+mod loss;
 pub mod rules;
+mod tcp;
+mod text;
+mod udp;
+mod view;
 
-pub use rules::{diagnose, differences, interval_bottlenecks};
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_udp;
+
+pub use compare::differences;
+pub use intervals::interval_bottlenecks;
+pub use rules::diagnose;
 
 /// The bottleneck classes. The JSON names are part of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

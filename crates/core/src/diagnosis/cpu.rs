@@ -1,0 +1,479 @@
+//! CPU rules: a saturated sending or receiving thread, a receiver starved of CPU or
+//! throttled by its cgroup, and one receive core drowned in softirq work while others idle.
+
+use super::rules::{
+    item, ramp, Fig, Finding, CORE_SATURATED_PERCENT, IDLE_CORE_PERCENT, QUOTA_USED_RATIO,
+    SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT, STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT,
+    SYMPTOM_SCORE, THREAD_FULL_PERCENT, THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
+};
+use super::text::pct;
+use super::view::{self, percent, thread_load, Host, ThreadLoad};
+use super::{Bottleneck, EvidenceItem};
+use crate::evidence::CoreLoad;
+use crate::result::StreamSide;
+use crate::spec::{Protocol, RecvMode, SendMode};
+use crate::RunResult;
+
+/// The busiest stream thread on one end of the streams, and the host it ran on.
+fn busiest_thread(r: &RunResult, sending: bool) -> Option<(ThreadLoad, Host)> {
+    let mut best: Option<(ThreadLoad, Host)> = None;
+    for &flow in view::flows(r) {
+        let host = if sending {
+            Host::sending(flow)
+        } else {
+            Host::receiving(flow)
+        };
+        for s in view::streams_of(r, flow) {
+            let side = if sending { &s.sender } else { &s.receiver };
+            if let Some(t) = thread_load(side) {
+                if best.is_none_or(|(b, _)| t.percent > b.percent) {
+                    best = Some((t, host));
+                }
+            }
+        }
+    }
+    best
+}
+
+fn thread_item(
+    b: Bottleneck,
+    t: ThreadLoad,
+    host: Host,
+    role: &str,
+    r: &RunResult,
+) -> EvidenceItem {
+    let of = if r.spec.parallel > 1 {
+        format!(" (the busiest of {})", r.spec.parallel)
+    } else {
+        String::new()
+    };
+    item(
+        b,
+        host.name(),
+        &format!("{role} thread CPU"),
+        Fig {
+            value: t.percent,
+            unit: "percent",
+            threshold: Some(THREAD_SATURATED_PERCENT),
+        },
+        t.source,
+        format!(
+            "{}: {role} thread{of} at {} of a core (saturated from {})",
+            host.name(),
+            pct(t.percent),
+            pct(THREAD_SATURATED_PERCENT)
+        ),
+    )
+}
+
+/// The busiest core of a host: the CPU summary's, else the per-core evidence's.
+fn busiest_core(r: &RunResult, host: Host) -> Option<(f64, Option<u32>)> {
+    let from_summary = host
+        .cpu(r)
+        .and_then(|c| c.busiest_core_percent.map(|p| (p, c.busiest_core)));
+    let from_cores = || {
+        host.evidence(r)?
+            .cores
+            .iter()
+            .max_by(|a, b| a.busy_percent().total_cmp(&b.busy_percent()))
+            .map(|c| (c.busy_percent(), Some(c.core)))
+    };
+    from_summary
+        .or_else(from_cores)
+        .filter(|(p, _)| p.is_finite())
+}
+
+/// Sender CPU: a sending thread at 90 % of a core or more, or the sending host's busiest
+/// core at 95 % or more (weaker: host-wide, and not used when both ends share the host).
+pub(super) fn sender(r: &RunResult) -> Option<Finding> {
+    let thread = busiest_thread(r, true);
+    let core = if view::same_host(r) {
+        None
+    } else {
+        view::hosts(r, true)
+            .into_iter()
+            .filter_map(|h| busiest_core(r, h).map(|c| (c, h)))
+            .max_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
+    };
+    if thread.is_none() && core.is_none() {
+        return None;
+    }
+    let t_score = thread.map_or(0.0, |(t, _)| {
+        ramp(t.percent, THREAD_SATURATED_PERCENT, THREAD_FULL_PERCENT)
+    });
+    let c_score = core.map_or(0.0, |((p, _), _)| {
+        ramp(p, CORE_SATURATED_PERCENT, 99.0).min(0.75)
+    });
+    let headline = match (thread, core) {
+        (Some((t, _)), _) if t_score >= c_score => {
+            format!("the sending thread ran {} of a core", pct(t.percent))
+        }
+        (_, Some(((p, _), h))) => format!("the {}'s busiest core was {} busy", h.name(), pct(p)),
+        _ => String::new(),
+    };
+    let mut f = Finding::new(Bottleneck::SenderCpu, t_score.max(c_score), headline);
+    if let Some((t, h)) = thread {
+        f.evidence
+            .push(thread_item(Bottleneck::SenderCpu, t, h, "sending", r));
+    }
+    if let Some(((p, idx), h)) = core.filter(|_| c_score > 0.0) {
+        f.evidence.push(core_item(Bottleneck::SenderCpu, h, p, idx));
+    }
+    f.advice = cpu_advice(r, true);
+    Some(f)
+}
+
+fn core_item(b: Bottleneck, h: Host, p: f64, idx: Option<u32>) -> EvidenceItem {
+    let which = idx.map_or("busiest core".to_string(), |i| format!("core {i}"));
+    item(
+        b,
+        h.name(),
+        "busiest core",
+        Fig {
+            value: p,
+            unit: "percent",
+            threshold: Some(CORE_SATURATED_PERCENT),
+        },
+        "/proc/stat",
+        format!(
+            "{}: {which} {} busy (saturated from {})",
+            h.name(),
+            pct(p),
+            pct(CORE_SATURATED_PERCENT)
+        ),
+    )
+}
+
+/// Advice for a saturated thread: more streams first, then the copy.
+fn cpu_advice(r: &RunResult, sending: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if r.spec.parallel < 2 {
+        out.push(
+            "`-P 2` or more: each stream gets its own thread, and with it another core".into(),
+        );
+    } else {
+        out.push(format!(
+            "`-P {}`: more streams than the {} used, if the hosts have idle cores",
+            r.spec.parallel.saturating_mul(2),
+            r.spec.parallel
+        ));
+    }
+    if r.spec.protocol == Protocol::Tcp {
+        if sending && r.spec.send_mode == SendMode::Copy {
+            out.push("`-Z`: zero-copy sending (splice) saves the copy from user memory".into());
+        }
+        if !sending && r.spec.recv_mode == RecvMode::Copy {
+            out.push(
+                "`--discard` shows the rate without the receive copy (a sink, not what \
+                 applications see)"
+                    .into(),
+            );
+        }
+    }
+    out.push(
+        "check that no other work shares the core (`taskset`) and the CPU frequency governor"
+            .into(),
+    );
+    out
+}
+
+/// The strongest sign of a starved receiving thread: (run + wait) ÷ window and wait ÷
+/// window, in percent, when the scheduler's figures are known.
+fn starved(s: &StreamSide) -> Option<(f64, f64)> {
+    let (run, wait) = (s.run_s?, s.wait_s?);
+    Some((percent(run + wait, s.seconds)?, percent(wait, s.seconds)?))
+}
+
+/// Receiver CPU: a receiving thread saturated, starved (runnable but waiting), or held by
+/// its cgroup's quota.
+pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
+    let mut parts: Vec<(f64, String, Vec<EvidenceItem>, Vec<String>)> = Vec::new();
+    let thread = busiest_thread(r, false);
+    if let Some((t, h)) = thread {
+        let s = ramp(t.percent, THREAD_SATURATED_PERCENT, THREAD_FULL_PERCENT);
+        let ev = vec![thread_item(Bottleneck::ReceiverCpu, t, h, "receiving", r)];
+        let head = format!("the receiving thread ran {} of a core", pct(t.percent));
+        parts.push((s, head, ev, cpu_advice(r, false)));
+    }
+    parts.extend(starvation(r));
+    parts.extend(throttling(r, thread));
+    let best = parts
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(b.0.cmp(&a.0)))
+        .map(|(i, _)| i)?;
+    let (score, headline, _, advice) = parts[best].clone();
+    let mut f = Finding::new(Bottleneck::ReceiverCpu, score, headline);
+    f.advice = advice;
+    // the deciding figures first, then the others that crossed their thresholds
+    let mut order: Vec<usize> = vec![best];
+    order.extend((0..parts.len()).filter(|&i| i != best && parts[i].0 >= 0.7));
+    for i in order {
+        f.evidence.extend(parts[i].2.iter().cloned());
+    }
+    Some(f)
+}
+
+type Part = (f64, String, Vec<EvidenceItem>, Vec<String>);
+
+fn starvation(r: &RunResult) -> Option<Part> {
+    let mut best: Option<(f64, f64, Host)> = None;
+    for &flow in view::flows(r) {
+        for s in view::streams_of(r, flow) {
+            if let Some((demand, wait)) = starved(&s.receiver) {
+                if demand >= STARVED_DEMAND_PERCENT && best.is_none_or(|b| wait > b.1) {
+                    best = Some((demand, wait, Host::receiving(flow)));
+                }
+            }
+        }
+    }
+    let (demand, wait, h) = best?;
+    let score = if wait >= STARVED_WAIT_PERCENT {
+        0.7 + 0.3 * ((wait - STARVED_WAIT_PERCENT) / 30.0).clamp(0.0, 1.0)
+    } else {
+        ramp(wait, STARVED_WAIT_PERCENT, 50.0)
+    };
+    let ev = item(
+        Bottleneck::ReceiverCpu,
+        h.name(),
+        "receiving thread waiting for a CPU",
+        Fig {
+            value: wait,
+            unit: "percent",
+            threshold: Some(STARVED_WAIT_PERCENT),
+        },
+        "schedstat",
+        format!(
+            "{}: receiving thread runnable {} of the time but waited for a CPU {} \
+             (starved from {} waiting)",
+            h.name(),
+            pct(demand),
+            pct(wait),
+            pct(STARVED_WAIT_PERCENT)
+        ),
+    );
+    let head = format!(
+        "the receiving thread waited for a CPU {} of its time",
+        pct(wait)
+    );
+    let advice = vec![
+        "free a core for the receiver: other work shared its core (`taskset`, fewer busy processes)".into(),
+        "`-P 2` or more, if the receiving host has idle cores".into(),
+    ];
+    Some((score, head, vec![ev], advice))
+}
+
+/// The receiving hosts' cgroups: throttled for a share of the window, or a quota under
+/// one core that the receiving thread used up.
+fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
+    let mut out = Vec::new();
+    for h in view::hosts(r, false) {
+        let Some(e) = h.evidence(r) else { continue };
+        let Some(cg) = e.cgroup else { continue };
+        let window = view::window_s(r, e);
+        if let Some(share) = cg.throttled_s.and_then(|t| percent(t, window)) {
+            let score = ramp(share, THROTTLED_PERCENT, 30.0);
+            let ev = item(
+                Bottleneck::ReceiverCpu,
+                h.name(),
+                "cgroup throttled time",
+                Fig {
+                    value: share,
+                    unit: "percent",
+                    threshold: Some(THROTTLED_PERCENT),
+                },
+                "cgroup cpu.stat",
+                format!(
+                    "{}: CPU quota throttled the receiving side {} of the window{} \
+                     (limiting from {})",
+                    h.name(),
+                    pct(share),
+                    cg.nr_throttled
+                        .map_or(String::new(), |n| format!(", in {n} periods")),
+                    pct(THROTTLED_PERCENT)
+                ),
+            );
+            let head = format!(
+                "the {}'s CPU quota throttled it {} of the window",
+                h.name(),
+                pct(share)
+            );
+            out.push((score, head, vec![ev], quota_advice(h, cg.limit_cores)));
+        }
+        if let (Some(limit), Some((t, th))) = (cg.limit_cores, thread) {
+            if limit > 0.0
+                && limit < 1.0
+                && th == h
+                && t.percent / 100.0 >= QUOTA_USED_RATIO * limit
+            {
+                let ev = item(
+                    Bottleneck::ReceiverCpu,
+                    h.name(),
+                    "cgroup CPU limit",
+                    Fig {
+                        value: limit,
+                        unit: "cores",
+                        threshold: Some(1.0),
+                    },
+                    "cgroup cpu.max",
+                    format!(
+                        "{}: CPU quota {limit:.2} cores, and the receiving thread used {} of a core",
+                        h.name(),
+                        pct(t.percent)
+                    ),
+                );
+                let head = format!(
+                    "the receiving thread used the {}'s whole CPU quota of {limit:.2} cores",
+                    h.name()
+                );
+                out.push((0.8, head, vec![ev], quota_advice(h, Some(limit))));
+            }
+        }
+    }
+    out
+}
+
+fn quota_advice(h: Host, limit: Option<f64>) -> Vec<String> {
+    let now = limit.map_or(String::new(), |l| format!(" (now {l:.2} cores)"));
+    vec![
+        format!(
+            "raise the CPU quota of the {}'s cgroup{now} to at least 2 cores \
+             (`cpu.max`; a container's `--cpus`)",
+            h.name()
+        ),
+        "or run the receiver outside the limited cgroup".into(),
+    ]
+}
+
+/// A core busy with softirq, and the least busy core of the same host.
+fn softirq_core(cores: &[CoreLoad]) -> Option<(CoreLoad, CoreLoad)> {
+    let hot = cores
+        .iter()
+        .filter(|c| c.softirq_percent >= SOFTIRQ_SHARE_PERCENT)
+        .max_by(|a, b| a.busy_percent().total_cmp(&b.busy_percent()))?;
+    let cold = cores
+        .iter()
+        .filter(|c| c.core != hot.core)
+        .min_by(|a, b| a.busy_percent().total_cmp(&b.busy_percent()))?;
+    Some((*hot, *cold))
+}
+
+/// Receiver softirq: one core of the receiving host at 90 % busy or more, at least half
+/// of it softirq, while another core is under 50 %.
+pub(super) fn softirq(r: &RunResult) -> Option<Finding> {
+    let mut best: Option<(f64, Host, CoreLoad, CoreLoad)> = None;
+    for h in view::hosts(r, false) {
+        let Some(e) = h.evidence(r) else { continue };
+        let Some((hot, cold)) = softirq_core(&e.cores) else {
+            continue;
+        };
+        if cold.busy_percent() >= IDLE_CORE_PERCENT {
+            continue;
+        }
+        let s = ramp(hot.busy_percent(), SOFTIRQ_CORE_BUSY_PERCENT, 99.0);
+        if best.is_none_or(|b| s > b.0) {
+            best = Some((s, h, hot, cold));
+        }
+    }
+    let (mut score, h, hot, cold) = best?;
+    let shared = view::same_host(r);
+    if shared {
+        score = score.min(SYMPTOM_SCORE);
+    }
+    let head = format!(
+        "core {} of the {} was {} busy, {} of it softirq, while core {} was {} busy",
+        hot.core,
+        h.name(),
+        pct(hot.busy_percent()),
+        pct(hot.softirq_percent),
+        cold.core,
+        pct(cold.busy_percent())
+    );
+    let mut f = Finding::new(Bottleneck::ReceiverSoftirq, score, head);
+    f.evidence = softirq_items(h, hot, cold, shared);
+    f.advice = softirq_advice(r, h, hot.core);
+    Some(f)
+}
+
+fn softirq_items(h: Host, hot: CoreLoad, cold: CoreLoad, shared: bool) -> Vec<EvidenceItem> {
+    let b = Bottleneck::ReceiverSoftirq;
+    let also = if shared {
+        " (one host: the sending threads' cores run the receive softirq too)"
+    } else {
+        ""
+    };
+    vec![
+        item(
+            b,
+            h.name(),
+            "receive core busy",
+            Fig {
+                value: hot.busy_percent(),
+                unit: "percent",
+                threshold: Some(SOFTIRQ_CORE_BUSY_PERCENT),
+            },
+            "/proc/stat",
+            format!(
+                "{}: core {} {} busy, softirq {} of it (from {} busy with {} softirq){also}",
+                h.name(),
+                hot.core,
+                pct(hot.busy_percent()),
+                pct(hot.softirq_percent),
+                pct(SOFTIRQ_CORE_BUSY_PERCENT),
+                pct(SOFTIRQ_SHARE_PERCENT)
+            ),
+        ),
+        item(
+            b,
+            h.name(),
+            "least busy core",
+            Fig {
+                value: cold.busy_percent(),
+                unit: "percent",
+                threshold: Some(IDLE_CORE_PERCENT),
+            },
+            "/proc/stat",
+            format!(
+                "{}: core {} only {} busy (idle capacity below {})",
+                h.name(),
+                cold.core,
+                pct(cold.busy_percent()),
+                pct(IDLE_CORE_PERCENT)
+            ),
+        ),
+    ]
+}
+
+/// Names the interrupt line that fired most on the hot core and the test interface.
+fn softirq_advice(r: &RunResult, h: Host, core: u32) -> Vec<String> {
+    let irq = h.evidence(r).and_then(|e| {
+        e.irqs
+            .iter()
+            .filter_map(|q| q.per_core.get(core as usize).map(|n| (*n, q)))
+            .filter(|(n, _)| *n > 0)
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, q)| q.irq.clone())
+    });
+    let iface = h
+        .env(r)
+        .interfaces
+        .first()
+        .map_or("IFACE".to_string(), |i| i.name.clone());
+    let affinity = irq.map_or("/proc/irq/N/smp_affinity".to_string(), |n| {
+        format!("/proc/irq/{n}/smp_affinity")
+    });
+    vec![
+        format!(
+            "spread receive interrupts over cores: more RSS queues (`ethtool -L {iface} \
+             combined N`), or move the busy line with `{affinity}`"
+        ),
+        format!(
+            "or spread the protocol work in software: RPS (`/sys/class/net/{iface}/queues/rx-0/rps_cpus`) \
+             and RFS (`net.core.rps_sock_flow_entries`)"
+        ),
+        format!(
+            "with RSS on, `-P {}` spreads flows over more queues",
+            r.spec.parallel.saturating_mul(2).max(4)
+        ),
+    ]
+}

@@ -1,0 +1,161 @@
+//! Which host sends and which receives each flow, and the figures the rules read from
+//! each side, with "not seen" kept apart from zero.
+
+use crate::evidence::{Counters, HostEvidence};
+use crate::result::{CpuSide, HostEnv, StreamResult, StreamSide};
+use crate::spec::Flow;
+use crate::RunResult;
+
+/// One of the two hosts of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Host {
+    Client,
+    Server,
+}
+
+impl Host {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Host::Client => "client",
+            Host::Server => "server",
+        }
+    }
+
+    /// The host that sends `flow`.
+    pub(super) fn sending(flow: Flow) -> Host {
+        match flow {
+            Flow::ClientToServer => Host::Client,
+            Flow::ServerToClient => Host::Server,
+        }
+    }
+
+    /// The host that receives `flow`.
+    pub(super) fn receiving(flow: Flow) -> Host {
+        match flow {
+            Flow::ClientToServer => Host::Server,
+            Flow::ServerToClient => Host::Client,
+        }
+    }
+
+    pub(super) fn cpu(self, r: &RunResult) -> Option<&CpuSide> {
+        match self {
+            Host::Client => r.summary.cpu.local.as_ref(),
+            Host::Server => r.summary.cpu.remote.as_ref(),
+        }
+    }
+
+    pub(super) fn evidence(self, r: &RunResult) -> Option<&HostEvidence> {
+        match self {
+            Host::Client => r.evidence.client.as_ref(),
+            Host::Server => r.evidence.server.as_ref(),
+        }
+    }
+
+    pub(super) fn env(self, r: &RunResult) -> &HostEnv {
+        match self {
+            Host::Client => &r.env.client,
+            Host::Server => &r.env.server,
+        }
+    }
+}
+
+/// The flows the test ran.
+pub(super) fn flows(r: &RunResult) -> &'static [Flow] {
+    r.spec.direction.flows()
+}
+
+/// The streams of one flow.
+pub(super) fn streams_of(r: &RunResult, flow: Flow) -> impl Iterator<Item = &StreamResult> {
+    r.streams.iter().filter(move |s| s.flow == flow)
+}
+
+/// The hosts that send (or receive) some flow, each once; one when client and server
+/// share a kernel, so host-wide counters are never added twice.
+pub(super) fn hosts(r: &RunResult, sending: bool) -> Vec<Host> {
+    let mut out: Vec<Host> = Vec::new();
+    for &f in flows(r) {
+        let h = if sending {
+            Host::sending(f)
+        } else {
+            Host::receiving(f)
+        };
+        let shared_and_taken = same_host(r) && !out.is_empty();
+        if !out.contains(&h) && !shared_and_taken {
+            out.push(h);
+        }
+    }
+    out
+}
+
+/// Client and server ran on one kernel and network namespace (loopback, an embedded
+/// server): their host-wide counters and cores are the same ones.
+pub(super) fn same_host(r: &RunResult) -> bool {
+    if r.env.embedded_server {
+        return true;
+    }
+    let key = |e: &Option<HostEvidence>| e.as_ref().and_then(|h| h.host_key.clone());
+    matches!((key(&r.evidence.client), key(&r.evidence.server)), (Some(a), Some(b)) if a == b)
+}
+
+/// `part` as a percentage of `whole`; None when either is not a usable number.
+pub(super) fn percent(part: f64, whole: f64) -> Option<f64> {
+    let p = part / whole * 100.0;
+    (part.is_finite() && whole.is_finite() && whole > 0.0 && p.is_finite()).then_some(p.max(0.0))
+}
+
+/// How much of a core one stream thread used over its window.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ThreadLoad {
+    /// Percent of one core, 0–100.
+    pub percent: f64,
+    /// "getrusage" (user + system time) or "schedstat" (time on a CPU).
+    pub source: &'static str,
+}
+
+/// The larger of the thread's user + system time and its scheduler run time, over the
+/// stream's counted window, capped at one core.
+pub(super) fn thread_load(s: &StreamSide) -> Option<ThreadLoad> {
+    let cpu = percent(s.user_s + s.sys_s, s.seconds).map(|p| ThreadLoad {
+        percent: p,
+        source: "getrusage",
+    });
+    let run = s
+        .run_s
+        .and_then(|x| percent(x, s.seconds))
+        .map(|p| ThreadLoad {
+            percent: p,
+            source: "schedstat",
+        });
+    let best = match (cpu, run) {
+        (Some(a), Some(b)) if b.percent > a.percent => Some(b),
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    };
+    best.map(|t| ThreadLoad {
+        percent: t.percent.min(100.0),
+        ..t
+    })
+}
+
+/// A kernel counter by name: None when the table or the name could not be read.
+pub(super) fn counter(table: &Option<Counters>, name: &str) -> Option<u64> {
+    table.as_ref()?.get(name).copied().flatten()
+}
+
+/// The sum of the counters that could be read; None when none could.
+pub(super) fn sum_seen(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+    values.into_iter().fold(None, |acc, v| match (acc, v) {
+        (a, None) => a,
+        (None, Some(v)) => Some(v),
+        (Some(a), Some(v)) => Some(a.saturating_add(v)),
+    })
+}
+
+/// The window host-wide figures cover: the evidence's own, else the test's.
+pub(super) fn window_s(r: &RunResult, e: &HostEvidence) -> f64 {
+    if e.window_s.is_finite() && e.window_s > 0.0 {
+        e.window_s
+    } else {
+        r.summary.seconds
+    }
+}
