@@ -18,7 +18,12 @@ pub struct Context {
     pub started_unix_s: f64,
     pub server_addr: String,
     pub embedded_server: bool,
+    /// The link as far as the caller knows it (rate, source, MTU); the model and the
+    /// efficiency are completed here from what the streams used.
     pub wire: WireSummary,
+    /// UDP figures a driver measured itself (an iperf3 peer's datagrams), used instead of
+    /// the ones derived from the two reports.
+    pub udp: Option<crate::result::UdpSummary>,
 }
 
 fn side_of(report: &StreamReport) -> StreamSide {
@@ -100,6 +105,10 @@ pub fn assemble(
             server: server.evidence.clone(),
         },
     };
+    if let Some(udp) = ctx.udp {
+        result.summary.udp = Some(udp);
+    }
+    crate::wire::complete(&mut result);
     add_cycles_per_byte(&mut result);
     crate::diagnosis::interval_bottlenecks(&mut result);
     result.summary.diagnosis = Some(crate::diagnosis::diagnose(&result));

@@ -194,6 +194,16 @@ pub struct WireSummary {
     pub link_source: Option<String>,
 }
 
+impl WireSummary {
+    /// The link is an emulated one of `wirerate lab` (its source reads "lab NAME"), whose
+    /// shaper queue sits on each host's egress.
+    pub fn is_lab(&self) -> bool {
+        self.link_source
+            .as_deref()
+            .is_some_and(|s| s == "lab" || s.starts_with("lab "))
+    }
+}
+
 /// One interval report of received bytes (one flow).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interval {

@@ -314,6 +314,51 @@ pub fn run_summary(
     }
 }
 
+/// Completes an assembled result's wire summary: where the link rate is known (the
+/// summary holds the rate, source and MTU the caller knew), the model's goodput for the MTU,
+/// protocol and TCP options the streams actually used, and the efficiency.
+pub fn complete(r: &mut crate::RunResult) {
+    let known = r.summary.wire.clone();
+    let Some(link_bps) = known.link_bps else {
+        return;
+    };
+    let first = r.streams.first();
+    let tcp = first.and_then(|s| s.tcp_sender.as_ref().or(s.tcp_receiver.as_ref()));
+    let Some(mtu) = known
+        .mtu_bytes
+        .or_else(|| tcp.and_then(|t| t.pmtu).and_then(|m| u32::try_from(m).ok()))
+    else {
+        return;
+    };
+    let (proto, payload) = match r.spec.protocol {
+        // Linux's snd_mss is the payload per full segment, options excluded
+        crate::Protocol::Tcp => (
+            WireProto::Tcp,
+            tcp.and_then(|t| t.snd_mss)
+                .and_then(|m| u32::try_from(m).ok()),
+        ),
+        crate::Protocol::Udp => (WireProto::Udp, u32::try_from(r.spec.len_bytes).ok()),
+    };
+    let ipv6 = match r.env.server_addr.parse::<std::net::SocketAddr>() {
+        Ok(std::net::SocketAddr::V6(a)) => a.ip().to_ipv4_mapped().is_none(),
+        _ => false,
+    };
+    let params = WireParams {
+        link_bps,
+        mtu,
+        proto,
+        ipv6,
+        vlan: false,
+        tcp_timestamps: tcp.and_then(|t| t.timestamps).unwrap_or(true),
+        payload,
+    };
+    r.summary.wire = run_summary(
+        Some(&params),
+        known.link_source.as_deref(),
+        r.summary.goodput_bps,
+    );
+}
+
 #[cfg(test)]
 #[path = "wire_tests.rs"]
 mod tests;

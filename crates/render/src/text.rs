@@ -416,7 +416,7 @@ pub fn why(d: &Diagnosis) -> String {
     let others: Vec<String> = d
         .candidates
         .iter()
-        .filter(|c| c.bottleneck != d.bottleneck && c.score >= 0.3)
+        .filter(|c| c.bottleneck != d.bottleneck && c.score >= 0.5)
         .map(|c| format!("{} ({:.0} %)", c.bottleneck.words(), c.score * 100.0))
         .collect();
     if !others.is_empty() {

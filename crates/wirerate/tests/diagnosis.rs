@@ -14,6 +14,13 @@ use std::time::Duration;
 /// Every run here is a few seconds; this bounds a hung one.
 const LIMIT_LONG: Duration = Duration::from_secs(40);
 
+/// One scenario at a time: a CPU verdict must not be made by another test's load.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 use common::lab::{skip_unless_root, wirerate_in_lab, Lab};
 use common::{json, run, ServerProc};
 use serde_json::Value;
@@ -45,6 +52,7 @@ fn evidence_texts(doc: &Value) -> Vec<String> {
 
 #[test]
 fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
+    let _alone = alone();
     let out = run(&["run", "-t", "2", "--json", "--no-store"], LIMIT_LONG);
     assert!(
         out.status.success(),
@@ -84,6 +92,7 @@ fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
 
 #[test]
 fn text_report_ends_with_the_why_block() {
+    let _alone = alone();
     let out = run(&["run", "-t", "1", "--no-store"], LIMIT_LONG);
     assert!(
         out.status.success(),
@@ -104,6 +113,7 @@ fn text_report_ends_with_the_why_block() {
 
 #[test]
 fn udp_into_a_small_receive_buffer_loses_in_the_socket() {
+    let _alone = alone();
     let out = run(
         &[
             "run",
@@ -197,6 +207,7 @@ impl Drop for CpuLimit {
 
 #[test]
 fn receiver_confined_to_a_fifth_of_a_core_is_receiver_cpu() {
+    let _alone = alone();
     let test = "receiver_confined_to_a_fifth_of_a_core_is_receiver_cpu";
     if skip_unless_root(test) {
         return;
@@ -238,6 +249,7 @@ fn receiver_confined_to_a_fifth_of_a_core_is_receiver_cpu() {
 
 #[test]
 fn lab_10m_wire_is_the_bottleneck() {
+    let _alone = alone();
     if skip_unless_root("lab_10m_wire_is_the_bottleneck") {
         return;
     }
@@ -250,6 +262,7 @@ fn lab_10m_wire_is_the_bottleneck() {
 
 #[test]
 fn lab_tiny_receive_buffer_is_the_receivers_window() {
+    let _alone = alone();
     if skip_unless_root("lab_tiny_receive_buffer_is_the_receivers_window") {
         return;
     }
@@ -271,6 +284,7 @@ fn lab_tiny_receive_buffer_is_the_receivers_window() {
 
 #[test]
 fn lab_udp_above_the_wire_rate_loses_on_the_path() {
+    let _alone = alone();
     if skip_unless_root("lab_udp_above_the_wire_rate_loses_on_the_path") {
         return;
     }
@@ -282,6 +296,7 @@ fn lab_udp_above_the_wire_rate_loses_on_the_path() {
 
 #[test]
 fn lab_queue_that_drops_gives_real_loss_not_spurious() {
+    let _alone = alone();
     if skip_unless_root("lab_queue_that_drops_gives_real_loss_not_spurious") {
         return;
     }
@@ -300,6 +315,7 @@ fn lab_queue_that_drops_gives_real_loss_not_spurious() {
 
 #[test]
 fn json_diagnosis_follows_the_schema() {
+    let _alone = alone();
     let schema: Value =
         serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");

@@ -95,7 +95,7 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
             .filter_map(|h| busiest_core(r, h).map(|c| (c, h)))
             .max_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
     };
-    if thread.is_none() && core.is_none() {
+    if thread.is_none() && core.is_none() && starvation(r, true).is_none() {
         return None;
     }
     let t_score = thread.map_or(0.0, |(t, _)| {
@@ -120,6 +120,17 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
         f.evidence.push(core_item(Bottleneck::SenderCpu, h, p, idx));
     }
     f.advice = cpu_advice(r, true);
+    // a thread that wanted a whole core but had to wait for it is CPU-bound too
+    if let Some((score, head, ev, advice)) = starvation(r, true) {
+        if score > f.score {
+            f.score = score;
+            f.headline = head;
+            f.advice = advice;
+        }
+        if score >= 0.5 {
+            f.evidence.splice(0..0, ev);
+        }
+    }
     Some(f)
 }
 
@@ -195,7 +206,7 @@ pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
         let head = format!("the receiving thread ran {} of a core", pct(t.percent));
         parts.push((s, head, ev, cpu_advice(r, false)));
     }
-    parts.extend(starvation(r));
+    parts.extend(starvation(r, false));
     parts.extend(throttling(r, thread));
     let best = parts
         .iter()
@@ -216,17 +227,30 @@ pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
 
 type Part = (f64, String, Vec<EvidenceItem>, Vec<String>);
 
-fn starvation(r: &RunResult) -> Option<Part> {
+/// A stream thread on one end (`sending` or receiving) that was runnable nearly all the
+/// time but spent a share of it waiting for a CPU: other work took its core.
+fn starvation(r: &RunResult, sending: bool) -> Option<Part> {
     let mut best: Option<(f64, f64, Host)> = None;
     for &flow in view::flows(r) {
         for s in view::streams_of(r, flow) {
-            if let Some((demand, wait)) = starved(&s.receiver) {
+            let side = if sending { &s.sender } else { &s.receiver };
+            if let Some((demand, wait)) = starved(side) {
                 if demand >= STARVED_DEMAND_PERCENT && best.is_none_or(|b| wait > b.1) {
-                    best = Some((demand, wait, Host::receiving(flow)));
+                    let h = if sending {
+                        Host::sending(flow)
+                    } else {
+                        Host::receiving(flow)
+                    };
+                    best = Some((demand, wait, h));
                 }
             }
         }
     }
+    let (role, b) = if sending {
+        ("sending", Bottleneck::SenderCpu)
+    } else {
+        ("receiving", Bottleneck::ReceiverCpu)
+    };
     let (demand, wait, h) = best?;
     let score = if wait >= STARVED_WAIT_PERCENT {
         0.7 + 0.3 * ((wait - STARVED_WAIT_PERCENT) / 30.0).clamp(0.0, 1.0)
@@ -234,9 +258,9 @@ fn starvation(r: &RunResult) -> Option<Part> {
         ramp(wait, STARVED_WAIT_PERCENT, 50.0)
     };
     let ev = item(
-        Bottleneck::ReceiverCpu,
+        b,
         h.name(),
-        "receiving thread waiting for a CPU",
+        &format!("{role} thread waiting for a CPU"),
         Fig {
             value: wait,
             unit: "percent",
@@ -244,7 +268,7 @@ fn starvation(r: &RunResult) -> Option<Part> {
         },
         "schedstat",
         format!(
-            "{}: receiving thread runnable {} of the time but waited for a CPU {} \
+            "{}: {role} thread runnable {} of the time but waited for a CPU {} \
              (starved from {} waiting)",
             h.name(),
             pct(demand),
@@ -253,12 +277,18 @@ fn starvation(r: &RunResult) -> Option<Part> {
         ),
     );
     let head = format!(
-        "the receiving thread waited for a CPU {} of its time",
+        "the {role} thread waited for a CPU {} of its time",
         pct(wait)
     );
     let advice = vec![
-        "free a core for the receiver: other work shared its core (`taskset`, fewer busy processes)".into(),
-        "`-P 2` or more, if the receiving host has idle cores".into(),
+        format!(
+            "free a core for the {}: other work shared its core (`taskset`, fewer busy processes)",
+            if sending { "sender" } else { "receiver" }
+        ),
+        format!(
+            "`-P 2` or more, if the {} host has idle cores",
+            if sending { "sending" } else { "receiving" }
+        ),
     ];
     Some((score, head, vec![ev], advice))
 }

@@ -2,8 +2,8 @@
 //! rate held to NDT's thresholds and the Mathis bound, and reordering as a note.
 
 use super::rules::{
-    item, Analysis, Fig, Finding, LOSS_RATE, MATHIS_SLACK, RETRANSMITS_PER_S, SPURIOUS_SHARE,
-    SYMPTOM_SCORE, WIRE_EFFICIENCY,
+    item, Analysis, Fig, Finding, HEAVY_LOSS, LOSS_RATE, MATHIS_SLACK, RETRANSMITS_PER_S,
+    SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
 };
 use super::text::{micros, pct, rate};
 use super::view::{self, counter, percent, Host};
@@ -192,7 +192,9 @@ fn real_loss(r: &RunResult, l: &FlowLoss) -> RealLoss {
         .and_then(|(m, rtt)| mathis_bps(m as f64, rtt, p))
         .map(|b| b * l.streams as f64);
     // loss too rare to hold the rate, or a rate at the wire already: not the limit
-    let rare = bound.is_some_and(|b| b > MATHIS_SLACK * l.goodput_bps);
+    // (only for light loss: at a percent or more, loss holds any sender back, whatever a
+    // tiny RTT makes of the bound)
+    let rare = p < HEAVY_LOSS && bound.is_some_and(|b| b > MATHIS_SLACK * l.goodput_bps);
     let at_wire = r
         .summary
         .wire

@@ -41,6 +41,9 @@ pub const RETRANSMITS_PER_S: f64 = 2.0;
 /// When the Mathis bound exceeds the goodput this many times, the loss was too rare to
 /// be what held the rate.
 pub const MATHIS_SLACK: f64 = 3.0;
+/// Real loss of one segment in a hundred: heavy enough to hold any sender back, so the
+/// Mathis slack above is not applied (our own margin).
+pub const HEAVY_LOSS: f64 = 0.01;
 /// Share of retransmits reported as duplicates (DSACK) that makes them spurious.
 pub const SPURIOUS_SHARE: f64 = 0.5;
 /// Paced runs that reach this share of their target rate are limited by the pacing.

@@ -271,10 +271,12 @@ fn bdp_item(flow: Flow, w: u64, src: &str, bdp: Option<f64>, facts: &WindowFacts
 
 fn window_advice(r: &RunResult, bdp: Option<f64>, window: Option<u64>) -> Vec<String> {
     if let (Some(b), Some(w)) = (bdp, window) {
-        if w as f64 >= b {
+        // a window of twice the BDP leaves room for the queueing a busy path adds to the
+        // base RTT; only a window beyond that points away from the window itself
+        if w as f64 >= 2.0 * b {
             return vec![
                 format!(
-                    "the window ({}) already holds the bandwidth-delay product: the receiving \
+                    "the window ({}) holds twice the bandwidth-delay product: the receiving \
                      application did not read fast enough; look at its CPU and its core",
                     size(w as f64)
                 ),
@@ -288,10 +290,13 @@ fn window_advice(r: &RunResult, bdp: Option<f64>, window: Option<u64>) -> Vec<St
     let flag = flag_size(want);
     let mut out = vec![format!(
         "`-w {flag}`: a buffer of about twice the bandwidth-delay product{}",
-        r.spec.window_bytes.map_or(String::new(), |w| format!(
-            " (the {} asked is too small)",
-            size(w as f64)
-        ))
+        r.spec
+            .rcvbuf_bytes
+            .or(r.spec.window_bytes)
+            .map_or(String::new(), |w| format!(
+                " (the {} asked is too small)",
+                size(w as f64)
+            ))
     )];
     out.push(format!(
         "let autotuning reach it: `net.ipv4.tcp_rmem` (its third, maximum figure) and \

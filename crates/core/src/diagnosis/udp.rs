@@ -58,12 +58,16 @@ fn drops(r: &RunResult, u: &UdpSummary) -> Drops {
         ..Default::default()
     };
     receiving_counts(r, u, &mut d);
-    d.sender_queue = sum_seen(view::hosts(r, true).into_iter().flat_map(|h| {
+    // a datagram the qdisc drops is counted by both Udp SndbufErrors and Ip OutDiscards:
+    // take the larger per host, never their sum
+    d.sender_queue = sum_seen(view::hosts(r, true).into_iter().map(|h| {
         let e = h.evidence(r);
-        [
-            e.and_then(|e| counter(&e.udp, "SndbufErrors")),
-            e.and_then(|e| counter(&e.ip, "OutDiscards")),
-        ]
+        let a = e.and_then(|e| counter(&e.udp, "SndbufErrors"));
+        let b = e.and_then(|e| counter(&e.ip, "OutDiscards"));
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        }
     }));
     d
 }
@@ -80,7 +84,7 @@ pub(super) fn loss(r: &RunResult, a: &mut Analysis) {
         return;
     }
     let lost = u.lost as f64;
-    let lab = r.summary.wire.link_source.as_deref() == Some("lab");
+    let lab = r.summary.wire.is_lab();
     // in a lab the sending host's egress qdisc is the emulated link: its drops are path
     // loss unless the application itself was refused (ENOBUFS)
     let queue_is_path = lab && d.enobufs == 0;
@@ -283,7 +287,7 @@ fn sender_queue(r: &RunResult, u: &UdpSummary, d: &Drops, h: Host) -> Finding {
         u,
         "Udp SndbufErrors, Ip OutDiscards",
         format!(
-            "{}: {} dropped by the sending host's queues, Udp SndbufErrors + Ip OutDiscards \
+            "{}: {} dropped by the sending host's queues (the larger of Udp SndbufErrors and Ip OutDiscards) \
              (the place from {} of the loss)",
             h.name(),
             share_text(n, u),

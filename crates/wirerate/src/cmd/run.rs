@@ -20,7 +20,7 @@ use wirerate_render::text;
 
 use crate::cmd::results::StoreArgs;
 use crate::exit::usage;
-use crate::link::{fill_wire, link_facts};
+use crate::link::link_facts;
 use wirerate_store::Store;
 
 pub const DEFAULT_PORT: u16 = 5350;
@@ -419,7 +419,7 @@ pub fn execute(
         }
     };
     let facts = link_facts(spec, &outcome.local);
-    let mut result = assemble(
+    let result = assemble(
         spec,
         &outcome.local,
         &outcome.remote,
@@ -429,13 +429,10 @@ pub fn execute(
             server_addr: t.addr.to_string(),
             embedded_server: t.embedded,
             wire: facts.summary(),
+            // an iperf3 peer's datagrams are counted by the iperf3 client driver
+            udp: outcome.udp.clone(),
         },
     );
-    fill_wire(&mut result, &facts);
-    if outcome.udp.is_some() {
-        // an iperf3 peer's datagrams are counted by the iperf3 client driver
-        result.summary.udp = outcome.udp.clone();
-    }
     let errors = outcome
         .local
         .streams
