@@ -3,8 +3,9 @@
 
 use super::rules::{
     item, ramp, Fig, Finding, CORE_SATURATED_PERCENT, IDLE_CORE_PERCENT, QUOTA_USED_RATIO,
-    SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT, STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT,
-    SYMPTOM_SCORE, THREAD_FULL_PERCENT, THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
+    SHARED_HOST_BUSY_PERCENT, SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT,
+    STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT, SYMPTOM_SCORE, THREAD_FULL_PERCENT,
+    THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
 };
 use super::text::pct;
 use super::view::{self, percent, thread_load, Host, ThreadLoad};
@@ -95,7 +96,18 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
             .filter_map(|h| busiest_core(r, h).map(|c| (c, h)))
             .max_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
     };
-    if thread.is_none() && core.is_none() && starvation(r, true).is_none() {
+    // one host for both ends (loopback): every core busy is a CPU limit of the whole test
+    let shared = if view::same_host(r) {
+        r.summary
+            .cpu
+            .local
+            .as_ref()
+            .and_then(|c| c.system_percent)
+            .filter(|p| p.is_finite())
+    } else {
+        None
+    };
+    if thread.is_none() && core.is_none() && shared.is_none() && starvation(r, true).is_none() {
         return None;
     }
     let t_score = thread.map_or(0.0, |(t, _)| {
@@ -111,7 +123,38 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
         (_, Some(((p, _), h))) => format!("the {}'s busiest core was {} busy", h.name(), pct(p)),
         _ => String::new(),
     };
-    let mut f = Finding::new(Bottleneck::SenderCpu, t_score.max(c_score), headline);
+    let h_score = shared.map_or(0.0, |p| ramp(p, SHARED_HOST_BUSY_PERCENT, 99.0).min(0.75));
+    let headline = match shared {
+        Some(p) if h_score > t_score.max(c_score) => format!(
+            "every core of the host both ends share was busy ({} over all cores)",
+            pct(p)
+        ),
+        _ => headline,
+    };
+    let mut f = Finding::new(
+        Bottleneck::SenderCpu,
+        t_score.max(c_score).max(h_score),
+        headline,
+    );
+    if let Some(p) = shared.filter(|_| h_score > 0.0) {
+        f.evidence.push(item(
+            Bottleneck::SenderCpu,
+            "client",
+            "host busy over all cores",
+            Fig {
+                value: p,
+                unit: "percent",
+                threshold: Some(SHARED_HOST_BUSY_PERCENT),
+            },
+            "/proc/stat",
+            format!(
+                "client and server (one host): {} busy over all cores (saturated from {}); \
+                 the stream threads are only part of it",
+                pct(p),
+                pct(SHARED_HOST_BUSY_PERCENT)
+            ),
+        ));
+    }
     if let Some((t, h)) = thread {
         f.evidence
             .push(thread_item(Bottleneck::SenderCpu, t, h, "sending", r));

@@ -44,6 +44,9 @@ pub const MATHIS_SLACK: f64 = 3.0;
 /// Real loss of one segment in a hundred: heavy enough to hold any sender back, so the
 /// Mathis slack above is not applied (our own margin).
 pub const HEAVY_LOSS: f64 = 0.01;
+/// Both ends on one host (loopback) and the host busy over all cores from this share:
+/// the CPU is the limit even when no single thread is (our own margin, like the core rule).
+pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
 /// Share of retransmits reported as duplicates (DSACK) that makes them spurious.
 pub const SPURIOUS_SHARE: f64 = 0.5;
 /// Paced runs that reach this share of their target rate are limited by the pacing.

@@ -13,8 +13,16 @@ use crate::RunResult;
 pub(super) fn wire(r: &RunResult) -> Option<Finding> {
     let w = &r.summary.wire;
     let eff = w.efficiency.filter(|e| e.is_finite() && *e > 0.0)?;
+    // UDP offered above the wire loses the excess: where it is lost is the finding that
+    // asks for action, so the wire ranks just below a loss location at full score
+    let udp_loss = r
+        .summary
+        .udp
+        .as_ref()
+        .is_some_and(|u| u.loss_percent > super::rules::UDP_LOSS_PERCENT);
+    let full = if udp_loss { 0.9 } else { 1.0 };
     let score = if eff >= WIRE_EFFICIENCY {
-        0.85 + 0.15 * ((eff - WIRE_EFFICIENCY) / 0.02).clamp(0.0, 1.0)
+        (0.85 + 0.15 * ((eff - WIRE_EFFICIENCY) / 0.02).clamp(0.0, 1.0)).min(full)
     } else if eff >= 0.9 {
         0.2 + 0.3 * (eff - 0.9) / (WIRE_EFFICIENCY - 0.9)
     } else {
@@ -147,8 +155,10 @@ fn window_facts(r: &RunResult, flow: Flow) -> WindowFacts {
         })
         .or_else(|| r.spec.window_bytes.map(|w| (w, "-w")))
         .filter(|(w, _)| *w > 0);
+    // the smoothed RTT, the one the connection lived with under load: a window must cover
+    // it, not only the empty path's minimum
     let rtt_us = senders()
-        .filter_map(|t| t.min_rtt_us.or(t.rtt_us))
+        .filter_map(|t| t.rtt_us.or(t.min_rtt_us))
         .filter(|x| *x > 0)
         .min()
         .map(|x| x as f64);
