@@ -41,12 +41,16 @@ pub fn run(
                 r.summary.cpu.remote.as_ref().and_then(|c| c.system_percent),
             );
             crate::say!(
-                "run {i:>3}: goodput {:>15}, CPU {}, PI {}",
+                "run {i:>3}: goodput {:>15}, CPU {}, PI {}, why: {}",
                 format_bps(r.summary.goodput_bps),
                 cpu.map_or_else(|| "n/a".into(), |c| format!("{c:.1} %")),
                 r.summary
                     .pi
                     .map_or_else(|| "n/a".into(), |p| format!("{p:.2}")),
+                r.summary
+                    .diagnosis
+                    .as_ref()
+                    .map_or("n/a", |d| d.bottleneck.words()),
             );
         }
         if let Some(s) = store.as_deref_mut() {
@@ -63,6 +67,9 @@ pub fn run(
     let mut out = std::io::stdout().lock();
     if text {
         writeln!(out, "\n{}", wirerate_render::stats::repeat_table(&results))?;
+        if let Some(why) = verdicts(&results) {
+            writeln!(out, "why: {why}")?;
+        }
         if let RepeatPlan::UntilCi { percent, max_runs } = plan {
             let goodputs: Vec<f64> = results.iter().map(|r| r.summary.goodput_bps).collect();
             if !until_ci_reached(&goodputs, percent) {
@@ -89,4 +96,24 @@ pub fn run(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How often each bottleneck was the verdict over the runs, most frequent first:
+/// "sender CPU in 9 of 10 runs, the wire in 1".
+fn verdicts(results: &[RunResult]) -> Option<String> {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for d in results.iter().filter_map(|r| r.summary.diagnosis.as_ref()) {
+        let w = d.bottleneck.words();
+        match counts.iter_mut().find(|(x, _)| *x == w) {
+            Some(c) => c.1 += 1,
+            None => counts.push((w, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    let (first, rest) = counts.split_first()?;
+    let mut s = format!("{} in {} of {} runs", first.0, first.1, results.len());
+    for (w, n) in rest {
+        s.push_str(&format!(", {w} in {n}"));
+    }
+    Some(s)
 }
