@@ -331,3 +331,43 @@ fn json_diagnosis_follows_the_schema() {
     broken["evidence"]["client"]["tcp_ext"]["TCPDSACKRecv"] = Value::from(-1);
     assert!(!validator.is_valid(&broken));
 }
+
+#[test]
+fn compare_names_how_the_verdicts_differ() {
+    let _alone = alone();
+    let db = std::env::temp_dir().join(format!("wirerate-diag-compare-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&db);
+    let db_arg = db.to_string_lossy().to_string();
+    for (label, extra) in [
+        ("cpu", &["-t", "1"][..]),
+        ("cpu", &["-t", "1"][..]),
+        ("sock", &["-u", "-b", "0", "--rcvbuf", "8K", "-t", "1"][..]),
+        ("sock", &["-u", "-b", "0", "--rcvbuf", "8K", "-t", "1"][..]),
+    ] {
+        let mut args = vec!["run", "--db", &db_arg, "--label", label, "--json"];
+        args.extend_from_slice(extra);
+        let out = run(&args, LIMIT_LONG);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(
+        &["compare", "cpu", "sock", "--db", &db_arg, "--json"],
+        LIMIT_LONG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let diffs = doc["diagnosis_differences"].to_string();
+    println!("{diffs}");
+    assert!(diffs.contains("A:") && diffs.contains("B:"), "{diffs}");
+    assert!(diffs.contains("socket buffer"), "{diffs}");
+    let text = run(&["compare", "cpu", "sock", "--db", &db_arg], LIMIT_LONG);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("why: A:"));
+    let _ = std::fs::remove_file(&db);
+}
