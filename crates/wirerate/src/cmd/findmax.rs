@@ -36,6 +36,8 @@ pub fn run(
         );
     }
     let mut search = RateSearch::new(loss_limit, RESOLUTION, MAX_STEPS);
+    // each trial's verdict, beside the search's steps: where a failing rate lost its excess
+    let mut why: Vec<Option<wirerate_core::diagnosis::Bottleneck>> = Vec::new();
     loop {
         let offered = match search.next(upper) {
             Next::Done => break,
@@ -51,9 +53,15 @@ pub fn run(
         let loss = r.summary.udp.as_ref().map_or(100.0, |u| u.loss_percent);
         let goodput = r.summary.goodput_bps / f64::from(spec.parallel);
         search.record(offered, goodput, loss);
+        let bottleneck = r.summary.diagnosis.as_ref().map(|d| d.bottleneck);
+        why.push(bottleneck);
         if text {
             let step = search.steps.len();
-            let pass = if loss <= loss_limit { "pass" } else { "fail" };
+            let pass = match bottleneck {
+                _ if loss <= loss_limit => "pass".to_string(),
+                Some(b) => format!("fail ({})", b.words()),
+                None => "fail".to_string(),
+            };
             crate::say!(
                 "  step {step:>2}: offered {:>15}  received {:>15}  loss {loss:>7.3} %  {pass}",
                 offered.map_or_else(|| "unpaced".into(), format_bps),
@@ -78,6 +86,7 @@ pub fn run(
             "loss_limit_percent": loss_limit,
             "max_rate_bps": best,
             "steps": search.steps,
+            "step_bottlenecks": why,
             "spec": spec,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
