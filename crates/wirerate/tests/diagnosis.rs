@@ -339,8 +339,8 @@ fn compare_names_how_the_verdicts_differ() {
     let _ = std::fs::remove_file(&db);
     let db_arg = db.to_string_lossy().to_string();
     for (label, extra) in [
-        ("cpu", &["-t", "1"][..]),
-        ("cpu", &["-t", "1"][..]),
+        ("paced", &["-u", "-b", "10M", "-t", "1"][..]),
+        ("paced", &["-u", "-b", "10M", "-t", "1"][..]),
         ("sock", &["-u", "-b", "0", "--rcvbuf", "8K", "-t", "1"][..]),
         ("sock", &["-u", "-b", "0", "--rcvbuf", "8K", "-t", "1"][..]),
     ] {
@@ -354,7 +354,7 @@ fn compare_names_how_the_verdicts_differ() {
         );
     }
     let out = run(
-        &["compare", "cpu", "sock", "--db", &db_arg, "--json"],
+        &["compare", "paced", "sock", "--db", &db_arg, "--json"],
         LIMIT_LONG,
     );
     assert!(
@@ -366,8 +366,11 @@ fn compare_names_how_the_verdicts_differ() {
     let diffs = doc["diagnosis_differences"].to_string();
     println!("{diffs}");
     assert!(diffs.contains("A:") && diffs.contains("B:"), "{diffs}");
-    assert!(diffs.contains("socket buffer"), "{diffs}");
-    let text = run(&["compare", "cpu", "sock", "--db", &db_arg], LIMIT_LONG);
+    assert!(
+        diffs.contains("pacing") && diffs.contains("socket buffer"),
+        "{diffs}"
+    );
+    let text = run(&["compare", "paced", "sock", "--db", &db_arg], LIMIT_LONG);
     assert!(String::from_utf8_lossy(&text.stdout).contains("why: A:"));
     let _ = std::fs::remove_file(&db);
 }

@@ -2,8 +2,8 @@
 //! throttled by its cgroup, and one receive core drowned in softirq work while others idle.
 
 use super::rules::{
-    item, ramp, Fig, Finding, CORE_SATURATED_PERCENT, IDLE_CORE_PERCENT, QUOTA_USED_RATIO,
-    SHARED_HOST_BUSY_PERCENT, SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT,
+    item, ramp, Fig, Finding, CORE_RULE_THREAD_PERCENT, CORE_SATURATED_PERCENT, IDLE_CORE_PERCENT,
+    QUOTA_USED_RATIO, SHARED_HOST_BUSY_PERCENT, SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT,
     STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT, SYMPTOM_SCORE, THREAD_FULL_PERCENT,
     THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
 };
@@ -113,7 +113,10 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
     let t_score = thread.map_or(0.0, |(t, _)| {
         ramp(t.percent, THREAD_SATURATED_PERCENT, THREAD_FULL_PERCENT)
     });
-    let c_score = core.map_or(0.0, |((p, _), _)| {
+    // a busy core says nothing about a sending thread that hardly ran: other work (or
+    // another test on the machine) took it
+    let thread_busy = thread.is_none_or(|(t, _)| t.percent >= CORE_RULE_THREAD_PERCENT);
+    let c_score = core.filter(|_| thread_busy).map_or(0.0, |((p, _), _)| {
         ramp(p, CORE_SATURATED_PERCENT, 99.0).min(0.75)
     });
     let headline = match (thread, core) {

@@ -47,6 +47,9 @@ pub const HEAVY_LOSS: f64 = 0.01;
 /// Both ends on one host (loopback) and the host busy over all cores from this share:
 /// the CPU is the limit even when no single thread is (our own margin, like the core rule).
 pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
+/// The busiest-core rule counts only when the sending thread itself ran at least this
+/// share of a core (our own margin): otherwise the busy core is someone else's work.
+pub const CORE_RULE_THREAD_PERCENT: f64 = 50.0;
 /// Share of retransmits reported as duplicates (DSACK) that makes them spurious.
 pub const SPURIOUS_SHARE: f64 = 0.5;
 /// Paced runs that reach this share of their target rate are limited by the pacing.
