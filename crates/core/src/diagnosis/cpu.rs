@@ -166,6 +166,13 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
         f.evidence.push(core_item(Bottleneck::SenderCpu, h, p, idx));
     }
     f.advice = cpu_advice(r, true);
+    // UDP that lost datagrams sent more than got through: the sender's CPU did not set
+    // the goodput, so where the datagrams were lost ranks first
+    let udp_loss = r
+        .summary
+        .udp
+        .as_ref()
+        .is_some_and(|u| u.loss_percent > super::rules::UDP_LOSS_PERCENT);
     // a thread that wanted a whole core but had to wait for it is CPU-bound too
     if let Some((score, head, ev, advice)) = starvation(r, true) {
         if score > f.score {
@@ -176,6 +183,9 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
         if score >= 0.5 {
             f.evidence.splice(0..0, ev);
         }
+    }
+    if udp_loss {
+        f.score = f.score.min(0.9);
     }
     Some(f)
 }
@@ -238,7 +248,11 @@ fn cpu_advice(r: &RunResult, sending: bool) -> Vec<String> {
 /// window, in percent, when the scheduler's figures are known.
 fn starved(s: &StreamSide) -> Option<(f64, f64)> {
     let (run, wait) = (s.run_s?, s.wait_s?);
-    Some((percent(run + wait, s.seconds)?, percent(wait, s.seconds)?))
+    // the thread's clock and the stream's byte window differ by a few ms: never over 100 %
+    Some((
+        percent(run + wait, s.seconds)?.min(100.0),
+        percent(wait, s.seconds)?.min(100.0),
+    ))
 }
 
 /// Receiver CPU: a receiving thread saturated, starved (runnable but waiting), or held by

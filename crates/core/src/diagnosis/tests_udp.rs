@@ -90,6 +90,24 @@ fn socket_overflow_is_the_receivers_buffer() {
 }
 
 #[test]
+fn heavy_loss_in_the_socket_outranks_a_busy_unpaced_sender() {
+    // unpaced UDP on a loaded host: the sending thread waited for its core, and most of
+    // what it sent overflowed the receiver's buffer; the goodput was set by the buffer
+    let mut r = udp_run(600_000);
+    r.spec.rate_bps = None;
+    for s in &mut r.streams {
+        s.sender.run_s = Some(5.0);
+        s.sender.wait_s = Some(5.0);
+        s.sender.seconds = 10.0;
+    }
+    let u = udp(&mut r);
+    u.socket_drops = Some(600_000);
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::UdpReceiverBuffer, "{d:#?}");
+    assert!(super::tests::has_candidate(&d, Bottleneck::SenderCpu).is_some());
+}
+
+#[test]
 fn softnet_and_nic_drops_are_the_receiving_host() {
     let mut r = udp_run(50_000);
     let s = server(&mut r);
