@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cc;
 mod compare;
 mod cpu;
 mod intervals;
@@ -42,6 +43,9 @@ pub enum Bottleneck {
     SenderBuffer,
     /// The congestion window limits the sender, with real loss on the path.
     Congestion,
+    /// The congestion control's window or pacing held a sender that lost nothing, had CPU
+    /// to spare and was held by no window or buffer.
+    CongestionControl,
     /// Retransmits that were not loss: the path reorders (DSACK).
     Reordering,
     /// The test's own pacing (UDP `-b`, or a TCP rate) sets the rate.
@@ -70,6 +74,7 @@ impl Bottleneck {
             Bottleneck::ReceiverWindow => "the receiver's window",
             Bottleneck::SenderBuffer => "the sender's buffer",
             Bottleneck::Congestion => "congestion or loss on the path",
+            Bottleneck::CongestionControl => "the congestion control's own window or pacing",
             Bottleneck::Reordering => "reordering (spurious retransmits)",
             Bottleneck::AppPacing => "the test's own pacing",
             Bottleneck::UdpReceiverBuffer => "the receiver's socket buffer",

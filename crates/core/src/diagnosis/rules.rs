@@ -4,7 +4,7 @@
 //! of every threshold.
 
 use super::view::{self, Host};
-use super::{cpu, loss, tcp, udp};
+use super::{cc, cpu, loss, tcp, udp};
 use super::{Bottleneck, Candidate, Confidence, Diagnosis, EvidenceItem};
 use crate::spec::Protocol;
 use crate::RunResult;
@@ -50,6 +50,11 @@ pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
 /// The busiest-core rule counts only when the sending thread itself ran at least this
 /// share of a core (our own margin): otherwise the busy core is someone else's work.
 pub const CORE_RULE_THREAD_PERCENT: f64 = 50.0;
+/// The congestion control's own limit: a sender busy (data in flight) at least this share
+/// of its window ...
+pub const CC_BUSY_PERCENT: f64 = 90.0;
+/// ... that still reached less than this share of the wire model (our own margins).
+pub const CC_EFFICIENCY: f64 = 0.5;
 /// Share of retransmits reported as duplicates (DSACK) that makes them spurious.
 pub const SPURIOUS_SHARE: f64 = 0.5;
 /// Paced runs that reach this share of their target rate are limited by the pacing.
@@ -197,6 +202,7 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
         Protocol::Tcp => {
             a.add(tcp::receiver_window(r));
             a.add(tcp::sender_buffer(r));
+            a.add(cc::limited(r));
             loss::loss(r, &mut a);
         }
         Protocol::Udp => udp::loss(r, &mut a),

@@ -779,3 +779,36 @@ fn synthetic_runs_diagnose() {
         interval_bottlenecks(&mut r);
     }
 }
+
+#[test]
+fn a_lossless_idle_sender_far_below_the_wire_is_held_by_its_congestion_control() {
+    // bbr on a shaped lab link: always data to send, no window or buffer limit, no loss,
+    // an idle CPU, and 0.1 % of the wire
+    let mut r = tcp_run();
+    r.summary.goodput_bps = 1.24e6;
+    r.summary.wire = WireSummary {
+        link_bps: Some(1e9),
+        model_goodput_bps: Some(941.48e6),
+        efficiency: Some(1.24e6 / 941.48e6),
+        mtu_bytes: Some(1500),
+        link_source: Some("lab bb".into()),
+    };
+    for s in &mut r.streams {
+        s.sender = side(0.02);
+        s.receiver = side(0.002);
+        if let Some(t) = s.tcp_sender.as_mut() {
+            t.snd_cwnd = Some(4);
+            t.rtt_us = Some(39);
+            t.congestion = Some("bbr".into());
+        }
+    }
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::CongestionControl, "{d:#?}");
+    assert!(d.verdict.contains("bbr"), "{}", d.verdict);
+    let t = evidence_text(&d);
+    assert!(t.contains("cwnd 4 × 1448 B"), "{t}");
+    assert!(d.advice[0].contains("-C cubic"), "{:?}", d.advice);
+    // the same run near the wire is the wire, not the congestion control
+    r.summary.wire.efficiency = Some(0.99);
+    assert_eq!(diagnose(&r).bottleneck, Bottleneck::Wire);
+}
