@@ -416,3 +416,77 @@ fn zero_copy_sending_and_discarding_receivers_count_every_byte() {
     let out = run(&["run", "-u", "-Z"], LIMIT);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Defect 11: a server that drops the connection (as a server shedding load does) made about
+/// half of the runs exit 0 with nothing printed, because a broken pipe on the control socket
+/// was taken for a closed stdout.
+#[test]
+fn a_server_dropping_the_connection_fails_the_run_never_exits_0_silently() {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    listener.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fake = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        n += 1;
+                        // every other one reads the 8-byte preamble first, then closes with
+                        // the spec unread (a reset); the others close at once
+                        if n.is_multiple_of(2) {
+                            let _ = s.set_nonblocking(false);
+                            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                            let _ = s.read_exact(&mut [0u8; 8]);
+                        }
+                        drop(s);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        })
+    };
+    for i in 0..20 {
+        let out = run(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-t",
+                "1",
+                "--json",
+                "--no-store",
+            ],
+            LIMIT,
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "attempt {i}: stderr {err:?}");
+        assert_eq!(err.trim().lines().count(), 1, "attempt {i}: {err}");
+        assert!(out.stdout.is_empty(), "attempt {i}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    fake.join().unwrap();
+}
+
+/// The other half of defect 11: a JSON reader that goes away before the document is written
+/// is still a clean exit.
+#[test]
+fn a_json_reader_that_hangs_up_is_a_clean_exit() {
+    let mut child = common::wr()
+        .args(["run", "-t", "0.5", "--json", "--no-store"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = common::wait_bounded(child, LIMIT);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}

@@ -44,8 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         group: args.group,
         limit: args.limit,
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(crate::exit::stdout());
     if args.json {
         write_json(&mut out, &store.list(&filter)?)?;
     } else {

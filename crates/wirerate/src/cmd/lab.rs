@@ -14,7 +14,7 @@ use crate::exit;
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?;
+        writeln!($crate::exit::stdout(), $($arg)*)?;
     }};
 }
 
@@ -22,7 +22,7 @@ macro_rules! say {
 macro_rules! say_raw {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?;
+        write!($crate::exit::stdout(), $($arg)*)?;
     }};
 }
 

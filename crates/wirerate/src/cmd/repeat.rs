@@ -60,7 +60,7 @@ pub fn run(
             }
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::exit::stdout();
     if text {
         writeln!(out, "\n{}", wirerate_render::stats::repeat_table(&results))?;
         if let RepeatPlan::UntilCi { percent, max_runs } = plan {

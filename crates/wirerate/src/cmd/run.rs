@@ -573,7 +573,7 @@ pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option
 }
 
 pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::exit::stdout();
     match format {
         Format::Text => write!(out, "{}", text::summary(r))?,
         Format::Json => writeln!(out, "{}", wirerate_render::json::result(r))?,

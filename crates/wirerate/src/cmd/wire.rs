@@ -87,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         render(&params, &model, &fields)
     };
     use std::io::Write;
-    std::io::stdout().write_all(text.as_bytes())?;
+    crate::exit::stdout().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
