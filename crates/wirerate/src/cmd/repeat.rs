@@ -28,6 +28,7 @@ pub fn run(
     let text = format == Format::Text;
     let mut results: Vec<RunResult> = Vec::new();
     let mut failures = 0;
+    let mut unstored = 0;
     for i in 1..=max {
         // the server frees its slot a moment after the last run's reports
         let (r, errors) = execute(t, spec, &mut Silent, Duration::from_secs(2))?;
@@ -50,7 +51,9 @@ pub fn run(
             );
         }
         if let Some(s) = store.as_deref_mut() {
-            save(s, &r, label, Some(&group));
+            if !save(s, &r, label, Some(&group)) {
+                unstored += 1;
+            }
         }
         results.push(r);
         if let RepeatPlan::UntilCi { percent, .. } = plan {
@@ -72,7 +75,7 @@ pub fn run(
                 )?;
             }
         }
-        if store.is_some() {
+        if store.is_some() && unstored == 0 {
             writeln!(
                 out,
                 "stored as group {group}{}",
@@ -84,7 +87,10 @@ pub fn run(
         writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?;
     }
     out.flush()?;
-    Ok(if failures == 0 {
+    if unstored > 0 {
+        eprintln!("wirerate: {unstored} of {} runs not stored", results.len());
+    }
+    Ok(if failures == 0 && unstored == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -511,15 +511,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
     emit(&result, format)?;
-    if let Some(store) = store.as_mut() {
-        save(store, &result, a.store.label.as_deref(), None);
-    }
-    if errors.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    let stored = match store.as_mut() {
+        Some(store) => save(store, &result, a.store.label.as_deref(), None),
+        None => true,
+    };
+    if !errors.is_empty() {
         eprintln!("wirerate: {}", errors.join("; "));
-        Ok(ExitCode::from(1))
     }
+    Ok(if errors.is_empty() && stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// How many runs `--repeat` or `--until-ci` asks for.
@@ -558,17 +561,24 @@ fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
             eprintln!("wirerate: results will not be stored: {e:#}");
             Ok(None)
         }
-        Err(e) => Err(e.context("cannot open the results database")),
+        // the store's error names the database and the cause: said once
+        Err(e) => Err(e),
     }
 }
 
-/// Stores one result; a failure is reported, never fatal, since the figures are printed.
-pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) {
-    if let Err(e) = store.insert_run(r, label, group) {
-        eprintln!(
-            "wirerate: result not stored: {}",
-            wirerate_engine::chain(&e)
-        );
+/// Stores one result; false (and the error said on stderr) when it could not be stored. The
+/// caller goes on, since the figures are printed, and exits non-zero at the end.
+#[must_use]
+pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
+    match store.insert_run(r, label, group) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!(
+                "wirerate: result not stored: {}",
+                wirerate_engine::chain(&e)
+            );
+            false
+        }
     }
 }
 
