@@ -19,6 +19,8 @@ pub struct Context {
     pub server_addr: String,
     pub embedded_server: bool,
     pub wire: WireSummary,
+    /// The client stopped the test early (Ctrl-C).
+    pub interrupted: bool,
 }
 
 fn side_of(report: &StreamReport) -> StreamSide {
@@ -99,6 +101,7 @@ pub fn assemble(
             client: client.evidence.clone(),
             server: server.evidence.clone(),
         },
+        interrupted: ctx.interrupted,
     };
     add_cycles_per_byte(&mut result);
     crate::diagnosis::interval_bottlenecks(&mut result);

@@ -30,6 +30,9 @@ pub enum Msg {
     Refused { reason: String },
     /// Server → client: every data stream is attached; the clock starts now.
     Start,
+    /// Client → server: end the test now (the user interrupted it). Both sides' senders
+    /// stop, and the reports follow as at a normal end.
+    Stop,
     /// Server → client: an interval of a flow the server receives.
     Interval { interval: Interval },
     /// Either way: this side's final measurements.
@@ -46,6 +49,7 @@ impl Msg {
             Msg::UdpProof { .. } => "udp_proof",
             Msg::Refused { .. } => "refused",
             Msg::Start => "start",
+            Msg::Stop => "stop",
             Msg::Interval { .. } => "interval",
             Msg::Report { .. } => "report",
         }

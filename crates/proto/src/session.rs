@@ -67,6 +67,8 @@ pub enum ServerEvent {
     Start,
     /// The client's final measurements.
     PeerReport(Box<SideReport>),
+    /// The client ends the test early: stop sending; the reports follow as usual.
+    Stop,
 }
 
 /// The server's half of one control connection, after its preamble was read.
@@ -143,6 +145,7 @@ impl ServerSession {
             {
                 Ok(ServerEvent::UdpProof(proofs))
             }
+            (ServerState::Running, Msg::Stop) => Ok(ServerEvent::Stop),
             (ServerState::Running, Msg::Report { report }) if !self.c.peer_report => {
                 self.c.peer_report = true;
                 self.update_deadline(now);
@@ -457,6 +460,16 @@ impl ClientSession {
                 self.c.deadline = Some(now + self.idle);
             }
         }
+    }
+
+    /// Ends a running test early: asks the server to stop sending. The reports follow as at
+    /// a normal end. Nothing is sent before the test runs or after this side's report.
+    pub fn stop(&mut self) -> bool {
+        let running = self.c.state == ClientState::Running && !self.c.local_report;
+        if running {
+            self.c.out.push_back(encode(&Msg::Stop));
+        }
+        running
     }
 
     /// Gives up on the test and tells the server.

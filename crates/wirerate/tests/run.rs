@@ -490,3 +490,51 @@ fn a_json_reader_that_hangs_up_is_a_clean_exit() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// Defect 8: Ctrl-C ended the process at once with nothing. The first one now ends the test
+/// on both sides, prints and stores what was measured (marked interrupted), exit 130.
+#[test]
+fn ctrl_c_ends_the_test_early_and_keeps_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for extra in [&[][..], &["-R"][..], &["-u", "-b", "50M", "--bidir"][..]] {
+        let child = common::wr()
+            .args(["run", "-t", "10", "--json", "--label", "cut"])
+            .args(extra)
+            .env("WIRERATE_DB", &db)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill on the PID of a child this test started and has not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        let out = common::wait_bounded(child, Duration::from_secs(3));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(130), "{extra:?}: {err}");
+        assert!(err.contains("interrupted"), "{extra:?}: {err}");
+        let j = json(&out);
+        assert_eq!(j["interrupted"], true, "{extra:?}");
+        let seconds = j["summary"]["seconds"].as_f64().unwrap();
+        assert!((1.0..3.0).contains(&seconds), "{extra:?}: {seconds} s");
+        assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 0.0);
+    }
+    // stored, and marked
+    let out = run(
+        &[
+            "history",
+            "--json",
+            "--label",
+            "cut",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let runs = json(&out);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(runs.iter().all(|r| r["result"]["interrupted"] == true));
+}

@@ -26,7 +26,7 @@ use crate::side::{Attached, DataSock, SideRun};
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
 enum Streams {
     Tcp(Box<SideRun>),
-    Udp(UdpRun),
+    Udp(Box<UdpRun>),
 }
 
 impl Streams {
@@ -146,6 +146,7 @@ pub fn run_client(
         remote: remote.to_side(&cx.map, Side::Server, window_s.max(0.0)),
         local,
         server_addr: addr,
+        interrupted: false,
     })
 }
 
@@ -254,12 +255,12 @@ fn on_event(
                 Protocol::Tcp => {
                     Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
                 }
-                Protocol::Udp => Streams::Udp(UdpRun::start(
+                Protocol::Udp => Streams::Udp(Box::new(UdpRun::start(
                     cx.spec,
                     std::mem::take(&mut run.udp),
                     idle,
                     false,
-                )),
+                ))),
             });
             run.started = Some(Instant::now());
             obs.started();

@@ -30,8 +30,15 @@ pub fn run(
     let mut failures = 0;
     let mut unstored = 0;
     for i in 1..=max {
+        // Ctrl-C ends the set: the run it cut short is kept (marked), the rest not started
+        if crate::interrupt::interrupted() {
+            break;
+        }
         // the server frees its slot a moment after the last run's reports
-        let (r, errors) = execute(t, spec, &mut Silent, Duration::from_secs(2))?;
+        let (r, errors) = match execute(t, spec, &mut Silent, Duration::from_secs(2)) {
+            Err(_) if crate::interrupt::interrupted() && !results.is_empty() => break,
+            other => other?,
+        };
         if !errors.is_empty() {
             failures += 1;
             eprintln!("wirerate: run {i}: {}", errors.join("; "));
@@ -42,12 +49,13 @@ pub fn run(
                 r.summary.cpu.remote.as_ref().and_then(|c| c.system_percent),
             );
             crate::say!(
-                "run {i:>3}: goodput {:>15}, CPU {}, PI {}",
+                "run {i:>3}: goodput {:>15}, CPU {}, PI {}{}",
                 format_bps(r.summary.goodput_bps),
                 cpu.map_or_else(|| "n/a".into(), |c| format!("{c:.1} %")),
                 r.summary
                     .pi
                     .map_or_else(|| "n/a".into(), |p| format!("{p:.2}")),
+                if r.interrupted { " (interrupted)" } else { "" },
             );
         }
         if let Some(s) = store.as_deref_mut() {
@@ -89,6 +97,10 @@ pub fn run(
     out.flush()?;
     if unstored > 0 {
         eprintln!("wirerate: {unstored} of {} runs not stored", results.len());
+    }
+    if crate::interrupt::interrupted() {
+        eprintln!("wirerate: interrupted after {} run(s)", results.len());
+        return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if failures == 0 && unstored == 0 {
         ExitCode::SUCCESS

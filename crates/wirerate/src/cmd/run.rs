@@ -43,7 +43,7 @@ pub enum Format {
     after_help = "Sizes (-n, -l, -w) take K, M, G, T as powers of 1024: 128K = 131072 bytes.\n\
 Rates (--link) take K, M, G, T as powers of 1000: 10M = 10000000 bit/s.\n\
 Goodput is what the receiving application got, over the receiver's window.\n\n\
-Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or a stream broke), 2 bad usage."
+Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or a stream broke; or the result could not be stored), 2 bad usage, 130 interrupted (Ctrl-C: the figures until then are printed and stored)."
 )]
 pub struct Args {
     /// Server to test against; with none, an embedded server on loopback is used
@@ -429,6 +429,7 @@ pub fn execute(
             server_addr: t.addr.to_string(),
             embedded_server: t.embedded,
             wire: facts.summary(),
+            interrupted: outcome.interrupted,
         },
     );
     fill_wire(&mut result, &facts);
@@ -476,7 +477,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let repeat = repeat_plan(&a)?;
     let mut store = open_store(&a.store)?;
-    let t = target(&a)?;
+    let mut t = target(&a)?;
+    if !a.find_max && !a.iperf3 {
+        // Ctrl-C ends the test early and reports it (the iperf3 driver cannot stop early
+        // yet, and --find-max has no partial answer: there Ctrl-C ends the process)
+        t.cfg.interrupt = Some(crate::interrupt::install());
+    }
     let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
     let mut spec = spec_from(&a, udp_len)?;
     if a.find_max {
@@ -517,6 +523,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     if !errors.is_empty() {
         eprintln!("wirerate: {}", errors.join("; "));
+    }
+    if result.interrupted {
+        eprintln!(
+            "wirerate: interrupted: the figures cover the first {:.2} s",
+            result.summary.seconds
+        );
+        return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if errors.is_empty() && stored {
         ExitCode::SUCCESS
