@@ -2,6 +2,7 @@
 //! are acceptable when.
 
 use serde::{Deserialize, Serialize};
+use wirerate_core::evidence::TcpSample;
 use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
@@ -35,7 +36,15 @@ pub enum Msg {
     Stop,
     /// Server → client: an interval of a flow the server receives.
     Interval { interval: Interval },
-    /// Either way: this side's final measurements.
+    /// Either way, before `report`: some of this side's intervals and TCP samples, when the
+    /// whole report would not fit in one frame (see `parts`).
+    ReportPart {
+        #[serde(default)]
+        intervals: Vec<Interval>,
+        #[serde(default)]
+        tcp_samples: Vec<TcpSample>,
+    },
+    /// Either way: this side's final measurements (after its parts, if any).
     Report { report: Box<SideReport> },
 }
 
@@ -51,6 +60,7 @@ impl Msg {
             Msg::Start => "start",
             Msg::Stop => "stop",
             Msg::Interval { .. } => "interval",
+            Msg::ReportPart { .. } => "report_part",
             Msg::Report { .. } => "report",
         }
     }

@@ -538,3 +538,63 @@ fn ctrl_c_ends_the_test_early_and_keeps_what_was_measured() {
     assert_eq!(runs.len(), 3, "{runs:?}");
     assert!(runs.iter().all(|r| r["result"]["interrupted"] == true));
 }
+
+/// Defect 13: the final reports outgrew the frame caps (a bidirectional test at `-i 0.01`
+/// failed after about 8 s: "peer closed the connection"). They now go in bounded parts.
+#[test]
+fn long_reports_cross_in_bounded_parts_and_every_interval_arrives() {
+    let srv = ServerProc::start(&[]);
+    let port = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "10",
+            "-i",
+            "0.01",
+            "--bidir",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let intervals = j["intervals"].as_array().unwrap();
+    for flow in ["client_to_server", "server_to_client"] {
+        let of_flow: Vec<_> = intervals.iter().filter(|i| i["flow"] == flow).collect();
+        // 1000 on an idle machine; a loaded one may close the last few late as one
+        assert!(
+            (800..=1010).contains(&of_flow.len()),
+            "{flow}: {} intervals",
+            of_flow.len()
+        );
+        // in order, none lost between the parts: each starts where the one before ended
+        for w in of_flow.windows(2) {
+            let (a, b) = (w[0]["end_s"].as_f64().unwrap(), w[1]["start_s"].as_f64());
+            assert!((a - b.unwrap()).abs() < 1e-6, "{flow}: gap at {a}");
+        }
+    }
+    // the client's TCP samples (its sending flow) came across too
+    let with_tcp = intervals
+        .iter()
+        .filter(|i| i["flow"] == "client_to_server" && i["tcp"].is_object())
+        .count();
+    assert!(
+        with_tcp > 750,
+        "{with_tcp} client→server intervals with TCP samples"
+    );
+    // what the client reported (the intervals it received, the TCP samples of its senders)
+    // was more than the 256 KiB a server takes in one frame: it crossed in parts
+    let client_report: usize = intervals
+        .iter()
+        .map(|i| match i["flow"].as_str() {
+            Some("server_to_client") => i.to_string().len(),
+            _ => i["tcp"].to_string().len(),
+        })
+        .sum();
+    assert!(client_report > 256 << 10, "{client_report} bytes");
+}
