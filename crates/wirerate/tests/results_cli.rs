@@ -583,3 +583,28 @@ fn a_result_that_cannot_be_stored_is_printed_and_the_run_fails() {
         assert_eq!(err.lines().count(), 1, "{format}: {err}");
     }
 }
+
+/// Issue 11 (smaller): forward, reverse and bidir runs all read `tcp x1` in `history`.
+#[test]
+fn history_says_each_run_s_direction() {
+    use wirerate_core::Direction;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut store = Store::open(&db).unwrap();
+    let runs = synth::sample(0, 3, 10.0 * GBIT, GBIT, 7);
+    for (mut r, d) in
+        runs.into_iter()
+            .zip([Direction::Forward, Direction::Reverse, Direction::Bidir])
+    {
+        r.spec.direction = d;
+        store.insert_run(&r, None, None).unwrap();
+    }
+    drop(store);
+    let (code, out, err) = outcome(&wirerate(&["history", "--db", db.to_str().unwrap()]));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("direction"), "{out}");
+    for (line, d) in lines[1..].iter().zip(["forward", "reverse", "bidir"]) {
+        assert!(line.contains(&format!("tcp x1     {d}")), "{d}: {line}");
+    }
+}

@@ -598,3 +598,16 @@ fn long_reports_cross_in_bounded_parts_and_every_interval_arrives() {
         .sum();
     assert!(client_report > 256 << 10, "{client_report} bytes");
 }
+
+/// Issue 11 (smaller): in text, `--bidir` labelled both TCP stream lines `s0 tx`.
+#[test]
+fn bidir_text_names_each_stream_line_by_its_flow() {
+    let out = run(&["run", "-t", "0.5", "--bidir", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("s0 c→s") && text.contains("s0 s→c"), "{text}");
+    assert!(!text.contains("s0 tx"), "{text}");
+    // one direction: as before
+    let out = run(&["run", "-t", "0.3", "--no-store"], LIMIT);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("s0 tx"));
+}
