@@ -24,6 +24,8 @@ pub struct Context {
     /// UDP figures a driver measured itself (an iperf3 peer's datagrams), used instead of
     /// the ones derived from the two reports.
     pub udp: Option<crate::result::UdpSummary>,
+    /// The client stopped the test early (Ctrl-C).
+    pub interrupted: bool,
 }
 
 fn side_of(report: &StreamReport) -> StreamSide {
@@ -104,6 +106,7 @@ pub fn assemble(
             client: client.evidence.clone(),
             server: server.evidence.clone(),
         },
+        interrupted: ctx.interrupted,
     };
     if let Some(udp) = ctx.udp {
         result.summary.udp = Some(udp);

@@ -25,6 +25,9 @@ pub struct RunResult {
     /// What each host's kernel counted over the window: the diagnosis's raw material.
     #[serde(default)]
     pub evidence: Evidence,
+    /// The test was stopped early (Ctrl-C): the figures cover what was measured until then.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// Evidence of both hosts; None for a side that could not be seen (an iperf3 peer).

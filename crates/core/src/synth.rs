@@ -90,6 +90,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             server_addr: "127.0.0.1:5201".to_string(),
         },
         evidence: Default::default(),
+        interrupted: false,
     }
 }
 

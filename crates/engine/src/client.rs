@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wirerate_core::report::{Role, SideReport};
@@ -26,6 +27,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Local address for every connection.
     pub bind: Option<IpAddr>,
+    /// Set (by a Ctrl-C handler, say) to end a running test early: both sides stop sending
+    /// and report what they measured until then.
+    pub interrupt: Option<&'static AtomicBool>,
 }
 
 impl Default for ClientConfig {
@@ -34,6 +38,7 @@ impl Default for ClientConfig {
             idle: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             bind: None,
+            interrupt: None,
         }
     }
 }
@@ -53,6 +58,15 @@ pub struct ClientOutcome {
     pub server_addr: SocketAddr,
     /// Loss and jitter of UDP flows, where the driver measured them (iperf3 UDP tests).
     pub udp: Option<wirerate_core::result::UdpSummary>,
+    /// The test was ended early through [`ClientConfig::interrupt`].
+    pub interrupted: bool,
+}
+
+impl ClientConfig {
+    /// Whether the test has been asked to end early.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed))
+    }
 }
 
 /// Runs one test against the server at `addr`.
@@ -74,6 +88,8 @@ pub fn run_test(
     let mut streams: Vec<Attached> = Vec::new();
     // intervals of this side already shown; the last, partial one comes with the report
     let mut shown = 0usize;
+    // Ctrl-C seen, and whether it cut the test short
+    let (mut asked, mut interrupted) = (false, false);
     let result = (|| -> Result<(), EngineError> {
         loop {
             ctl.flush(|| sess.poll_transmit(), cfg.idle)
@@ -128,6 +144,20 @@ pub fn run_test(
                     }
                 }
             }
+            if cfg.interrupted() && !asked {
+                asked = true;
+                if let Some(s) = &side {
+                    // the server stops its senders, ours stop here; the reports follow
+                    if sess.stop() {
+                        s.stop_sending();
+                        interrupted = true;
+                    }
+                } else if local.is_none() {
+                    return Err(EngineError::Setup(
+                        "interrupted before the test started".into(),
+                    ));
+                }
+            }
             let now = Instant::now();
             sess.handle_timeout(now)?;
             if let Some(s) = side.as_mut() {
@@ -166,6 +196,7 @@ pub fn run_test(
             remote,
             server_addr: addr,
             udp: None,
+            interrupted,
         }),
         _ => Err(EngineError::Setup(
             "the test ended without both reports".into(),

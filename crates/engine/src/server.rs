@@ -430,6 +430,11 @@ fn on_event(
             }
             run.peer_report = Some(*r);
         }
+        ServerEvent::Stop => {
+            if let Some(side) = &run.side {
+                side.stop_sending();
+            }
+        }
         ServerEvent::Start => {}
     }
     Ok(())

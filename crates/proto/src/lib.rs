@@ -18,6 +18,7 @@ pub mod depth;
 pub mod frame;
 pub mod iperf3;
 pub mod msg;
+pub mod parts;
 pub mod session;
 
 pub use data::DataHello;

@@ -2,6 +2,7 @@
 //! are acceptable when.
 
 use serde::{Deserialize, Serialize};
+use wirerate_core::evidence::TcpSample;
 use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
@@ -30,9 +31,20 @@ pub enum Msg {
     Refused { reason: String },
     /// Server → client: every data stream is attached; the clock starts now.
     Start,
+    /// Client → server: end the test now (the user interrupted it). Both sides' senders
+    /// stop, and the reports follow as at a normal end.
+    Stop,
     /// Server → client: an interval of a flow the server receives.
     Interval { interval: Interval },
-    /// Either way: this side's final measurements.
+    /// Either way, before `report`: some of this side's intervals and TCP samples, when the
+    /// whole report would not fit in one frame (see `parts`).
+    ReportPart {
+        #[serde(default)]
+        intervals: Vec<Interval>,
+        #[serde(default)]
+        tcp_samples: Vec<TcpSample>,
+    },
+    /// Either way: this side's final measurements (after its parts, if any).
     Report { report: Box<SideReport> },
 }
 
@@ -46,7 +58,9 @@ impl Msg {
             Msg::UdpProof { .. } => "udp_proof",
             Msg::Refused { .. } => "refused",
             Msg::Start => "start",
+            Msg::Stop => "stop",
             Msg::Interval { .. } => "interval",
+            Msg::ReportPart { .. } => "report_part",
             Msg::Report { .. } => "report",
         }
     }

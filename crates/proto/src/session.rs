@@ -17,6 +17,7 @@ use crate::frame::{
     PREAMBLE_LEN,
 };
 use crate::msg::{token_from_hex, token_hex, Msg, UdpProof};
+use crate::parts::{report_frames, Parts};
 use crate::Token;
 
 /// The set of (flow, stream id) a spec asks for.
@@ -67,6 +68,8 @@ pub enum ServerEvent {
     Start,
     /// The client's final measurements.
     PeerReport(Box<SideReport>),
+    /// The client ends the test early: stop sending; the reports follow as usual.
+    Stop,
 }
 
 /// The server's half of one control connection, after its preamble was read.
@@ -78,6 +81,7 @@ pub struct ServerSession {
     token: Token,
     expected: HashSet<(Flow, u32)>,
     attached: HashSet<(Flow, u32)>,
+    spec: Option<TestSpec>,
 }
 
 impl ServerSession {
@@ -94,6 +98,7 @@ impl ServerSession {
             token,
             expected: HashSet::new(),
             attached: HashSet::new(),
+            spec: None,
         }
     }
 
@@ -117,12 +122,29 @@ impl ServerSession {
                     return Err(e);
                 }
             };
-            events.push(self.on_msg(msg, now)?);
+            events.extend(self.on_msg(msg, now)?);
         }
         Ok(events)
     }
 
-    fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<ServerEvent, ProtoError> {
+    fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<Option<ServerEvent>, ProtoError> {
+        if let Msg::ReportPart {
+            intervals,
+            tcp_samples,
+        } = msg
+        {
+            return match self.c.take_part(intervals, tcp_samples, now, self.idle) {
+                Ok(()) => Ok(None),
+                Err(e) => {
+                    self.c.state = ServerState::Failed;
+                    Err(e)
+                }
+            };
+        }
+        self.on_whole_msg(msg, now).map(Some)
+    }
+
+    fn on_whole_msg(&mut self, msg: Msg, now: Instant) -> Result<ServerEvent, ProtoError> {
         match (self.c.state, msg) {
             (ServerState::AwaitSpec, Msg::Spec { spec }) => {
                 if let Err(e) = spec.validate() {
@@ -134,6 +156,7 @@ impl ServerSession {
                     return Err(ProtoError::Refused(reason));
                 }
                 self.expected = expected_streams(&spec);
+                self.spec = Some(spec.clone());
                 self.c.state = ServerState::Preparing;
                 self.c.deadline = Some(now + self.idle);
                 Ok(ServerEvent::Spec(spec))
@@ -143,8 +166,10 @@ impl ServerSession {
             {
                 Ok(ServerEvent::UdpProof(proofs))
             }
-            (ServerState::Running, Msg::Report { report }) if !self.c.peer_report => {
+            (ServerState::Running, Msg::Stop) => Ok(ServerEvent::Stop),
+            (ServerState::Running, Msg::Report { mut report }) if !self.c.peer_report => {
                 self.c.peer_report = true;
+                self.c.parts.complete(&mut report);
                 self.update_deadline(now);
                 Ok(ServerEvent::PeerReport(report))
             }
@@ -206,10 +231,12 @@ impl ServerSession {
         }
         self.c.out.push_back(encode(&Msg::Start));
         self.c.state = ServerState::Running;
+        if let Some(spec) = &self.spec {
+            self.c.parts.start(spec, now);
+        }
         // While the test runs the control connection is quiet by design; the data streams
         // carry their own read timeouts.
         self.c.deadline = None;
-        let _ = now;
         Ok(Some(ServerEvent::Start))
     }
 
@@ -224,9 +251,7 @@ impl ServerSession {
     pub fn local_report(&mut self, report: SideReport, now: Instant) {
         if self.c.state == ServerState::Running && !self.c.local_report {
             self.c.local_report = true;
-            self.c.out.push_back(encode(&Msg::Report {
-                report: Box::new(report),
-            }));
+            self.c.out.extend(report_frames(report, MAX_SERVER_FRAME));
             self.update_deadline(now);
         }
     }
@@ -326,6 +351,8 @@ pub enum ClientEvent {
 #[derive(Debug)]
 pub struct ClientSession {
     c: Common<ClientState>,
+    /// What the test's intervals are, to bound the server's report parts.
+    spec: TestSpec,
     pre: Vec<u8>,
     dec: FrameDecoder,
     idle: Duration,
@@ -339,6 +366,7 @@ impl ClientSession {
         out.push_back(encode(&Msg::Spec { spec: spec.clone() }));
         ClientSession {
             c: Common::new(ClientState::AwaitPreamble, out, Some(now + idle)),
+            spec: spec.clone(),
             pre: Vec::with_capacity(PREAMBLE_LEN),
             dec: FrameDecoder::new(MAX_SERVER_FRAME),
             idle,
@@ -406,6 +434,16 @@ impl ClientSession {
 
     fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<Option<ClientEvent>, ProtoError> {
         match (self.c.state, msg) {
+            (
+                _,
+                Msg::ReportPart {
+                    intervals,
+                    tcp_samples,
+                },
+            ) => {
+                self.c.take_part(intervals, tcp_samples, now, self.idle)?;
+                Ok(None)
+            }
             (_, Msg::Busy { retry_after_s }) => Err(ProtoError::Busy(retry_after_s)),
             (_, Msg::Refused { reason }) => Err(ProtoError::Refused(reason)),
             (ClientState::AwaitWelcome, Msg::Welcome { .. }) => {
@@ -421,14 +459,16 @@ impl ClientSession {
             }
             (ClientState::AwaitStart, Msg::Start) => {
                 self.c.state = ClientState::Running;
+                self.c.parts.start(&self.spec, now);
                 self.c.deadline = None;
                 Ok(Some(ClientEvent::Start))
             }
             (ClientState::Running, Msg::Interval { interval }) => {
                 Ok(Some(ClientEvent::Interval(interval)))
             }
-            (ClientState::Running, Msg::Report { report }) if !self.c.peer_report => {
+            (ClientState::Running, Msg::Report { mut report }) if !self.c.peer_report => {
                 self.c.peer_report = true;
+                self.c.parts.complete(&mut report);
                 self.c.deadline = None;
                 Ok(Some(ClientEvent::PeerReport(report)))
             }
@@ -450,13 +490,21 @@ impl ClientSession {
     pub fn local_report(&mut self, report: SideReport, now: Instant) {
         if self.c.state == ClientState::Running && !self.c.local_report {
             self.c.local_report = true;
-            self.c.out.push_back(encode(&Msg::Report {
-                report: Box::new(report),
-            }));
+            self.c.out.extend(report_frames(report, MAX_CLIENT_FRAME));
             if !self.c.peer_report {
                 self.c.deadline = Some(now + self.idle);
             }
         }
+    }
+
+    /// Ends a running test early: asks the server to stop sending. The reports follow as at
+    /// a normal end. Nothing is sent before the test runs or after this side's report.
+    pub fn stop(&mut self) -> bool {
+        let running = self.c.state == ClientState::Running && !self.c.local_report;
+        if running {
+            self.c.out.push_back(encode(&Msg::Stop));
+        }
+        running
     }
 
     /// Gives up on the test and tells the server.
@@ -520,6 +568,8 @@ struct Common<S> {
     deadline: Option<Instant>,
     peer_report: bool,
     local_report: bool,
+    /// The peer's report parts, until its report arrives.
+    parts: Parts,
 }
 
 impl<S: SessionState> Common<S> {
@@ -530,7 +580,34 @@ impl<S: SessionState> Common<S> {
             deadline,
             peer_report: false,
             local_report: false,
+            parts: Parts::default(),
         }
+    }
+
+    /// Takes a part of the peer's report: only while the test runs (the parts are bounded
+    /// from its start) and before the report itself. Each part renews a running deadline,
+    /// so a long report on a slow path is not taken for a silent peer.
+    fn take_part(
+        &mut self,
+        intervals: Vec<Interval>,
+        samples: Vec<wirerate_core::evidence::TcpSample>,
+        now: Instant,
+        idle: Duration,
+    ) -> Result<(), ProtoError> {
+        if self.peer_report {
+            self.state = S::FAILED;
+            return Err(ProtoError::Unexpected {
+                got: "report_part",
+                state: "after the report",
+            });
+        }
+        self.parts
+            .add(intervals, samples, now)
+            .inspect_err(|_| self.state = S::FAILED)?;
+        if self.deadline.is_some() {
+            self.deadline = Some(now + idle);
+        }
+        Ok(())
     }
 
     fn is_finished(&self) -> bool {

@@ -343,3 +343,42 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn a_client_stops_a_running_test_and_the_reports_still_follow() {
+    let now = Instant::now();
+    let spec = TestSpec::default();
+    let (mut c, mut s, token) = handshake(&spec, now);
+    // nothing to stop before the test runs
+    assert!(!c.stop());
+    assert!(drain(&mut || c.poll_transmit()).is_empty());
+    let hello = DataHello {
+        token,
+        flow: Flow::ClientToServer,
+        stream_id: 0,
+    };
+    assert_eq!(
+        s.attach_stream(&hello, now).unwrap(),
+        Some(ServerEvent::Start)
+    );
+    c.handle_input(&drain(&mut || s.poll_transmit()), now)
+        .unwrap();
+    assert!(c.stop());
+    let ev = s
+        .handle_input(&drain(&mut || c.poll_transmit()), now)
+        .unwrap();
+    assert_eq!(ev, vec![ServerEvent::Stop]);
+    c.local_report(SideReport::default(), now);
+    s.local_report(SideReport::default(), now);
+    let ev = s
+        .handle_input(&drain(&mut || c.poll_transmit()), now)
+        .unwrap();
+    assert!(matches!(ev.as_slice(), [ServerEvent::PeerReport(_)]));
+    let ev = c
+        .handle_input(&drain(&mut || s.poll_transmit()), now)
+        .unwrap();
+    assert!(matches!(ev.as_slice(), [ClientEvent::PeerReport(_)]));
+    assert!(c.is_finished() && s.is_finished());
+    // after its report, a client has nothing left to stop
+    assert!(!c.stop());
+}

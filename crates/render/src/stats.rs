@@ -55,8 +55,19 @@ fn num(v: f64, div: f64) -> String {
     }
 }
 
-fn opt(v: Option<f64>, div: f64) -> String {
-    v.map_or_else(|| "-".to_string(), |x| num(x, div))
+/// A figure of `metric`: retransmits are counts, so whole numbers print whole and a mean
+/// gets one decimal (three below 10); every other metric as [`num`].
+fn figure(metric: Metric, v: f64, div: f64) -> String {
+    if metric != Metric::Retransmits {
+        return num(v, div);
+    }
+    if v.fract() == 0.0 || v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        num(v, 1.0)
+    }
 }
 
 /// The summary of repeated runs for `run --repeat` / `--until-ci`: min, median, mean, max,
@@ -93,19 +104,23 @@ fn summary_row(metric: Metric, s: &Summary) -> String {
     };
     let ci = match (s.ci95_low, s.ci95_high, s.ci95_half_width_percent()) {
         (Some(lo), Some(hi), Some(pct)) => {
-            format!("{} .. {} (±{pct:.1} %)", num(lo, div), num(hi, div))
+            let (lo, hi) = (figure(metric, lo, div), figure(metric, hi, div));
+            format!("{lo} .. {hi} (±{pct:.1} %)")
         }
-        (Some(lo), Some(hi), None) => format!("{} .. {}", num(lo, div), num(hi, div)),
+        (Some(lo), Some(hi), None) => {
+            format!("{} .. {}", figure(metric, lo, div), figure(metric, hi, div))
+        }
         _ => "- (one run)".to_string(),
     };
     format!(
         "{:<14} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
         name,
-        num(s.min, div),
-        num(s.median, div),
-        num(s.mean, div),
-        num(s.max, div),
-        opt(s.stddev, div),
+        figure(metric, s.min, div),
+        figure(metric, s.median, div),
+        figure(metric, s.mean, div),
+        figure(metric, s.max, div),
+        s.stddev
+            .map_or_else(|| "-".to_string(), |x| figure(metric, x, div)),
         ci
     )
 }
@@ -223,8 +238,8 @@ pub fn compare_table(rows: &[(Metric, Comparison)]) -> String {
             out,
             "{:<20} {:>10} {:>10} {:>9}  {:<20} {:<10} {}",
             name,
-            opt(c.a.map(|s| s.mean), div),
-            opt(c.b.map(|s| s.mean), div),
+            c.a.map_or_else(|| "-".into(), |s| figure(*metric, s.mean, div)),
+            c.b.map_or_else(|| "-".into(), |s| figure(*metric, s.mean, div)),
             c.change_percent.map_or("-".to_string(), signed_pct),
             ci,
             p,
@@ -238,6 +253,17 @@ pub fn compare_table(rows: &[(Metric, Comparison)]) -> String {
 mod tests {
     use super::*;
     use wirerate_core::stats::compare;
+
+    #[test]
+    fn retransmits_print_as_counts_not_as_294_00() {
+        let c = compare(&[290.0, 298.0, 294.0], &[10.0, 12.0, 11.5]);
+        let t = compare_table(&[(Metric::Retransmits, c)]);
+        let row = t.lines().nth(1).unwrap();
+        assert!(row.contains(" 294 ") && row.contains(" 11.2 "), "{row}");
+        assert!(!row.contains("294.00"), "{row}");
+        assert_eq!(figure(Metric::Retransmits, 2.5, 1.0), "2.50");
+        assert_eq!(figure(Metric::Goodput, 294.0, 1.0), "294.00");
+    }
 
     #[test]
     fn verdicts_read_as_sentences() {

@@ -298,7 +298,13 @@ pub fn summary(r: &RunResult) -> String {
         }
         for st in &r.streams {
             if let Some(ti) = &st.tcp_sender {
-                let _ = writeln!(o, "{}", tcp_stream_line(&format!("s{} tx", st.id), ti));
+                // both ways at once: stream ids repeat, so the flow names the line
+                let name = match (r.spec.direction, st.flow) {
+                    (Direction::Bidir, Flow::ClientToServer) => format!("s{} c→s", st.id),
+                    (Direction::Bidir, Flow::ServerToClient) => format!("s{} s→c", st.id),
+                    _ => format!("s{} tx", st.id),
+                };
+                let _ = writeln!(o, "{}", tcp_stream_line(&name, ti));
             }
         }
     }

@@ -266,6 +266,7 @@ fn sample_run() -> RunResult {
             ..Env::default()
         },
         evidence: Default::default(),
+        interrupted: false,
     }
 }
 

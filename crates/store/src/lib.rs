@@ -59,6 +59,13 @@ pub enum StoreError {
     },
     #[error("results database: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("results database {0} holds no runs yet (it has no wirerate tables)")]
+    Empty(String),
+    #[error(
+        "results database {path} has layout version {found}; a command that stores a run \
+         brings it up to date"
+    )]
+    TooOld { path: String, found: i64 },
     #[error("result cannot be stored as JSON: {0}")]
     Encode(String),
     #[error("stored run {id} is not a readable wirerate result")]
@@ -105,7 +112,9 @@ impl Store {
         Self::open_with(path, OpenFlags::SQLITE_OPEN_CREATE)
     }
 
-    /// Opens an existing database; a missing file is [`StoreError::Missing`] rather than a new
+    /// Opens an existing database for reading only (SQLite's read-only mode: no journal
+    /// change, no migration, nothing written), so a database in a directory or file the user
+    /// cannot write still reads. A missing file is [`StoreError::Missing`] rather than a new
     /// empty history (what a reader with a mistyped path wants to hear).
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
         match std::fs::metadata(path) {
@@ -120,7 +129,46 @@ impl Store {
                 })
             }
         }
-        Self::open_with(path, OpenFlags::empty())
+        let shown = path.display().to_string();
+        let first = Self::open_read_only(path, &shown, false);
+        // A WAL database needs its -shm index; a reader that cannot create one (a read-only
+        // directory) may only open the file as immutable. When neither -wal nor -shm exists,
+        // no writer holds the database open, so that reads the last commit.
+        let side = |ext: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p).exists()
+        };
+        match first {
+            Err(StoreError::Open { .. }) if !side("-wal") && !side("-shm") => {
+                Self::open_read_only(path, &shown, true).or(first)
+            }
+            other => other,
+        }
+    }
+
+    fn open_read_only(path: &Path, shown: &str, immutable: bool) -> Result<Store, StoreError> {
+        let open_err = |cause| StoreError::Open {
+            path: shown.to_string(),
+            cause,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if immutable {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(path, flags)
+        }
+        .map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        schema::check_readable(&conn, shown).map_err(|e| match e {
+            StoreError::Sqlite(cause) => open_err(cause),
+            other => other,
+        })?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     fn open_with(path: &Path, extra: OpenFlags) -> Result<Store, StoreError> {
@@ -278,6 +326,21 @@ impl Store {
     }
 }
 
+/// A path for a `file:` URI: every byte but the unreserved ones and `/` percent-encoded, so
+/// `?`, `#` and `%` in a file name stay part of the name.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// [`Store::default_path`] from the variables' values (empty counts as unset; a relative
 /// `XDG_DATA_HOME` is ignored, as the XDG rules say).
 pub fn default_path_from(
@@ -298,6 +361,15 @@ pub fn default_path_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uri_paths_escape_what_a_uri_would_read_as_syntax() {
+        assert_eq!(uri_path(Path::new("/a/b-c_d.db")), "/a/b-c_d.db");
+        assert_eq!(
+            uri_path(Path::new("/x y/r?1#%.db")),
+            "/x%20y/r%3F1%23%25.db"
+        );
+    }
 
     #[test]
     fn default_path_prefers_the_variable_then_xdg_then_home() {

@@ -69,3 +69,26 @@ pub(crate) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreErro
     tx.commit()?;
     Ok(())
 }
+
+/// Checks that a database opened read-only has a layout this build reads, without changing
+/// it: a reader never migrates.
+pub(crate) fn check_readable(conn: &Connection, path: &str) -> Result<(), StoreError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_string(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if found < 1 {
+        return Err(StoreError::Empty(path.to_string()));
+    }
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::TooOld {
+            path: path.to_string(),
+            found,
+        });
+    }
+    Ok(())
+}

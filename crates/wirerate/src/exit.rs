@@ -24,7 +24,7 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            if is_broken_pipe(&e) {
+            if is_closed_stdout(&e) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("wirerate: {}", wirerate_engine::chain(e.as_ref()));
@@ -37,11 +37,57 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
+/// Only a reader that went away from our standard output (`| head`) ends the program
+/// cleanly: a broken pipe anywhere else (a server that dropped the connection) is a failure.
+fn is_closed_stdout(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        let marked = c.downcast_ref::<StdoutError>().or_else(|| {
+            c.downcast_ref::<std::io::Error>()?
+                .get_ref()?
+                .downcast_ref()
+        });
+        marked.is_some_and(|m| m.0.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// An error writing to standard output, marked so that the exit path can tell it from an
+/// error on a socket (both can be a broken pipe).
+#[derive(Debug)]
+pub struct StdoutError(pub std::io::Error);
+
+impl std::fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cannot write to standard output")
+    }
+}
+
+impl std::error::Error for StdoutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Standard output whose write errors carry the [`StdoutError`] mark (inside the
+/// `io::Error`, so `writeln!(…)?` works as on any writer).
+pub struct Stdout(std::io::StdoutLock<'static>);
+
+/// Standard output, locked, with its errors marked.
+pub fn stdout() -> Stdout {
+    Stdout(std::io::stdout().lock())
+}
+
+fn mark(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), StdoutError(e))
+}
+
+impl std::io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(mark)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(mark)
+    }
 }
 
 /// Reports a command-line parse failure: help and version as clap prints them (exit 0),

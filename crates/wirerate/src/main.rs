@@ -7,6 +7,7 @@
 
 mod cmd;
 mod exit;
+mod interrupt;
 mod link;
 
 use std::process::ExitCode;

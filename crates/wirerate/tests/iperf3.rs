@@ -365,7 +365,10 @@ fn iperf3_udp_clients_against_wirerate_serve() {
     let end = iperf3_against_wirerate(&srv, &["-t", "1"]);
     assert!(u(&end["sum_received"]["bytes"]) > 0);
     let log = srv.stop();
-    assert!(log.contains("Udp Bidir, 2 stream(s)"), "{log}");
+    assert!(
+        log.contains("UDP both ways, 2 stream(s), goodput "),
+        "{log}"
+    );
 }
 
 #[test]
@@ -622,4 +625,26 @@ fn an_iperf3_looking_client_sending_junk_does_not_stop_the_server() {
     let log = srv.stop();
     assert!(log.contains("exceeds the limit"), "{log}");
     drop(held);
+}
+
+/// Issue 11 (smaller): the serve log said "Tcp Forward" without goodput for iperf3 clients,
+/// and `--get-server-output` showed `stream ClientToServer 0`.
+#[test]
+fn serve_logs_iperf3_goodput_and_server_output_names_streams_readably() {
+    let srv = ServerProc::start(&["--idle-timeout", "3"]);
+    let out = iperf3_client(srv.port, &["-t", "1", "--get-server-output"]);
+    let j: Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
+    assert!(out.status.success(), "{}", j["error"]);
+    let text = j["server_output_text"].as_str().unwrap_or_default();
+    assert!(text.contains("stream 0 client→server: received"), "{text}");
+    assert!(!text.contains("ClientToServer"), "{text}");
+    let log = srv.stop();
+    let line = log
+        .lines()
+        .find(|l| l.contains("served iperf3 client"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.contains("TCP client to server, 1 stream(s), goodput ") && line.contains("bit/s"),
+        "{line}"
+    );
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::lab::{
@@ -428,4 +428,78 @@ fn lab_bad_flags_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
+}
+
+/// Defect 10: `lab up` hinted `lab exec … -- CMD`, but `exec` of `wirerate` failed unless it
+/// was on PATH. Now `lab up` prints the two commands of a test across the lab, and they work
+/// as printed with no wirerate on PATH.
+#[test]
+fn lab_up_prints_a_test_across_the_lab_that_runs_as_printed() {
+    let test = "lab_up_prints_a_test_across_the_lab_that_runs_as_printed";
+    if skip_unless_root(test) {
+        return;
+    }
+    let name = format!("gs{}", std::process::id() % 100_000);
+    // no wirerate on this PATH: what works must work through `lab exec` alone
+    let path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let up = Command::new(BIN)
+        .args(["lab", "up", "--name", &name, "--rate", "100M"])
+        .env("PATH", path)
+        .output()
+        .expect("lab up");
+    let lab = Lab { name };
+    let text = String::from_utf8_lossy(&up.stdout).into_owned();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let at = text
+        .find("a test across the lab")
+        .unwrap_or_else(|| panic!("no test across the lab in:\n{text}"));
+    let cmds: Vec<Vec<&str>> = text[at..]
+        .lines()
+        .skip(1)
+        .take(2)
+        .map(|l| l.trim().trim_end_matches('&').split_whitespace().collect())
+        .collect();
+    let me = std::fs::canonicalize(BIN).unwrap();
+    for c in &cmds {
+        // not on PATH: the binary's full path
+        assert_eq!(std::fs::canonicalize(c[0]).ok(), Some(me.clone()), "{text}");
+        assert_eq!(
+            c[1..5],
+            ["lab", "exec", "--name", lab.name.as_str()],
+            "{text}"
+        );
+    }
+    assert_eq!(cmds[0][5..], ["a", "--", "wirerate", "serve"], "{text}");
+    assert_eq!(
+        cmds[1][5..],
+        ["b", "--", "wirerate", "run", "10.77.0.1"],
+        "{text}"
+    );
+    let spawn = |args: &[&str], out: &std::path::PathBuf| {
+        let file = std::fs::File::create(out).unwrap();
+        let child = Command::new(args[0])
+            .args(&args[1..])
+            .env("PATH", path)
+            .env("WIRERATE_DB", lab.temp("results.db"))
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        Proc { child }
+    };
+    let _server = spawn(&cmds[0], &lab.temp("server.json"));
+    lab.wait_listening("a", 5350);
+    let mut run = cmds[1].clone();
+    run.extend(["-t", "1", "--json", "--no-store"]);
+    let mut client = spawn(&run, &lab.temp("client.json"));
+    let status = client.wait(Duration::from_secs(20));
+    let err = std::io::read_to_string(client.child.stderr.take().unwrap()).unwrap();
+    assert!(status.success(), "{err}");
+    let report = read_json(&lab.temp("client.json"));
+    assert!(report["summary"]["goodput_bps"].as_f64().unwrap() > 1e6);
 }

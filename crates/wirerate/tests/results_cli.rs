@@ -492,3 +492,119 @@ fn a_database_that_exists_but_cannot_be_read_is_not_called_missing() {
     );
     assert!(!err.contains("no results database"), "{err}");
 }
+
+/// Runs the binary as user and group 65534 (nobody), or None where that cannot be done (not
+/// root, or no setpriv): root writes everything, so read-only files need another user.
+fn as_nobody(args: &[&str]) -> Option<Output> {
+    let setpriv = Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !setpriv.exists() {
+        eprintln!("SKIPPED: needs root and setpriv to run as an unprivileged user");
+        return None;
+    }
+    let out = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_wirerate"))
+        .args(args)
+        .env_remove("WIRERATE_DB")
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    Some(out)
+}
+
+/// Defect 12: `history` on a read-only database in a read-only directory failed with
+/// "attempt to write a readonly database"; reading needs no write.
+#[test]
+fn reading_commands_work_on_a_read_only_database_in_a_read_only_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    // readable by all, writable by root alone: file and directory
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let d = db.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["history", "--db", d], "again"),
+        (vec!["history", "--db", d, "--label", "old", "--csv"], "old"),
+        (vec!["show", "1", "--db", d], "goodput"),
+        (vec!["compare", "old", "new", "--db", d], "slower"),
+    ];
+    for (args, expect) in cases {
+        let Some(out) = as_nobody(&args) else { return };
+        let (code, out, err) = outcome(&out);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains(expect), "{args:?}: {out}");
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a reader changed the file"
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "a reader left files beside the database");
+    // storing into it is another matter: refused before the test, said once
+    let Some(out) = as_nobody(&["run", "-t", "0.3", "--json", "--db", d]) else {
+        return;
+    };
+    let (code, _, err) = outcome(&out);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("readonly"), "{err}");
+    assert_eq!(err.matches("cannot open").count(), 1, "{err}");
+}
+
+/// Defect 12: a result that could not be stored (here: garbled pages) exited 0 after
+/// "result not stored"; the figures are printed, and the run fails.
+#[test]
+fn a_result_that_cannot_be_stored_is_printed_and_the_run_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    // every page after the first (the header, which still opens) overwritten with garbage
+    let mut bytes = std::fs::read(&db).unwrap();
+    let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    assert!(bytes.len() > page, "the database has one page only");
+    for b in &mut bytes[page..] {
+        *b = 0xA5;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    for format in ["--json", "--format=text"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wirerate"))
+            .args(["run", "-t", "0.3", format, "--db", db.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let (code, out, err) = outcome(&out);
+        assert_eq!(code, 1, "{format}: {err}");
+        assert!(
+            out.contains("goodput"),
+            "{format}: the figures are printed: {out}"
+        );
+        assert!(err.contains("result not stored"), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{format}: {err}");
+    }
+}
+
+/// Issue 11 (smaller): forward, reverse and bidir runs all read `tcp x1` in `history`.
+#[test]
+fn history_says_each_run_s_direction() {
+    use wirerate_core::Direction;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut store = Store::open(&db).unwrap();
+    let runs = synth::sample(0, 3, 10.0 * GBIT, GBIT, 7);
+    for (mut r, d) in
+        runs.into_iter()
+            .zip([Direction::Forward, Direction::Reverse, Direction::Bidir])
+    {
+        r.spec.direction = d;
+        store.insert_run(&r, None, None).unwrap();
+    }
+    drop(store);
+    let (code, out, err) = outcome(&wirerate(&["history", "--db", db.to_str().unwrap()]));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("direction"), "{out}");
+    for (line, d) in lines[1..].iter().zip(["forward", "reverse", "bidir"]) {
+        assert!(line.contains(&format!("tcp x1     {d}")), "{d}: {line}");
+    }
+}

@@ -146,6 +146,7 @@ pub fn run_client(
         remote: remote.to_side(&cx.map, Side::Server, window_s.max(0.0)),
         local,
         server_addr: addr,
+        interrupted: false,
     })
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport};
-use wirerate_core::spec::{End, Protocol};
+use wirerate_core::spec::{End, Flow, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;
 use wirerate_proto::iperf3::{
@@ -98,12 +98,20 @@ pub(crate) fn handle_conn(
         }
     }
     match run_session(sock, rx, shared) {
-        Ok(p) => shared.log(format_args!(
-            "served iperf3 client {who} ({}): {:?} {:?}, {} stream(s)",
+        Ok((p, goodput)) => shared.log(format_args!(
+            "served iperf3 client {who} ({}): {} {}, {} stream(s), goodput {}",
             p.client_version.as_deref().unwrap_or("unknown version"),
-            p.spec.protocol,
-            p.spec.direction,
-            p.spec.parallel
+            match p.spec.protocol {
+                Protocol::Tcp => "TCP",
+                Protocol::Udp => "UDP",
+            },
+            match p.spec.direction {
+                wirerate_core::Direction::Forward => "client to server",
+                wirerate_core::Direction::Reverse => "server to client",
+                wirerate_core::Direction::Bidir => "both ways",
+            },
+            p.spec.parallel,
+            goodput.map_or_else(|| "n/a".into(), wirerate_core::units::format_bps)
         )),
         Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
@@ -165,7 +173,7 @@ fn run_session(
     sock: TcpStream,
     rx: Receiver<(Instant, TcpStream)>,
     shared: &Shared,
-) -> Result<Params, EngineError> {
+) -> Result<(Params, Option<f64>), EngineError> {
     let idle = shared.cfg.idle;
     let addrs = Addrs {
         local: sock.local_addr().ok(),
@@ -186,9 +194,26 @@ fn run_session(
             return Err(e);
         }
     }
-    run.params
+    let params = run
+        .params
         .take()
-        .ok_or_else(|| EngineError::Setup("no parameters".into()))
+        .ok_or_else(|| EngineError::Setup("no parameters".into()))?;
+    let goodput = goodput(&params.spec, &run);
+    Ok((params, goodput))
+}
+
+/// The goodput the client will see, for the log line: both sides' reports joined as a
+/// client joins them (the iperf3 client's results stand in for its side).
+fn goodput(spec: &TestSpec, run: &Run) -> Option<f64> {
+    let (local, peer, map) = (run.local.as_ref()?, run.peer.as_ref()?, run.map.as_ref()?);
+    let window_s = local.streams.iter().map(|s| s.seconds).fold(0.0, f64::max);
+    let client = peer.to_side(map, Side::Client, window_s);
+    let ctx = wirerate_core::assemble::Context::default();
+    Some(
+        wirerate_core::assemble::assemble(spec, &client, local, ctx)
+            .summary
+            .goodput_bps,
+    )
 }
 
 fn step(
@@ -460,9 +485,12 @@ fn summary_text(local: &SideReport) -> String {
             Role::Sender => "sent",
             Role::Receiver => "received",
         };
+        let flow = match s.flow {
+            Flow::ClientToServer => "client→server",
+            Flow::ServerToClient => "server→client",
+        };
         out.push_str(&format!(
-            "stream {:?} {}: {verb} {} bytes in {:.3} s, {:.2} Mbit/s\n",
-            s.flow,
+            "stream {} {flow}: {verb} {} bytes in {:.3} s, {:.2} Mbit/s\n",
             s.id,
             s.counted_bytes,
             s.seconds,

@@ -70,7 +70,7 @@ pub fn run(
         }
     }
     let best = search.result();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::exit::stdout();
     if text {
         match best {
             Some(b) => writeln!(

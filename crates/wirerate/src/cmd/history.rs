@@ -44,8 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         group: args.group,
         limit: args.limit,
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(crate::exit::stdout());
     if args.json {
         write_json(&mut out, &store.list(&filter)?)?;
     } else {
@@ -163,8 +162,8 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
 fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  kernel / hosts",
-        "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test"
+        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {:<9}  kernel / hosts",
+        "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test", "direction"
     )?;
     for r in rows {
         let cpu = match (r.cpu_local_percent, r.cpu_remote_percent) {
@@ -179,7 +178,7 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
         };
         writeln!(
             out,
-            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {} {}",
+            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {:<9}  {} {}",
             r.id,
             utc(r.started_unix_s),
             r.label.as_deref().unwrap_or("-"),
@@ -188,6 +187,7 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
             r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
             o(&r.retransmits),
             format!("{} x{}", r.protocol, r.parallel),
+            r.direction,
             r.client_kernel.as_deref().unwrap_or("-"),
             hosts
         )?;

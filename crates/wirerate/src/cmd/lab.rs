@@ -14,7 +14,7 @@ use crate::exit;
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?;
+        writeln!($crate::exit::stdout(), $($arg)*)?;
     }};
 }
 
@@ -22,7 +22,7 @@ macro_rules! say {
 macro_rules! say_raw {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?;
+        write!($crate::exit::stdout(), $($arg)*)?;
     }};
 }
 
@@ -49,7 +49,8 @@ enum LabCmd {
     Down(NameArg),
     /// Show labs: hosts, addresses and shaping
     Status(StatusArgs),
-    /// Run a command on a lab host: wirerate lab exec [--name NAME] HOST -- CMD [ARGS...]
+    /// Run a command on a lab host: wirerate lab exec [--name NAME] HOST -- CMD [ARGS...];
+    /// a bare `wirerate` is this very binary, found without PATH
     Exec(ExecArgs),
 }
 
@@ -178,12 +179,52 @@ fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return lab_err(e),
     };
     say_raw!("{}", describe(&state));
+    let me = invoked_as();
     let first = state.hosts.first().map_or("HOST", |h| h.name.as_str());
     say!(
-        "run a command on a host: wirerate lab exec --name {} {first} -- CMD",
+        "run a command on a host: {me} lab exec --name {} {first} -- CMD",
         state.name
     );
+    if let [a, b] = state.hosts.as_slice() {
+        let server = wirerate_lab::host_ipv4(&state, &a.name).unwrap_or("ADDRESS");
+        say!("a test across the lab, from {} to {}:", b.name, a.name);
+        say!(
+            "  {me} lab exec --name {} {} -- wirerate serve &",
+            state.name,
+            a.name
+        );
+        say!(
+            "  {me} lab exec --name {} {} -- wirerate run {server}",
+            state.name,
+            b.name
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to invoke this binary from a shell: `wirerate` when that name on PATH is this very
+/// file, else its full path.
+fn invoked_as() -> String {
+    let Some(me) = this_binary().and_then(|p| p.canonicalize().ok()) else {
+        return "wirerate".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter_map(|dir| dir.join("wirerate").canonicalize().ok())
+            .next()
+            .is_some_and(|found| found == me)
+    });
+    if on_path {
+        "wirerate".into()
+    } else {
+        me.display().to_string()
+    }
+}
+
+/// The running binary, so that `lab exec HOST -- wirerate …` needs no PATH and runs the
+/// same version as the lab.
+fn this_binary() -> Option<std::path::PathBuf> {
+    std::env::current_exe().ok()
 }
 
 /// A lab's link, its hosts and what the model says the link carries.
@@ -304,6 +345,12 @@ fn exec(a: ExecArgs) -> anyhow::Result<ExitCode> {
     let Some((program, rest)) = a.cmd.split_first() else {
         return exit::usage("give a command after '--'");
     };
+    // a bare `wirerate` is this binary (found without PATH, and the same version)
+    let me = (program == "wirerate")
+        .then(this_binary)
+        .flatten()
+        .map(|p| p.display().to_string());
+    let program = me.as_deref().unwrap_or(program);
     let mut cmd = match wirerate_lab::exec_command(&a.name.name, &a.node, program, rest) {
         Ok(c) => c,
         Err(e) => return lab_err(e),

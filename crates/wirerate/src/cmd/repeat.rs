@@ -28,9 +28,17 @@ pub fn run(
     let text = format == Format::Text;
     let mut results: Vec<RunResult> = Vec::new();
     let mut failures = 0;
+    let mut unstored = 0;
     for i in 1..=max {
+        // Ctrl-C ends the set: the run it cut short is kept (marked), the rest not started
+        if crate::interrupt::interrupted() {
+            break;
+        }
         // the server frees its slot a moment after the last run's reports
-        let (r, errors) = execute(t, spec, &mut Silent, Duration::from_secs(2))?;
+        let (r, errors) = match execute(t, spec, &mut Silent, Duration::from_secs(2)) {
+            Err(_) if crate::interrupt::interrupted() && !results.is_empty() => break,
+            other => other?,
+        };
         if !errors.is_empty() {
             failures += 1;
             eprintln!("wirerate: run {i}: {}", errors.join("; "));
@@ -41,7 +49,7 @@ pub fn run(
                 r.summary.cpu.remote.as_ref().and_then(|c| c.system_percent),
             );
             crate::say!(
-                "run {i:>3}: goodput {:>15}, CPU {}, PI {}, why: {}",
+                "run {i:>3}: goodput {:>15}, CPU {}, PI {}, why: {}{}",
                 format_bps(r.summary.goodput_bps),
                 cpu.map_or_else(|| "n/a".into(), |c| format!("{c:.1} %")),
                 r.summary
@@ -51,10 +59,13 @@ pub fn run(
                     .diagnosis
                     .as_ref()
                     .map_or("n/a", |d| d.bottleneck.words()),
+                if r.interrupted { " (interrupted)" } else { "" },
             );
         }
         if let Some(s) = store.as_deref_mut() {
-            save(s, &r, label, Some(&group));
+            if !save(s, &r, label, Some(&group)) {
+                unstored += 1;
+            }
         }
         results.push(r);
         if let RepeatPlan::UntilCi { percent, .. } = plan {
@@ -64,7 +75,7 @@ pub fn run(
             }
         }
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::exit::stdout();
     if text {
         writeln!(out, "\n{}", wirerate_render::stats::repeat_table(&results))?;
         if let Some(why) = verdicts(&results) {
@@ -79,7 +90,7 @@ pub fn run(
                 )?;
             }
         }
-        if store.is_some() {
+        if store.is_some() && unstored == 0 {
             writeln!(
                 out,
                 "stored as group {group}{}",
@@ -91,7 +102,14 @@ pub fn run(
         writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?;
     }
     out.flush()?;
-    Ok(if failures == 0 {
+    if unstored > 0 {
+        eprintln!("wirerate: {unstored} of {} runs not stored", results.len());
+    }
+    if crate::interrupt::interrupted() {
+        eprintln!("wirerate: interrupted after {} run(s)", results.len());
+        return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
+    }
+    Ok(if failures == 0 && unstored == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

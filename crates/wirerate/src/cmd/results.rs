@@ -37,7 +37,7 @@ pub fn open_for_write(db: Option<PathBuf>) -> anyhow::Result<Store> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir.filter(|d| !d.is_dir()) {
             anyhow::bail!(
-                "{} is in a directory that does not exist: create {} first",
+                "results database {} is in a directory that does not exist: create {} first",
                 path.display(),
                 dir.display()
             );
@@ -378,6 +378,7 @@ mod tests {
             streams: vec![],
             env: Default::default(),
             evidence: Default::default(),
+            interrupted: false,
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();

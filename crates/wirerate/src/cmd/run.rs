@@ -43,7 +43,7 @@ pub enum Format {
     after_help = "Sizes (-n, -l, -w) take K, M, G, T as powers of 1024: 128K = 131072 bytes.\n\
 Rates (--link) take K, M, G, T as powers of 1000: 10M = 10000000 bit/s.\n\
 Goodput is what the receiving application got, over the receiver's window.\n\n\
-Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or a stream broke), 2 bad usage."
+Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or a stream broke; or the result could not be stored), 2 bad usage, 130 interrupted (Ctrl-C: the figures until then are printed and stored)."
 )]
 pub struct Args {
     /// Server to test against; with none, an embedded server on loopback is used
@@ -431,6 +431,7 @@ pub fn execute(
             wire: facts.summary(),
             // an iperf3 peer's datagrams are counted by the iperf3 client driver
             udp: outcome.udp.clone(),
+            interrupted: outcome.interrupted,
         },
     );
     let errors = outcome
@@ -473,7 +474,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let repeat = repeat_plan(&a)?;
     let mut store = open_store(&a.store)?;
-    let t = target(&a)?;
+    let mut t = target(&a)?;
+    if !a.find_max && !a.iperf3 {
+        // Ctrl-C ends the test early and reports it (the iperf3 driver cannot stop early
+        // yet, and --find-max has no partial answer: there Ctrl-C ends the process)
+        t.cfg.interrupt = Some(crate::interrupt::install());
+    }
     let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
     let mut spec = spec_from(&a, udp_len)?;
     if a.find_max {
@@ -508,15 +514,25 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
     emit(&result, format)?;
-    if let Some(store) = store.as_mut() {
-        save(store, &result, a.store.label.as_deref(), None);
-    }
-    if errors.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    let stored = match store.as_mut() {
+        Some(store) => save(store, &result, a.store.label.as_deref(), None),
+        None => true,
+    };
+    if !errors.is_empty() {
         eprintln!("wirerate: {}", errors.join("; "));
-        Ok(ExitCode::from(1))
     }
+    if result.interrupted {
+        eprintln!(
+            "wirerate: interrupted: the figures cover the first {:.2} s",
+            result.summary.seconds
+        );
+        return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
+    }
+    Ok(if errors.is_empty() && stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// How many runs `--repeat` or `--until-ci` asks for.
@@ -555,22 +571,29 @@ fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
             eprintln!("wirerate: results will not be stored: {e:#}");
             Ok(None)
         }
-        Err(e) => Err(e.context("cannot open the results database")),
+        // the store's error names the database and the cause: said once
+        Err(e) => Err(e),
     }
 }
 
-/// Stores one result; a failure is reported, never fatal, since the figures are printed.
-pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) {
-    if let Err(e) = store.insert_run(r, label, group) {
-        eprintln!(
-            "wirerate: result not stored: {}",
-            wirerate_engine::chain(&e)
-        );
+/// Stores one result; false (and the error said on stderr) when it could not be stored. The
+/// caller goes on, since the figures are printed, and exits non-zero at the end.
+#[must_use]
+pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
+    match store.insert_run(r, label, group) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!(
+                "wirerate: result not stored: {}",
+                wirerate_engine::chain(&e)
+            );
+            false
+        }
     }
 }
 
 pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::exit::stdout();
     match format {
         Format::Text => write!(out, "{}", text::summary(r))?,
         Format::Json => writeln!(out, "{}", wirerate_render::json::result(r))?,

@@ -39,8 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let row = store
         .get(id)?
         .with_context(|| format!("no run with id {id} in {}", store.path().display()))?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::exit::stdout();
     if args.json {
         let v: serde_json::Value = serde_json::from_str(&row.result_json)?;
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;

@@ -253,7 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut report_out: Box<dyn Write> = if report_to_stderr {
         Box::new(std::io::stderr())
     } else {
-        Box::new(std::io::stdout())
+        Box::new(crate::exit::stdout())
     };
     let head = headline(&cfg, side);
     report_out

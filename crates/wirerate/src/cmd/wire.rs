@@ -25,7 +25,7 @@ pub enum Proto {
 TCP 20 (+12 timestamps) or UDP 8.\n\
 Rates take K, M, G, T as powers of 1000: 10M = 10000000 bit/s.\n\
 Sizes (--mtu, --payload) take K, M, G as powers of 1024: 9K = 9216 bytes.\n\n\
-Example: wirerate wire --link 10M --no-timestamps   (1230.4 µs per frame, 812.74 frames/s, \
+Example: wirerate wire --link 10M --no-timestamps   (1230.4 µs per frame, 812.7 frames/s, \
 1186606 B/s)"
 )]
 pub struct Args {
@@ -87,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         render(&params, &model, &fields)
     };
     use std::io::Write;
-    std::io::stdout().write_all(text.as_bytes())?;
+    crate::exit::stdout().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -191,9 +191,11 @@ fn render(p: &WireParams, m: &WireModel, fields: &[WireField]) -> String {
         "  {:<26} {:>7} {bits:>9} {total:>12}\n\n",
         "per frame", m.wire_bytes_per_frame
     );
-    out += &format!("  frames/s     {:.5}\n", m.frames_per_s);
+    // the link rate is given to a few digits: a tenth of a frame per second is plenty
+    // (the JSON keeps every digit)
+    out += &format!("  frames/s     {:.1}\n", m.frames_per_s);
     out += &format!(
-        "  goodput      {} B × {:.5}/s = {:.1} B/s = {}\n",
+        "  goodput      {} B × {:.1}/s = {:.0} B/s = {}\n",
         m.payload_bytes_per_frame,
         m.frames_per_s,
         m.goodput_bytes_per_s,
@@ -202,7 +204,7 @@ fn render(p: &WireParams, m: &WireModel, fields: &[WireField]) -> String {
     if p.proto != WireProto::Raw {
         let data = f64::from(m.data_field_bytes) * m.frames_per_s;
         out += &format!(
-            "  data field   {} B × {:.5}/s = {:.1} B/s\n",
+            "  data field   {} B × {:.1}/s = {:.0} B/s\n",
             m.data_field_bytes, m.frames_per_s, data
         );
     }
@@ -235,9 +237,9 @@ mod tests {
             "1200.0 µs",
             "9.6 µs",
             "1230.4 µs",
-            "812.74382",
-            "1186606.0 B/s",
-            "1219115.7 B/s",
+            "frames/s     812.7\n",
+            "1186606 B/s",
+            "1219116 B/s",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
         }

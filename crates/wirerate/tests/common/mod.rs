@@ -47,20 +47,48 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
 }
 
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    // drained while the child runs: output larger than a pipe's buffer must not block it
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
-    loop {
+    let status = loop {
         match child.try_wait().expect("try_wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
+            Some(status) => break status,
             None if start.elapsed() > limit => {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
+                let _ = child.wait();
+                let err = err.join().unwrap_or_default();
                 panic!(
                     "command exceeded {limit:?}; stderr: {}",
-                    String::from_utf8_lossy(&out.stderr)
+                    String::from_utf8_lossy(&err)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
 }
 
