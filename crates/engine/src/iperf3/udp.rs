@@ -342,6 +342,7 @@ fn report(
         udp: None,
         error,
         sched: times.sched(),
+        rr: None,
     }
 }
 
