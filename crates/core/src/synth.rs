@@ -80,6 +80,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 loss_percent: None,
                 tcp: None,
                 bottleneck: None,
+                rr: None,
             })
             .collect(),
         streams: vec![],

@@ -19,6 +19,7 @@ pub mod frame;
 pub mod iperf3;
 pub mod msg;
 pub mod session;
+pub mod sweep;
 
 pub use data::DataHello;
 pub use frame::{Channel, FrameDecoder, Preamble, ProtoError};

@@ -384,6 +384,7 @@ mod tests {
             loss_percent: None,
             tcp: None,
             bottleneck: None,
+            rr: None,
         };
         let l = interval(&iv);
         assert!(l.contains("1.00 GiB"), "{l}");

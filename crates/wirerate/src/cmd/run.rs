@@ -249,6 +249,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         } else {
             RecvMode::Copy
         },
+        test: Default::default(),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
