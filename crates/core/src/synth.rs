@@ -67,6 +67,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             },
             flows: vec![],
             diagnosis: None,
+            rr: None,
         },
         intervals: (0..intervals)
             .map(|i| Interval {
@@ -91,6 +92,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             server_addr: "127.0.0.1:5201".to_string(),
         },
         evidence: Default::default(),
+        sweep: None,
     }
 }
 

@@ -258,6 +258,7 @@ fn sample_run() -> RunResult {
             wire: WireSummary::default(),
             flows: vec![],
             diagnosis: None,
+            rr: None,
         },
         intervals: vec![],
         streams: vec![],
@@ -266,6 +267,7 @@ fn sample_run() -> RunResult {
             ..Env::default()
         },
         evidence: Default::default(),
+        sweep: None,
     }
 }
 

@@ -378,6 +378,7 @@ mod tests {
             streams: vec![],
             env: Default::default(),
             evidence: Default::default(),
+            sweep: None,
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();
