@@ -357,10 +357,12 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
                     }
                 }
             }
-            let n = sock.read(&mut buf)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
+            let n = match sock.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             let now = Instant::now();
             got += n as u64;
             while got >= resp {
@@ -408,10 +410,12 @@ pub fn run_tcp_server(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let mut got = 0u64;
     let result = (|| -> io::Result<()> {
         loop {
-            let n = sock.read(&mut buf)?;
-            if n == 0 {
-                return Ok(());
-            }
+            let n = match sock.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             tally.add(n, Instant::now(), &plan.counters);
             got += n as u64;
             while got >= req {
@@ -477,11 +481,12 @@ pub fn run_crr_client(
             tally.add(opening.len(), now, &plan.counters);
             let mut got = 0u64;
             loop {
-                let n = s.read(&mut buf)?;
-                if n == 0 {
-                    break;
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => got += n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
                 }
-                got += n as u64;
             }
             if got != rr.response_bytes {
                 return Err(io::Error::other(format!(

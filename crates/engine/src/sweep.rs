@@ -153,11 +153,12 @@ pub fn run_server(mut sock: TcpStream, plan: Plan) -> StreamReport {
                     let mut left = h.size * u64::from(h.repeats);
                     while left > 0 {
                         let want = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-                        let n = sock.read(&mut buf[..want])?;
-                        if n == 0 {
-                            return Err(io::ErrorKind::UnexpectedEof.into());
+                        match sock.read(&mut buf[..want]) {
+                            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                            Ok(n) => left -= n as u64,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
                         }
-                        left -= n as u64;
                     }
                     sock.write_all(&buf[..1])
                 } else {
