@@ -368,3 +368,40 @@ fn server_frees_itself_from_a_silent_rr_client() {
     // the idle timeout is 1 s: the slot comes back within a few
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
 }
+
+#[test]
+fn rr_and_sweep_json_follow_the_schema() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let mut docs = vec![
+        rr_json(&["-n", "200", "-i", "0.01"]),
+        rr_json(&["--mode", "udp", "-n", "100", "-P", "2"]),
+    ];
+    let out = run(
+        &[
+            "sweep",
+            "--max",
+            "64",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    docs.push(json(&out));
+    for d in &docs {
+        let errors: Vec<String> = validator.iter_errors(d).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    // the schema bites: a negative transaction count is refused
+    let mut bad = docs[0].clone();
+    bad["summary"]["rr"]["transactions"] = serde_json::json!(-1);
+    assert!(!validator.is_valid(&bad));
+    let mut bad = docs[2].clone();
+    bad["sweep"]["points"][0]["one_way_mean_us"] = serde_json::json!("fast");
+    assert!(!validator.is_valid(&bad));
+}
