@@ -225,7 +225,7 @@ pub struct Interval {
     pub bottleneck: Option<Bottleneck>,
     /// Request/response tests: the interval's transactions and round trips, all flows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rr: Option<RrInterval>,
+    pub rr: Option<Box<RrInterval>>,
 }
 
 /// Figures of one stream.

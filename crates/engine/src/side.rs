@@ -268,7 +268,7 @@ impl SideRun {
                 loss_percent: None,
                 tcp: None,
                 bottleneck: None,
-                rr: Some(RrInterval {
+                rr: Some(Box::new(RrInterval {
                     transactions: p.transactions,
                     tps: if span > 0.0 {
                         p.transactions as f64 / span
@@ -276,7 +276,7 @@ impl SideRun {
                         0.0
                     },
                     rtt: p.hist.stats(),
-                }),
+                })),
             });
         }
         out

@@ -26,7 +26,7 @@ use crate::side::{Attached, DataSock, SideRun};
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
 enum Streams {
     Tcp(Box<SideRun>),
-    Udp(UdpRun),
+    Udp(Box<UdpRun>),
 }
 
 impl Streams {
@@ -258,12 +258,12 @@ fn on_event(
                     idle,
                     Default::default(),
                 ))),
-                Protocol::Udp => Streams::Udp(UdpRun::start(
+                Protocol::Udp => Streams::Udp(Box::new(UdpRun::start(
                     cx.spec,
                     std::mem::take(&mut run.udp),
                     idle,
                     false,
-                )),
+                ))),
             });
             run.started = Some(Instant::now());
             obs.started();
