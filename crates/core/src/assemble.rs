@@ -9,7 +9,8 @@ use crate::result::{
     CpuSummary, Env, Evidence, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide,
     Summary, TcpInfo, TcpSummary, Tool, UdpSummary, WireSummary, SCHEMA_VERSION,
 };
-use crate::spec::{Direction, Flow, TestSpec};
+use crate::spec::{Direction, Flow, TestKind, TestSpec};
+use crate::sweep::SweepResult;
 
 /// What the caller knows besides the two reports.
 #[derive(Debug, Clone, Default)]
@@ -107,14 +108,31 @@ pub fn assemble(
             server: server.evidence.clone(),
         },
         interrupted: ctx.interrupted,
+        sweep: None,
     };
     if let Some(udp) = ctx.udp {
         result.summary.udp = Some(udp);
     }
     crate::wire::complete(&mut result);
     add_cycles_per_byte(&mut result);
-    crate::diagnosis::interval_bottlenecks(&mut result);
-    result.summary.diagnosis = Some(crate::diagnosis::diagnose(&result));
+    match &spec.test {
+        TestKind::Stream => {
+            crate::diagnosis::interval_bottlenecks(&mut result);
+            result.summary.diagnosis = Some(crate::diagnosis::diagnose(&result));
+        }
+        TestKind::Rr(rr) => {
+            result.summary.rr = Some(crate::rr::summarize(
+                rr,
+                client,
+                server,
+                &result.summary.cpu,
+            ));
+        }
+        TestKind::Sweep(sw) => {
+            let side = client.sweep.clone().unwrap_or_default();
+            result.sweep = Some(SweepResult::new(sw.stream, side.points, side.stopped_early));
+        }
+    }
     result
 }
 
@@ -241,8 +259,8 @@ fn summarize(
     );
     let pi = performance_index(goodput_bps, busiest, wire.link_bps);
     let tcp = (spec.protocol == crate::spec::Protocol::Tcp).then(|| tcp_summary(streams));
-    let udp =
-        (spec.protocol == crate::spec::Protocol::Udp).then(|| udp_summary(spec, client, server));
+    let udp = (spec.protocol == crate::spec::Protocol::Udp && spec.test.is_stream())
+        .then(|| udp_summary(spec, client, server));
     Summary {
         goodput_bps,
         sender_bps,
@@ -262,6 +280,7 @@ fn summarize(
             Vec::new()
         },
         diagnosis: None,
+        rr: None,
     }
 }
 
@@ -385,6 +404,7 @@ mod tests {
             udp: None,
             error: None,
             sched: None,
+            rr: None,
         }
     }
 

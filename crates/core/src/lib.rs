@@ -7,12 +7,15 @@
 pub mod assemble;
 pub mod diagnosis;
 pub mod evidence;
+pub mod latency;
 pub mod metrics;
 pub mod report;
 pub mod result;
+pub mod rr;
 pub mod search;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod ttcp;

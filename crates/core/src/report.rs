@@ -5,8 +5,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{HostEvidence, SchedTimes, TcpSample};
+use crate::latency::RttStats;
 use crate::result::{CpuSide, HostEnv, Interval, TcpInfo};
+use crate::rr::RrCounts;
 use crate::spec::Flow;
+use crate::sweep::SweepSide;
 use crate::udp::{UdpHostDrops, UdpStreamStats};
 
 /// Whether this side wrote or read a stream.
@@ -40,6 +43,9 @@ pub struct StreamReport {
     /// The stream thread's scheduling over the counted window.
     #[serde(default)]
     pub sched: Option<SchedTimes>,
+    /// Request/response tests: the transactions of this flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrCounts>,
 }
 
 /// Everything one side measured.
@@ -59,4 +65,10 @@ pub struct SideReport {
     /// Per-interval TCP samples of the flows this side sent.
     #[serde(default)]
     pub tcp_samples: Vec<TcpSample>,
+    /// Request/response tests, client: round trips over all flows (one merged histogram).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr_rtt: Option<RttStats>,
+    /// Sweeps, client: the figures of each message size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSide>,
 }

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnosis::{Bottleneck, Diagnosis};
 use crate::evidence::{HostEvidence, IntervalTcp};
+use crate::rr::{RrInterval, RrSummary};
 use crate::spec::{Flow, TestSpec};
+use crate::sweep::SweepResult;
 
 /// Version of the JSON contract. Additions keep it; renames and removals bump it.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -28,6 +30,9 @@ pub struct RunResult {
     /// The test was stopped early (Ctrl-C): the figures cover what was measured until then.
     #[serde(default)]
     pub interrupted: bool,
+    /// Message-size sweeps: the figures per size and Hockney's fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
 }
 
 /// Evidence of both hosts; None for a side that could not be seen (an iperf3 peer).
@@ -69,6 +74,9 @@ pub struct Summary {
     /// Why the transfer is not faster (see `diagnosis`).
     #[serde(default)]
     pub diagnosis: Option<Diagnosis>,
+    /// Request/response tests: transactions and their round trips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,6 +236,9 @@ pub struct Interval {
     /// The interval's bottleneck, given where it differs from the previous interval's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bottleneck: Option<Bottleneck>,
+    /// Request/response tests: the interval's transactions and round trips, all flows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<Box<RrInterval>>,
 }
 
 /// Figures of one stream.

@@ -100,6 +100,55 @@ pub struct TestSpec {
     pub send_mode: SendMode,
     #[serde(default)]
     pub recv_mode: RecvMode,
+    /// What kind of test: a bulk transfer (the default, and what older documents hold), a
+    /// request/response test or a message-size sweep.
+    #[serde(default, skip_serializing_if = "TestKind::is_stream")]
+    pub test: TestKind,
+}
+
+/// The kind of test a spec asks for. Request/response and sweep tests carry their own
+/// settings; the spec's common fields (parallel, end, socket options) still apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TestKind {
+    /// Bulk transfer: `wirerate run`.
+    #[default]
+    Stream,
+    /// Request/response transactions: `wirerate rr`.
+    Rr(crate::rr::RrSpec),
+    /// Message-size sweep: `wirerate sweep`.
+    Sweep(crate::sweep::SweepSpec),
+}
+
+impl TestKind {
+    pub fn is_stream(&self) -> bool {
+        matches!(self, TestKind::Stream)
+    }
+
+    /// The request/response settings, for an rr test.
+    pub fn rr(&self) -> Option<&crate::rr::RrSpec> {
+        match self {
+            TestKind::Rr(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The sweep settings, for a sweep test.
+    pub fn sweep(&self) -> Option<&crate::sweep::SweepSpec> {
+        match self {
+            TestKind::Sweep(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A word for lists: "stream", "rr" or "sweep".
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestKind::Stream => "stream",
+            TestKind::Rr(_) => "rr",
+            TestKind::Sweep(_) => "sweep",
+        }
+    }
 }
 
 /// How a TCP sender hands data to the kernel.
@@ -146,6 +195,7 @@ impl Default for TestSpec {
             rate_bps: None,
             send_mode: SendMode::Copy,
             recv_mode: RecvMode::Copy,
+            test: TestKind::Stream,
         }
     }
 }
@@ -166,7 +216,7 @@ pub enum SpecError {
     Invalid(String),
 }
 
-fn invalid(msg: impl Into<String>) -> SpecError {
+pub(crate) fn invalid(msg: impl Into<String>) -> SpecError {
     SpecError::Invalid(msg.into())
 }
 
@@ -180,6 +230,16 @@ impl TestSpec {
                 limits::MAX_PARALLEL
             )));
         }
+        match &self.test {
+            TestKind::Stream => self.validate_lengths()?,
+            TestKind::Rr(rr) => rr.validate(self)?,
+            TestKind::Sweep(sw) => sw.validate(self)?,
+        }
+        self.validate_common()
+    }
+
+    /// Write length and buffer memory of a bulk transfer.
+    fn validate_lengths(&self) -> Result<(), SpecError> {
         if self.len_bytes == 0 || self.len_bytes > limits::MAX_LEN {
             return Err(invalid(format!(
                 "length must be 1 byte to {} MiB",
@@ -199,6 +259,11 @@ impl TestSpec {
                 "a UDP datagram must carry {UDP_MIN_LEN} to 65507 bytes"
             )));
         }
+        Ok(())
+    }
+
+    /// The checks every kind of test shares: end, socket options, intervals, rates.
+    fn validate_common(&self) -> Result<(), SpecError> {
         match self.end {
             End::Time { seconds } => {
                 if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits::MAX_SECONDS) {

@@ -67,6 +67,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             },
             flows: vec![],
             diagnosis: None,
+            rr: None,
         },
         intervals: (0..intervals)
             .map(|i| Interval {
@@ -80,6 +81,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 loss_percent: None,
                 tcp: None,
                 bottleneck: None,
+                rr: None,
             })
             .collect(),
         streams: vec![],
@@ -91,6 +93,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
         },
         evidence: Default::default(),
         interrupted: false,
+        sweep: None,
     }
 }
 

@@ -17,7 +17,7 @@ use wirerate_proto::{ClientEvent, ClientSession, Token};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::net::connect;
-use crate::side::{Attached, DataSock, SideRun};
+use crate::side::{Attached, DataSock, RunContext, SideRun};
 use crate::udp::client_setup;
 
 #[derive(Debug, Clone)]
@@ -86,6 +86,7 @@ pub fn run_test(
     let mut remote: Option<SideReport> = None;
     let mut started: Option<Instant> = None;
     let mut streams: Vec<Attached> = Vec::new();
+    let mut session_token: Option<Token> = None;
     // intervals of this side already shown; the last, partial one comes with the report
     let mut shown = 0usize;
     // Ctrl-C seen, and whether it cut the test short
@@ -115,6 +116,7 @@ pub fn run_test(
             for ev in events {
                 match ev {
                     ClientEvent::Accepted(token, ports) => {
+                        session_token = Some(token);
                         streams = match spec.protocol {
                             Protocol::Tcp => open_streams(addr, bind, spec, token, cfg)?,
                             Protocol::Udp => {
@@ -132,6 +134,10 @@ pub fn run_test(
                             std::mem::take(&mut streams),
                             local_ip,
                             cfg.idle,
+                            RunContext {
+                                token: session_token,
+                                crr: None,
+                            },
                         ));
                         obs.started();
                     }

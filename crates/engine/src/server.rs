@@ -14,6 +14,7 @@ use socket2::SockRef;
 use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::report::Role;
 use wirerate_core::report::SideReport;
+use wirerate_core::rr::RrMode;
 use wirerate_core::spec::Flow;
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
@@ -25,7 +26,8 @@ use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::net::{apply_options, random_token, read_exact_by};
-use crate::side::{Attached, DataSock, SideRun};
+use crate::rr::{serve_crr, CrrRoute};
+use crate::side::{Attached, DataSock, RunContext, SideRun};
 use crate::udp::Binder;
 
 #[derive(Debug, Clone)]
@@ -56,6 +58,8 @@ pub(crate) struct Active {
     pub(crate) free_at: Instant,
     /// Set while an iperf3 client holds the slot: where its data streams go.
     pub(crate) iperf3: Option<crate::iperf3::server::Route>,
+    /// Set while a CRR test runs: its per-transaction connections are served at once.
+    pub(crate) crr: Option<Arc<CrrRoute>>,
 }
 
 pub(crate) struct Shared {
@@ -192,10 +196,14 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant) {
 }
 
 fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), String> {
-    let tx = match &*shared.active() {
-        Some(a) if token_eq(&a.token, &hello.token) => a.tx.clone(),
+    let (tx, crr) = match &*shared.active() {
+        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone()),
         _ => return Err("wrong or stale session token".into()),
     };
+    if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
+        serve_crr(sock, &route, &hello, shared.cfg.idle);
+        return Ok(());
+    }
     tx.send((hello, sock))
         .map_err(|_| "the session has ended".to_string())
 }
@@ -227,6 +235,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             tx,
             free_at: Instant::now() + shared.cfg.idle,
             iperf3: None,
+            crr: None,
         });
     }
     match run_session(sock, token, rx, shared) {
@@ -267,16 +276,24 @@ struct Running {
     local_ip: Option<IpAddr>,
     peer_ip: Option<IpAddr>,
     idle: Duration,
+    crr: Option<Arc<CrrRoute>>,
 }
 
 impl Running {
     fn start_side(&mut self) {
         if let Some(spec) = &self.spec {
+            if let Some(r) = &self.crr {
+                r.running.store(true, Ordering::Relaxed);
+            }
             self.side = Some(SideRun::start(
                 spec,
                 std::mem::take(&mut self.pending),
                 self.local_ip,
                 self.idle,
+                RunContext {
+                    token: Some(self.token),
+                    crr: self.crr.clone(),
+                },
             ));
         }
     }
@@ -313,6 +330,7 @@ fn run_session(
         local_ip,
         peer_ip,
         idle,
+        crr: None,
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -419,6 +437,13 @@ fn on_event(
                     ports.push(b.port);
                     run.binders.push(b);
                 }
+            }
+            if let Some(rr) = spec.test.rr().filter(|r| r.mode == RrMode::Crr) {
+                let route = Arc::new(CrrRoute::new(run.token, rr, spec.parallel));
+                if let Some(a) = shared.active().as_mut() {
+                    a.crr = Some(route.clone());
+                }
+                run.crr = Some(route);
             }
             run.spec = Some(spec);
             sess.accept(ports, Instant::now());

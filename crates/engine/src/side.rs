@@ -26,8 +26,16 @@ use wirerate_core::udp::UdpHostDrops;
 use wirerate_probe::snmp;
 use wirerate_proto::Token;
 
+use crate::rr::{self, CrrRoute, SideMsg};
 use crate::stream::{run_receiver, run_sender, Counters, Plan};
+use crate::sweep;
 use crate::udp::{run_udp_receiver, run_udp_sender};
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+use wirerate_core::latency::LatencyHistogram;
+use wirerate_core::rr::{RrInterval, RrMode};
+use wirerate_core::spec::TestKind;
+use wirerate_core::sweep::SweepSide;
 
 /// The socket of a stream.
 pub enum DataSock {
@@ -45,6 +53,23 @@ impl DataSock {
             DataSock::Udp(..) => None,
         }
     }
+}
+
+/// What request/response and sweep workers need besides their stream.
+#[derive(Clone, Default)]
+pub struct RunContext {
+    /// The session token (a CRR client presents it on every connection).
+    pub token: Option<Token>,
+    /// The server's routing of CRR connections.
+    pub crr: Option<Arc<CrrRoute>>,
+}
+
+/// Round trips the rr workers reported for one interval, merged over flows.
+struct RrPending {
+    end_s: f64,
+    transactions: u64,
+    flows: usize,
+    hist: LatencyHistogram,
 }
 
 /// A stream ready to run on this side.
@@ -83,6 +108,13 @@ pub struct SideRun {
     /// TCP_INFO of each worker's socket at the last interval boundary (senders only).
     tcp_prev: Vec<Option<TcpInfo>>,
     tcp_samples: Vec<TcpSample>,
+    /// What rr and sweep workers send: interval and whole-test histograms, sweep figures.
+    msgs: Receiver<SideMsg>,
+    rr_pending: BTreeMap<u64, RrPending>,
+    rr_total: Option<LatencyHistogram>,
+    sweep: Option<SweepSide>,
+    /// rr: how many flows report intervals (the client's workers).
+    rr_flows: usize,
 }
 
 impl SideRun {
@@ -92,7 +124,9 @@ impl SideRun {
         streams: Vec<Attached>,
         local_ip: Option<IpAddr>,
         idle: Duration,
+        ctx: RunContext,
     ) -> SideRun {
+        let (msg_tx, msgs) = mpsc::channel();
         let spec = Arc::new(spec.clone());
         let ifname = local_ip.and_then(interface_for);
         let iface = ifname.as_deref().and_then(IfaceSnapshot::read);
@@ -126,16 +160,10 @@ impl SideRun {
                 peer_done: peer_done.clone(),
             };
             let sock = a.sock;
+            let (tx, ctx) = (msg_tx.clone(), ctx.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("wr-{:?}-{}", a.role, a.id).to_lowercase())
-                .spawn(move || match (plan.role, sock) {
-                    (Role::Sender, DataSock::Tcp(s)) => run_sender(s, plan),
-                    (Role::Receiver, DataSock::Tcp(s)) => run_receiver(s, plan),
-                    (Role::Sender, DataSock::Udp(s, token, _)) => run_udp_sender(s, token, plan),
-                    (Role::Receiver, DataSock::Udp(s, token, peer)) => {
-                        run_udp_receiver(s, token, peer, plan)
-                    }
-                })
+                .spawn(move || work(plan, sock, tx, ctx))
                 .ok();
             workers.push(Worker {
                 flow: a.flow,
@@ -147,7 +175,18 @@ impl SideRun {
             });
         }
         let tcp_prev = vec![None; workers.len()];
-        let clock = IntervalClock::new(start, spec.interval_s, spec.omit_s);
+        // rr intervals come from the workers' histograms, not from byte counts
+        let byte_period = if spec.test.is_stream() {
+            spec.interval_s
+        } else {
+            0.0
+        };
+        let clock = IntervalClock::new(start, byte_period, spec.omit_s);
+        let rr_flows = if spec.test.rr().is_some() {
+            workers.iter().filter(|w| w.role == Role::Sender).count()
+        } else {
+            0
+        };
         SideRun {
             spec,
             start,
@@ -163,7 +202,84 @@ impl SideRun {
             evidence,
             tcp_prev,
             tcp_samples: Vec::new(),
+            msgs,
+            rr_pending: BTreeMap::new(),
+            rr_total: None,
+            sweep: None,
+            rr_flows,
         }
+    }
+
+    /// Takes in what the rr and sweep workers sent; returns the rr intervals every flow has
+    /// now reported (all of them when `all`).
+    fn rr_drain(&mut self, all: bool) -> Vec<Interval> {
+        while let Ok(m) = self.msgs.try_recv() {
+            match m {
+                SideMsg::Interval {
+                    index,
+                    end_s,
+                    transactions,
+                    hist,
+                } => {
+                    let p = self.rr_pending.entry(index).or_insert_with(|| RrPending {
+                        end_s,
+                        transactions: 0,
+                        flows: 0,
+                        hist: LatencyHistogram::new(),
+                    });
+                    p.end_s = p.end_s.max(end_s);
+                    p.transactions += transactions;
+                    p.flows += 1;
+                    p.hist.merge(&hist);
+                }
+                SideMsg::Total(h) => match self.rr_total.as_mut() {
+                    Some(t) => t.merge(&h),
+                    None => self.rr_total = Some(*h),
+                },
+                SideMsg::Sweep(s) => self.sweep = Some(s),
+            }
+        }
+        let period = self.spec.interval_s;
+        let request = self.spec.test.rr().map_or(0, |r| r.request_bytes);
+        let mut out = Vec::new();
+        while let Some(entry) = self.rr_pending.first_entry() {
+            if !all && entry.get().flows < self.rr_flows {
+                break;
+            }
+            let index = *entry.key();
+            let p = entry.remove();
+            let start_s = index as f64 * period;
+            let span = p.end_s - start_s;
+            // a last, partial interval of a sliver of the period (the final response
+            // arriving just after a boundary) says nothing; its transactions stay in the
+            // summary
+            if span < 0.05 * period && all {
+                continue;
+            }
+            let bytes = p.transactions * request;
+            out.push(Interval {
+                flow: Flow::ClientToServer,
+                start_s,
+                end_s: p.end_s,
+                bytes,
+                bps: bps(bytes, span),
+                omitted: false,
+                packets: None,
+                loss_percent: None,
+                tcp: None,
+                bottleneck: None,
+                rr: Some(Box::new(RrInterval {
+                    transactions: p.transactions,
+                    tps: if span > 0.0 {
+                        p.transactions as f64 / span
+                    } else {
+                        0.0
+                    },
+                    rtt: p.hist.stats(),
+                })),
+            });
+        }
+        out
     }
 
     /// True once every stream thread has returned.
@@ -187,6 +303,11 @@ impl SideRun {
             self.ctl_t0 = ThreadTimes::now();
             self.cpu_from = now;
             self.evidence.restart();
+        }
+        if self.rr_flows > 0 {
+            let out = self.rr_drain(false);
+            self.clock.done.extend(out.iter().cloned());
+            return out;
         }
         let received = self.received_by_flow();
         let index = self.clock.index;
@@ -318,7 +439,9 @@ impl SideRun {
             }
         }
         let received = self.received_by_flow();
+        let rr_last = self.rr_drain(true);
         let mut intervals = std::mem::take(&mut self.clock.done);
+        intervals.extend(rr_last);
         intervals.extend(self.clock.close(last_end, &received));
         let mut host = host_env();
         let asked = (self.spec.window_bytes)
@@ -346,6 +469,35 @@ impl SideRun {
             udp_host,
             evidence: Some(evidence),
             tcp_samples: self.tcp_samples,
+            rr_rtt: self.rr_total.as_ref().and_then(LatencyHistogram::stats),
+            sweep: self.sweep.take(),
+        }
+    }
+}
+
+/// Runs one stream's worker: the bulk, rr or sweep worker its test and role call for.
+fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> StreamReport {
+    let spec = plan.spec.clone();
+    match (&spec.test, plan.role, sock) {
+        (TestKind::Rr(rr), Role::Sender, DataSock::Tcp(s)) => match (rr.mode, ctx.token) {
+            (RrMode::Crr, Some(token)) => rr::run_crr_client(s, token, plan, tx),
+            _ => rr::run_tcp_client(s, plan, tx),
+        },
+        (TestKind::Rr(rr), Role::Receiver, DataSock::Tcp(s)) => match (rr.mode, ctx.crr) {
+            (RrMode::Crr, Some(route)) => rr::run_crr_anchor(s, route, plan),
+            _ => rr::run_tcp_server(s, plan),
+        },
+        (TestKind::Rr(_), Role::Sender, DataSock::Udp(s, ..)) => rr::run_udp_client(s, plan, tx),
+        (TestKind::Rr(_), Role::Receiver, DataSock::Udp(s, _, peer)) => {
+            rr::run_udp_server(s, peer, plan)
+        }
+        (TestKind::Sweep(_), Role::Sender, DataSock::Tcp(s)) => sweep::run_client(s, plan, tx),
+        (TestKind::Sweep(_), Role::Receiver, DataSock::Tcp(s)) => sweep::run_server(s, plan),
+        (_, Role::Sender, DataSock::Tcp(s)) => run_sender(s, plan),
+        (_, Role::Receiver, DataSock::Tcp(s)) => run_receiver(s, plan),
+        (_, Role::Sender, DataSock::Udp(s, token, _)) => run_udp_sender(s, token, plan),
+        (_, Role::Receiver, DataSock::Udp(s, token, peer)) => {
+            run_udp_receiver(s, token, peer, plan)
         }
     }
 }
@@ -404,6 +556,7 @@ impl IntervalClock {
                 loss_percent: udp.map(|u| u.1),
                 tcp: None,
                 bottleneck: None,
+                rr: None,
             });
         }
         self.last = received.to_vec();

@@ -126,6 +126,7 @@ impl Tally {
             udp: None,
             error,
             sched: times.sched(),
+            rr: None,
         }
     }
 }

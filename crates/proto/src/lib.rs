@@ -20,6 +20,7 @@ pub mod iperf3;
 pub mod msg;
 pub mod parts;
 pub mod session;
+pub mod sweep;
 
 pub use data::DataHello;
 pub use frame::{Channel, FrameDecoder, Preamble, ProtoError};

@@ -343,7 +343,7 @@ pub enum ClientEvent {
     Accepted(Token, Vec<u16>),
     /// The test starts now.
     Start,
-    Interval(Interval),
+    Interval(Box<Interval>),
     PeerReport(Box<SideReport>),
 }
 
@@ -464,7 +464,7 @@ impl ClientSession {
                 Ok(Some(ClientEvent::Start))
             }
             (ClientState::Running, Msg::Interval { interval }) => {
-                Ok(Some(ClientEvent::Interval(interval)))
+                Ok(Some(ClientEvent::Interval(Box::new(interval))))
             }
             (ClientState::Running, Msg::Report { mut report }) if !self.c.peer_report => {
                 self.c.peer_report = true;

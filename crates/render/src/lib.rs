@@ -4,6 +4,7 @@
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
 pub mod json;
+pub mod latency;
 pub mod stats;
 pub mod text;
 pub mod ttcp;

@@ -28,6 +28,8 @@ fn scale(metric: Metric, typical: f64) -> (f64, &'static str) {
         }
         Metric::Cpu | Metric::UdpLoss => (1.0, "%"),
         Metric::UdpJitter => (1.0, "ms"),
+        Metric::Tps => (1.0, "tr/s"),
+        Metric::RttP99 => (1.0, "µs"),
         Metric::Pi | Metric::Retransmits => (1.0, ""),
     }
 }
@@ -41,6 +43,8 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::Retransmits => "retransmits",
         Metric::UdpLoss => "UDP loss",
         Metric::UdpJitter => "jitter",
+        Metric::Tps => "transactions/s",
+        Metric::RttP99 => "p99 round trip",
     }
 }
 
@@ -150,6 +154,12 @@ fn words(metric: Metric) -> (&'static str, &'static str, &'static str) {
         Metric::Retransmits => ("B has", "more retransmits than", "fewer retransmits than"),
         Metric::UdpLoss => ("B loses", "more datagrams than", "fewer datagrams than"),
         Metric::UdpJitter => ("B's jitter is", "higher than", "lower than"),
+        Metric::Tps => (
+            "B makes",
+            "more transactions than",
+            "fewer transactions than",
+        ),
+        Metric::RttP99 => ("B's p99 round trip is", "longer than", "shorter than"),
     }
 }
 

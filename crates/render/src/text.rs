@@ -18,6 +18,9 @@ pub fn flow_name(f: Flow) -> &'static str {
 
 /// One line describing the test before it starts.
 pub fn header(spec: &TestSpec, target: &str) -> String {
+    if let Some(h) = crate::latency::header(spec, target) {
+        return h;
+    }
     let dir = match spec.direction {
         Direction::Forward => "client → server",
         Direction::Reverse => "server → client (reverse)",
@@ -68,6 +71,9 @@ pub fn interval_header() -> String {
 
 /// One interval line.
 pub fn interval(iv: &Interval) -> String {
+    if let Some(rr) = &iv.rr {
+        return crate::latency::rr_interval(iv, rr);
+    }
     let udp = match (iv.packets, iv.loss_percent) {
         (Some(p), Some(l)) => format!("  {p} datagrams, loss {l:.2} %"),
         _ => String::new(),
@@ -209,6 +215,12 @@ fn buffers_line(side: &str, b: &wirerate_core::result::SocketBuffers) -> String 
 
 /// The summary table printed at the end of a run.
 pub fn summary(r: &RunResult) -> String {
+    if let Some(rr) = &r.summary.rr {
+        return format!("\n{}", crate::latency::rr_summary(r, rr));
+    }
+    if let Some(sw) = &r.sweep {
+        return format!("\n{}", crate::latency::sweep_summary(sw));
+    }
     let s = &r.summary;
     let mut o = String::new();
     let _ = writeln!(o, "\nSummary");
@@ -457,6 +469,7 @@ mod tests {
             loss_percent: None,
             tcp: None,
             bottleneck: None,
+            rr: None,
         };
         let l = interval(&iv);
         assert!(l.contains("1.00 GiB"), "{l}");

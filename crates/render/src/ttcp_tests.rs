@@ -258,6 +258,7 @@ fn sample_run() -> RunResult {
             wire: WireSummary::default(),
             flows: vec![],
             diagnosis: None,
+            rr: None,
         },
         intervals: vec![],
         streams: vec![],
@@ -267,6 +268,7 @@ fn sample_run() -> RunResult {
         },
         evidence: Default::default(),
         interrupted: false,
+        sweep: None,
     }
 }
 

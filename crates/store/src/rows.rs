@@ -46,6 +46,11 @@ pub struct RunRow {
     pub interfaces: Option<String>,
     pub mtu_bytes: Option<u32>,
     pub link_bps: Option<f64>,
+    /// "stream", "rr" or "sweep" (read from the document: older runs are streams).
+    pub kind: String,
+    /// rr runs: transactions per second and the 99th percentile round trip.
+    pub tps: Option<f64>,
+    pub rtt_p99_us: Option<f64>,
 }
 
 /// One stored run: its columns, and the full result document as stored.
@@ -69,8 +74,11 @@ impl StoredRun {
 const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_unix_s, \
     tool_version, protocol, direction, parallel, goodput_bps, sender_bps, cpu_local_percent, \
     cpu_remote_percent, pi, retransmits, client_host, server_host, client_kernel, \
-    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps";
-const JSON_INDEX: usize = 25;
+    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
+    coalesce(json_extract(result_json, '$.spec.test.kind'), 'stream'), \
+    json_extract(result_json, '$.summary.rr.tps'), \
+    json_extract(result_json, '$.summary.rr.rtt_p99_us')";
+const JSON_INDEX: usize = 28;
 
 fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
@@ -106,6 +114,9 @@ fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         interfaces: r.get(22)?,
         mtu_bytes: r.get(23)?,
         link_bps: r.get(24)?,
+        kind: r.get(25)?,
+        tps: r.get(26)?,
+        rtt_p99_us: r.get(27)?,
     })
 }
 

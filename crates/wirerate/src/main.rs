@@ -33,6 +33,10 @@ struct Cli {
 enum Command {
     /// Run a test against a wirerate server; with no HOST, against an embedded loopback server
     Run(Box<cmd::run::Args>),
+    /// Request/response latency and transaction rate (TCP_RR, TCP_CRR, UDP_RR)
+    Rr(Box<cmd::rr::Args>),
+    /// NetPIPE-style message-size sweep: throughput and one-way latency per size
+    Sweep(Box<cmd::sweep::Args>),
     /// Serve tests to wirerate clients
     Serve(cmd::serve::Args),
     /// The wire-rate model: what a link can carry for a protocol and MTU
@@ -59,6 +63,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
+        Command::Rr(a) => cmd::rr::run(*a),
+        Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),

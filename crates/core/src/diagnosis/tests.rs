@@ -131,6 +131,7 @@ pub(super) fn tcp_run() -> RunResult {
             wire: WireSummary::default(),
             flows: Vec::new(),
             diagnosis: None,
+            rr: None,
         },
         intervals: Vec::new(),
         streams: vec![StreamResult {
@@ -151,6 +152,8 @@ pub(super) fn tcp_run() -> RunResult {
             embedded_server: false,
             server_addr: "192.0.2.2:5350".into(),
         },
+        interrupted: false,
+        sweep: None,
         evidence: Evidence {
             client: Some(host("alpha")),
             server: Some(host("beta")),
@@ -655,6 +658,7 @@ fn intervals_mark_where_the_limit_changes() {
         omitted,
         packets: None,
         loss_percent: None,
+        rr: None,
         tcp: Some(IntervalTcp {
             busy_us: Some(1_000_000),
             rwnd_limited_us: Some(rwnd_us),
@@ -703,6 +707,7 @@ fn interval_retransmits_count_only_when_the_run_saw_loss() {
         omitted: false,
         packets: None,
         loss_percent: None,
+        rr: None,
         tcp: Some(IntervalTcp {
             busy_us: Some(1_000_000),
             retransmits: Some(3),

@@ -242,6 +242,7 @@ fn udp_intervals_with_loss_carry_the_runs_location() {
         omitted: false,
         packets: Some(1000),
         loss_percent: Some(loss),
+        rr: None,
         tcp: None,
         bottleneck: None,
     };

@@ -24,10 +24,16 @@ pub enum Metric {
     UdpLoss,
     /// `summary.udp.jitter_ms`.
     UdpJitter,
+    /// `summary.rr.tps`: transactions per second of an rr run.
+    Tps,
+    /// `summary.rr.rtt_p99_us`: the 99th percentile round trip of an rr run.
+    RttP99,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 8] = [
+        Metric::Tps,
+        Metric::RttP99,
         Metric::Goodput,
         Metric::Cpu,
         Metric::Pi,
@@ -45,19 +51,24 @@ impl Metric {
             Metric::Retransmits => "retransmits",
             Metric::UdpLoss => "loss_percent",
             Metric::UdpJitter => "jitter_ms",
+            Metric::Tps => "tps",
+            Metric::RttP99 => "rtt_p99_us",
         }
     }
 
     /// Whether a larger value is an improvement.
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Goodput | Metric::Pi)
+        matches!(self, Metric::Goodput | Metric::Pi | Metric::Tps)
     }
 
     /// This metric of one run; None where the run does not know it.
     pub fn of(self, r: &RunResult) -> Option<f64> {
         let s = &r.summary;
         match self {
-            Metric::Goodput => Some(s.goodput_bps),
+            // an rr run's bytes are its requests: its headline is transactions per second
+            Metric::Goodput => Some(s.goodput_bps).filter(|_| s.rr.is_none()),
+            Metric::Tps => s.rr.as_ref().map(|r| r.tps),
+            Metric::RttP99 => s.rr.as_ref().and_then(|r| r.rtt).map(|r| r.rtt_p99_us),
             Metric::Cpu => max_opt(
                 s.cpu.local.as_ref().and_then(|c| c.system_percent),
                 s.cpu.remote.as_ref().and_then(|c| c.system_percent),

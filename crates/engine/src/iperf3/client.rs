@@ -252,9 +252,13 @@ fn on_event(
             run.rx_socks = clones(Role::Receiver);
             run.tx_socks = clones(Role::Sender);
             run.streams = Some(match cx.spec.protocol {
-                Protocol::Tcp => {
-                    Streams::Tcp(Box::new(SideRun::start(cx.spec, tcp, local_ip, idle)))
-                }
+                Protocol::Tcp => Streams::Tcp(Box::new(SideRun::start(
+                    cx.spec,
+                    tcp,
+                    local_ip,
+                    idle,
+                    Default::default(),
+                ))),
                 Protocol::Udp => Streams::Udp(Box::new(UdpRun::start(
                     cx.spec,
                     std::mem::take(&mut run.udp),

@@ -74,6 +74,7 @@ pub(crate) fn handle_conn(
                     tx: unused,
                     free_at: Instant::now() + shared.cfg.idle,
                     iperf3: Some(Route { cookie, tx }),
+                    crr: None,
                 });
                 Ok(())
             }
@@ -432,7 +433,13 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
         .collect();
     let local = local_spec(&p.spec, idle);
     run.end_by = end_by(&p.spec, idle);
-    run.side = Some(SideRun::start(&local, streams, local_ip, idle));
+    run.side = Some(SideRun::start(
+        &local,
+        streams,
+        local_ip,
+        idle,
+        Default::default(),
+    ));
 }
 
 /// After `TEST_END`: once the received bytes stop growing, stop the workers.

@@ -306,6 +306,8 @@ impl UdpRun {
             udp_host: None,
             evidence: Some(self.evidence.finish()),
             tcp_samples: Vec::new(),
+            rr_rtt: None,
+            sweep: None,
         };
         (report, outcomes)
     }
@@ -342,6 +344,7 @@ fn report(
         udp: None,
         error,
         sched: times.sched(),
+        rr: None,
     }
 }
 

@@ -248,6 +248,7 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
             SendMode::Copy
         },
         recv_mode: RecvMode::Copy,
+        test: Default::default(),
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

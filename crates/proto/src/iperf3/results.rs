@@ -211,6 +211,7 @@ impl Results {
                 udp: None,
                 error: None,
                 sched: None,
+                rr: None,
             });
         }
         let share = |pct: f64| (pct.max(0.0) / 100.0) * window_s;
@@ -269,6 +270,7 @@ mod tests {
             udp: None,
             error: None,
             sched: None,
+            rr: None,
         }
     }
 

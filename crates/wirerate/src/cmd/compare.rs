@@ -99,18 +99,25 @@ enum Gate {
     Undecided(String),
 }
 
+/// The row a verdict is about: goodput, or for rr runs transactions per second.
+fn headline(rows: &[(Metric, Comparison)]) -> Option<&(Metric, Comparison)> {
+    rows.iter()
+        .find(|(m, _)| *m == Metric::Goodput)
+        .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Tps))
+}
+
 fn gate(pct: f64, rows: &[(Metric, Comparison)]) -> Gate {
-    let Some((_, c)) = rows.iter().find(|(m, _)| *m == Metric::Goodput) else {
+    let Some(&(metric, ref c)) = headline(rows) else {
         return Gate::Undecided("cannot decide --fail-if-slower: no goodput on a side".into());
     };
     match (c.change, c.change_percent) {
         (Change::Untestable, _) => Gate::Undecided(format!(
             "cannot decide --fail-if-slower: {}",
-            verdict(Metric::Goodput, c)
+            verdict(metric, c)
         )),
         (Change::Lower, Some(ch)) if -ch > pct => Gate::Slower(format!(
             "B is slower than A by more than {pct} %: {}",
-            verdict(Metric::Goodput, c)
+            verdict(metric, c)
         )),
         _ => Gate::Pass,
     }
@@ -206,11 +213,12 @@ fn text_report(a: &Sample, b: &Sample, rows: &[(Metric, Comparison)]) -> String 
     o.push_str(&compare_table(rows));
     o.push('\n');
     for (m, c) in rows {
-        if *m != Metric::Goodput && matches!(c.change, Change::Higher | Change::Lower) {
+        let head = headline(rows).map(|h| h.0);
+        if Some(*m) != head && matches!(c.change, Change::Higher | Change::Lower) {
             o.push_str(&format!("also: {}\n", verdict(*m, c)));
         }
     }
-    match rows.iter().find(|(m, _)| *m == Metric::Goodput) {
+    match headline(rows) {
         Some((m, c)) => o.push_str(&format!("verdict: {}\n", verdict(*m, c))),
         None => o.push_str("verdict: no goodput to compare\n"),
     }
@@ -236,7 +244,7 @@ fn json_report(
         .iter()
         .map(|(m, c)| (m.key().to_string(), metric_doc(*m, c)))
         .collect();
-    let goodput = rows.iter().find(|(m, _)| *m == Metric::Goodput);
+    let goodput = headline(rows);
     let headline = goodput.map(|(_, c)| c);
     serde_json::json!({
         "a": { "source": a.description, "runs": a.runs.len() },

@@ -85,7 +85,7 @@ fn write_json(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Resu
 }
 
 /// The CSV columns, in order.
-const CSV_HEADER: [&str; 24] = [
+const CSV_HEADER: [&str; 27] = [
     "id",
     "run_key",
     "label",
@@ -110,6 +110,9 @@ const CSV_HEADER: [&str; 24] = [
     "interfaces",
     "mtu_bytes",
     "link_bps",
+    "kind",
+    "tps",
+    "rtt_p99_us",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -152,6 +155,9 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
             o(&r.interfaces),
             o(&r.mtu_bytes),
             o(&r.link_bps),
+            r.kind.clone(),
+            o(&r.tps),
+            o(&r.rtt_p99_us),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         writeln!(out, "{}", line.join(","))?;
@@ -159,10 +165,18 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
     Ok(())
 }
 
+/// The figure a run is listed by: goodput, or for rr runs transactions per second.
+fn headline(r: &RunRow) -> String {
+    match (r.kind.as_str(), r.tps) {
+        ("rr", Some(t)) => format!("{t:.0} tr/s"),
+        _ => r.goodput_bps.map_or("-".to_string(), format_bps),
+    }
+}
+
 fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {:<9}  kernel / hosts",
+        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<13}  {:<9}  kernel / hosts",
         "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test", "direction"
     )?;
     for r in rows {
@@ -178,15 +192,18 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
         };
         writeln!(
             out,
-            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<9}  {:<9}  {} {}",
+            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<13}  {:<9}  {} {}",
             r.id,
             utc(r.started_unix_s),
             r.label.as_deref().unwrap_or("-"),
-            r.goodput_bps.map_or("-".to_string(), format_bps),
+            headline(r),
             cpu,
             r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
             o(&r.retransmits),
-            format!("{} x{}", r.protocol, r.parallel),
+            match r.kind.as_str() {
+                "stream" => format!("{} x{}", r.protocol, r.parallel),
+                k => format!("{k} {} x{}", r.protocol, r.parallel),
+            },
             r.direction,
             r.client_kernel.as_deref().unwrap_or("-"),
             hosts

@@ -379,6 +379,7 @@ mod tests {
             env: Default::default(),
             evidence: Default::default(),
             interrupted: false,
+            sweep: None,
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();

@@ -173,7 +173,7 @@ pub struct Args {
     pub store: StoreArgs,
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, String> {
     Bytes::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
@@ -249,6 +249,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         } else {
             RecvMode::Copy
         },
+        test: Default::default(),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -352,17 +353,43 @@ impl Target {
 
 /// Resolves HOST, or starts the embedded loopback server.
 pub fn target(a: &Args) -> anyhow::Result<Target> {
+    let port = a.port.unwrap_or(if a.iperf3 {
+        wirerate_proto::iperf3::DEFAULT_PORT
+    } else {
+        DEFAULT_PORT
+    });
+    let net = Net {
+        host: a.host.clone(),
+        port,
+        ipv4: a.ipv4,
+        ipv6: a.ipv6,
+        bind: a.bind,
+        idle_timeout: a.idle_timeout,
+    };
+    let mut t = target_for(&net)?;
+    t.iperf3 = a.iperf3;
+    Ok(t)
+}
+
+/// Where and how a client connects: what `run`, `rr` and `sweep` share.
+pub struct Net {
+    pub host: Option<String>,
+    pub port: u16,
+    pub ipv4: bool,
+    pub ipv6: bool,
+    pub bind: Option<IpAddr>,
+    pub idle_timeout: f64,
+}
+
+/// Resolves the host, or starts the embedded loopback server.
+pub fn target_for(a: &Net) -> anyhow::Result<Target> {
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
         bind: a.bind,
         ..Default::default()
     };
-    let port = a.port.unwrap_or(if a.iperf3 {
-        wirerate_proto::iperf3::DEFAULT_PORT
-    } else {
-        DEFAULT_PORT
-    });
+    let port = a.port;
     let (addr, embedded) = match &a.host {
         Some(h) => (resolve(h, port, a.ipv4, a.ipv6)?, false),
         None => {
@@ -388,7 +415,7 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         addr,
         embedded,
         cfg,
-        iperf3: a.iperf3,
+        iperf3: false,
     })
 }
 
@@ -560,7 +587,7 @@ fn repeat_plan(a: &Args) -> anyhow::Result<Option<RepeatPlan>> {
 
 /// The results database, unless `--no-store`. A database named with `--db` must open; the
 /// default one is skipped with a warning when it cannot be made (a read-only home, say).
-fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
+pub fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
     if args.no_store {
         return Ok(None);
     }

@@ -1,0 +1,325 @@
+//! Message-size sweeps (`wirerate sweep`), NetPIPE's method: the size schedule, the figures
+//! of each size, and Hockney's model fitted to them.
+//!
+//! Latency here is one-way: half the round trip of a ping-pong (as NetPIPE reports it), or,
+//! with `--stream`, the time per message of a one-way stream. Field names say `one_way_`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{invalid, End, Protocol, SpecError, TestSpec};
+
+/// Settings of a sweep. The spec's `end` is `Time` with the longest the sweep may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepSpec {
+    /// One-way streaming instead of ping-pong.
+    pub stream: bool,
+    /// The largest message.
+    pub max_bytes: u64,
+    /// The time each trial of a size aims at.
+    pub point_time_s: f64,
+    /// Trials per size.
+    pub trials: u32,
+    /// Sizes b − p and b + p are measured beside each size b of the schedule.
+    pub perturbation_bytes: u64,
+}
+
+impl Default for SweepSpec {
+    fn default() -> Self {
+        SweepSpec {
+            stream: false,
+            max_bytes: DEFAULT_MAX_BYTES,
+            point_time_s: 0.25,
+            trials: 3,
+            perturbation_bytes: 3,
+        }
+    }
+}
+
+pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
+
+/// Limits of sweeps.
+pub mod limits {
+    /// Largest message (and so the buffer each side allocates).
+    pub const MAX_BYTES: u64 = 64 << 20;
+    pub const MAX_TRIALS: u32 = 100;
+    pub const MAX_POINT_TIME_S: f64 = 10.0;
+    /// Repetitions of one trial, at most.
+    pub const MAX_REPEATS: u32 = 10_000_000;
+}
+
+impl SweepSpec {
+    pub fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
+        if !(1..=limits::MAX_BYTES).contains(&self.max_bytes) {
+            return Err(invalid(format!(
+                "the largest message must be 1 byte to {} MiB",
+                limits::MAX_BYTES >> 20
+            )));
+        }
+        if !(self.point_time_s.is_finite()
+            && (0.001..=limits::MAX_POINT_TIME_S).contains(&self.point_time_s))
+        {
+            return Err(invalid("point time must be 0.001 to 10 seconds"));
+        }
+        if !(1..=limits::MAX_TRIALS).contains(&self.trials) {
+            return Err(invalid(format!(
+                "trials must be 1 to {}",
+                limits::MAX_TRIALS
+            )));
+        }
+        if self.perturbation_bytes > 1024 {
+            return Err(invalid("perturbation must be 0 to 1024 bytes"));
+        }
+        if spec.parallel != 1 || spec.protocol != Protocol::Tcp || spec.omit_s != 0.0 {
+            return Err(invalid("a sweep runs one TCP stream with no warm-up"));
+        }
+        if !matches!(spec.end, End::Time { .. }) {
+            return Err(invalid("a sweep's spec ends by time"));
+        }
+        Ok(())
+    }
+
+    /// A trial that takes longer than this ends the sweep after its size (NetPIPE stops at
+    /// 10 s with its 0.25 s target: 40 times).
+    pub fn stop_after_s(&self) -> f64 {
+        self.point_time_s * 40.0
+    }
+}
+
+/// The next size of the unperturbed schedule: 1, 2, 3, 4, 6, 8, 12, 16, 24 …
+fn next_base(b: u64) -> u64 {
+    match b {
+        0 => 1,
+        1 => 2,
+        b if b.is_power_of_two() => b + b / 2,
+        b => b + b / 3,
+    }
+}
+
+/// NetPIPE's schedule up to `max`: powers of two and 1.5 × powers of two, each with the
+/// sizes `perturb` below and above once the step to the next size exceeds 4 bytes; `max`
+/// itself ends the schedule when it is not on it.
+pub fn schedule(max: u64, perturb: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    let mut b = 1u64;
+    while b <= max {
+        let next = next_base(b);
+        let sizes = if perturb > 0 && next - b > 4 {
+            [b.saturating_sub(perturb), b, b.saturating_add(perturb)]
+        } else {
+            [b, b, b]
+        };
+        for s in sizes {
+            if s >= 1 && s <= max && out.last().is_none_or(|&l| s > l) {
+                out.push(s);
+            }
+        }
+        b = next;
+    }
+    if out.last().is_some_and(|&l| l < max) {
+        out.push(max);
+    }
+    out
+}
+
+/// The figures of one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub bytes: u64,
+    pub trials: u32,
+    /// Messages (ping-pongs, or streamed messages) over all trials.
+    pub messages: u64,
+    /// Throughput of a trial, bytes × 8 ÷ one-way time: the mean, smallest and largest.
+    pub bps_mean: f64,
+    pub bps_min: f64,
+    pub bps_max: f64,
+    /// One-way time per message, microseconds: the mean over trials and the best trial.
+    pub one_way_mean_us: f64,
+    pub one_way_min_us: f64,
+}
+
+impl SweepPoint {
+    /// The point from each trial's one-way time per message (seconds).
+    pub fn from_trials(bytes: u64, messages: u64, one_way_s: &[f64]) -> Option<SweepPoint> {
+        let t: Vec<f64> = one_way_s
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .collect();
+        if t.is_empty() {
+            return None;
+        }
+        let bps: Vec<f64> = t.iter().map(|s| bytes as f64 * 8.0 / s).collect();
+        let n = t.len() as f64;
+        Some(SweepPoint {
+            bytes,
+            trials: t.len() as u32,
+            messages,
+            bps_mean: bps.iter().sum::<f64>() / n,
+            bps_min: bps.iter().copied().fold(f64::INFINITY, f64::min),
+            bps_max: bps.iter().copied().fold(0.0, f64::max),
+            one_way_mean_us: t.iter().sum::<f64>() / n * 1e6,
+            one_way_min_us: t.iter().copied().fold(f64::INFINITY, f64::min) * 1e6,
+        })
+    }
+}
+
+/// Hockney's model fitted to a sweep: T(N) = t0 + N / r∞, so n½ = t0 · r∞ is the size that
+/// reaches half the asymptotic rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HockneyFit {
+    /// The asymptotic rate r∞.
+    pub r_inf_bps: f64,
+    /// The half-performance message size n½.
+    pub n_half_bytes: f64,
+    /// The start-up time t0 (one-way).
+    pub t0_us: f64,
+    /// The fit's coefficient of determination, in the relative terms it was fitted in.
+    pub r_squared: f64,
+}
+
+/// Least squares of T = t0 + N/r∞ on (bytes, one-way seconds), each point weighted by 1/T²
+/// so small and large messages count alike (relative errors). None with fewer than three
+/// usable points or a fit that is not physical (r∞ or t0 not positive).
+pub fn fit_hockney(points: &[(f64, f64)]) -> Option<HockneyFit> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(n, t)| n.is_finite() && t.is_finite() && *n > 0.0 && *t > 0.0)
+        .collect();
+    if pts.len() < 3 {
+        return None;
+    }
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, y) in &pts {
+        let w = 1.0 / (y * y);
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+    }
+    let det = sw * sxx - sx * sx;
+    if !(det.is_finite() && det.abs() > 0.0) {
+        return None;
+    }
+    let slope = (sw * sxy - sx * sy) / det;
+    let t0 = (sy - slope * sx) / sw;
+    if !(slope > 0.0 && t0 > 0.0 && slope.is_finite() && t0.is_finite()) {
+        return None;
+    }
+    let mean = sy / sw;
+    let (mut ss_res, mut ss_tot) = (0.0, 0.0);
+    for &(x, y) in &pts {
+        let w = 1.0 / (y * y);
+        ss_res += w * (y - t0 - slope * x).powi(2);
+        ss_tot += w * (y - mean).powi(2);
+    }
+    let r_inf = 1.0 / slope;
+    Some(HockneyFit {
+        r_inf_bps: r_inf * 8.0,
+        n_half_bytes: t0 * r_inf,
+        t0_us: t0 * 1e6,
+        r_squared: if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            1.0
+        },
+    })
+}
+
+/// The sweep section of a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// "pingpong" or "stream".
+    pub mode: String,
+    pub points: Vec<SweepPoint>,
+    pub fit: Option<HockneyFit>,
+    /// The sweep ended before the largest size because a trial took too long.
+    pub stopped_early: bool,
+}
+
+impl SweepResult {
+    pub fn new(stream: bool, points: Vec<SweepPoint>, stopped_early: bool) -> SweepResult {
+        let data: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| (p.bytes as f64, p.one_way_mean_us / 1e6))
+            .collect();
+        SweepResult {
+            mode: if stream { "stream" } else { "pingpong" }.into(),
+            fit: fit_hockney(&data),
+            points,
+            stopped_early,
+        }
+    }
+}
+
+/// What the client's side of a sweep measured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SweepSide {
+    pub points: Vec<SweepPoint>,
+    pub stopped_early: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_follows_netpipe() {
+        let s = schedule(131, 3);
+        assert_eq!(
+            s,
+            vec![
+                1, 2, 3, 4, 6, 8, 12, 13, 16, 19, 21, 24, 27, 29, 32, 35, 45, 48, 51, 61, 64, 67,
+                93, 96, 99, 125, 128, 131
+            ]
+        );
+        // strictly increasing, ends at the maximum, no perturbation without a step
+        let big = schedule(8 << 20, 3);
+        assert!(big.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*big.last().unwrap(), 8 << 20);
+        assert_eq!(schedule(1, 3), vec![1]);
+        assert_eq!(schedule(5, 3), vec![1, 2, 3, 4, 5]);
+        assert_eq!(schedule(16, 0), vec![1, 2, 3, 4, 6, 8, 12, 16]);
+    }
+
+    #[test]
+    fn fit_recovers_a_synthetic_curve() {
+        // r∞ = 1.25 GB/s (10 Gbit/s), t0 = 12 µs: n½ = 15 000 bytes
+        let (r_inf, t0) = (1.25e9, 12e-6);
+        let clean: Vec<(f64, f64)> = schedule(8 << 20, 3)
+            .into_iter()
+            .map(|n| (n as f64, t0 + n as f64 / r_inf))
+            .collect();
+        let f = fit_hockney(&clean).unwrap();
+        assert!((f.r_inf_bps / 1e10 - 1.0).abs() < 1e-9, "{f:?}");
+        assert!((f.n_half_bytes / 15_000.0 - 1.0).abs() < 1e-9, "{f:?}");
+        assert!((f.t0_us - 12.0).abs() < 1e-6 && f.r_squared > 0.999_999);
+        // ±0.3 % deterministic noise: still within 1 %
+        let noisy: Vec<(f64, f64)> = clean
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, t))| (n, t * (1.0 + 0.003 * ((i * 7 % 5) as f64 - 2.0) / 2.0)))
+            .collect();
+        let f = fit_hockney(&noisy).unwrap();
+        assert!((f.r_inf_bps / 1e10 - 1.0).abs() < 0.01, "{f:?}");
+        assert!((f.n_half_bytes / 15_000.0 - 1.0).abs() < 0.01, "{f:?}");
+    }
+
+    #[test]
+    fn fit_refuses_too_few_or_unphysical_points() {
+        assert!(fit_hockney(&[(1.0, 1.0), (2.0, 2.0)]).is_none());
+        assert!(fit_hockney(&[(1.0, 3.0), (2.0, 2.0), (3.0, 1.0)]).is_none());
+        assert!(fit_hockney(&[(f64::NAN, 1.0), (1.0, 0.0), (2.0, -1.0)]).is_none());
+    }
+
+    #[test]
+    fn point_from_trials() {
+        let p = SweepPoint::from_trials(1000, 30, &[1e-5, 2e-5, 0.0]).unwrap();
+        assert_eq!(p.trials, 2);
+        assert!((p.bps_max - 8e8).abs() < 1.0 && (p.bps_min - 4e8).abs() < 1.0);
+        assert!((p.one_way_min_us - 10.0).abs() < 1e-9);
+        assert!(SweepPoint::from_trials(1, 1, &[]).is_none());
+    }
+}

@@ -1,0 +1,259 @@
+//! Reports of request/response tests and sweeps: the text report, interval lines, and the
+//! sweep's CSV and NetPIPE (`np.out`) formats. Figures come from the result model as they are.
+
+use std::fmt::Write;
+
+use wirerate_core::latency::RttStats;
+use wirerate_core::result::Interval;
+use wirerate_core::rr::{RrInterval, RrSummary};
+use wirerate_core::spec::{End, TestKind};
+use wirerate_core::sweep::SweepResult;
+use wirerate_core::units::{format_bps, format_bytes};
+use wirerate_core::{RunResult, TestSpec};
+
+/// The line before an rr test or a sweep starts.
+pub fn header(spec: &TestSpec, target: &str) -> Option<String> {
+    match &spec.test {
+        TestKind::Stream => None,
+        TestKind::Rr(rr) => {
+            let end = match spec.end {
+                End::Blocks { blocks } => format!("{blocks} transactions per flow"),
+                End::Time { seconds } => format!("{seconds} s"),
+                End::Bytes { bytes } => format_bytes(bytes),
+            };
+            let load = rr.rate_tps.map_or_else(
+                || "closed loop".to_string(),
+                |r| format!("open loop at {r} transactions/s"),
+            );
+            Some(format!(
+                "wirerate rr: {} to {target}, {} B request, {} B response, {} flow(s), burst {}, {load}, {end}",
+                rr.mode.name().to_uppercase(),
+                rr.request_bytes,
+                rr.response_bytes,
+                spec.parallel,
+                rr.burst
+            ))
+        }
+        TestKind::Sweep(sw) => Some(format!(
+            "wirerate sweep: {} to {target}, 1 B to {}, {} trial(s) of about {} s per size",
+            if sw.stream { "stream" } else { "ping-pong" },
+            format_bytes(sw.max_bytes),
+            sw.trials,
+            sw.point_time_s
+        )),
+    }
+}
+
+/// The column header of rr interval lines.
+pub fn rr_interval_header() -> String {
+    format!(
+        "{:>15} {:>12} {:>12} {:>10} {:>10} {:>10}",
+        "interval", "trans", "trans/s", "p50 µs", "p99 µs", "max µs"
+    )
+}
+
+/// One rr interval line.
+pub fn rr_interval(iv: &Interval, rr: &RrInterval) -> String {
+    let (p50, p99, max) = rr.rtt.map_or((f64::NAN, f64::NAN, f64::NAN), |r| {
+        (r.rtt_p50_us, r.rtt_p99_us, r.rtt_max_us)
+    });
+    format!(
+        "{:>15} {:>12} {:>12.0} {:>10.1} {:>10.1} {:>10.1}",
+        format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
+        rr.transactions,
+        rr.tps,
+        p50,
+        p99,
+        max
+    )
+}
+
+fn rtt_lines(out: &mut String, r: &RttStats) {
+    let _ = writeln!(
+        out,
+        "  round trip (µs)        min {:.1}  mean {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  stddev {:.1}",
+        r.rtt_min_us,
+        r.rtt_mean_us,
+        r.rtt_p50_us,
+        r.rtt_p90_us,
+        r.rtt_p99_us,
+        r.rtt_p999_us,
+        r.rtt_max_us,
+        r.rtt_stddev_us
+    );
+}
+
+/// The summary of an rr test.
+pub fn rr_summary(r: &RunResult, rr: &RrSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Summary ({} rr)", rr.mode.name());
+    let _ = writeln!(
+        out,
+        "  transactions           {} in {:.2} s: {:.1} per second (server sent {})",
+        rr.transactions, rr.seconds, rr.tps, rr.server_transactions
+    );
+    match rr.rtt.as_ref() {
+        Some(s) => rtt_lines(&mut out, s),
+        None => {
+            let _ = writeln!(out, "  round trip             none completed");
+        }
+    }
+    if rr.connections > 0 {
+        let _ = writeln!(out, "  connections            {}", rr.connections);
+    }
+    if rr.mode == wirerate_core::rr::RrMode::Udp {
+        let _ = writeln!(
+            out,
+            "  lost                   {} ({:.3} % of requests)",
+            rr.lost, rr.loss_percent
+        );
+    }
+    let cpu = |c: Option<f64>| c.map_or_else(|| "n/a".into(), |v| format!("{v:.1} µs"));
+    let _ = writeln!(
+        out,
+        "  CPU per transaction    client {}, server {}",
+        cpu(rr.cpu_us_per_transaction_local),
+        cpu(rr.cpu_us_per_transaction_remote)
+    );
+    let pct = |c: Option<&wirerate_core::result::CpuSide>| {
+        c.and_then(|c| c.system_percent)
+            .map_or_else(|| "n/a".into(), |p| format!("{p:.1} %"))
+    };
+    let _ = writeln!(
+        out,
+        "  host CPU               client {}, server {}",
+        pct(r.summary.cpu.local.as_ref()),
+        pct(r.summary.cpu.remote.as_ref())
+    );
+    if rr.flows.len() > 1 {
+        for f in &rr.flows {
+            let _ = writeln!(
+                out,
+                "  flow {:<4}              {} transactions, {:.1}/s, p50 {:.1} µs, p99 {:.1} µs",
+                f.id,
+                f.transactions,
+                f.tps,
+                f.rtt.map_or(f64::NAN, |s| s.rtt_p50_us),
+                f.rtt.map_or(f64::NAN, |s| s.rtt_p99_us)
+            );
+        }
+    }
+    out
+}
+
+/// The summary of a sweep: one row per size, then the fit.
+pub fn sweep_summary(sw: &SweepResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>10} {:>14} {:>14} {:>14} {:>14} {:>10}",
+        "bytes", "mean", "min", "max", "one-way µs", "messages"
+    );
+    for p in &sw.points {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>14} {:>14} {:>14} {:>14.2} {:>10}",
+            p.bytes,
+            format_bps(p.bps_mean),
+            format_bps(p.bps_min),
+            format_bps(p.bps_max),
+            p.one_way_mean_us,
+            p.messages
+        );
+    }
+    match &sw.fit {
+        Some(f) => {
+            let _ = writeln!(
+                out,
+                "Hockney fit: r∞ {}, n½ {:.0} B, t0 {:.2} µs (one-way), R² {:.4}",
+                format_bps(f.r_inf_bps),
+                f.n_half_bytes,
+                f.t0_us,
+                f.r_squared
+            );
+        }
+        None => {
+            let _ = writeln!(out, "Hockney fit: not enough sizes to fit");
+        }
+    }
+    if sw.stopped_early {
+        let _ = writeln!(
+            out,
+            "(stopped early: a trial took over 40 × the point time)"
+        );
+    }
+    out
+}
+
+/// The sweep as CSV, one row per size, with a header row.
+pub fn sweep_csv(sw: &SweepResult) -> String {
+    let mut out = String::from(
+        "bytes,trials,messages,bps_mean,bps_min,bps_max,one_way_mean_us,one_way_min_us\n",
+    );
+    for p in &sw.points {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{}",
+            p.bytes,
+            p.trials,
+            p.messages,
+            p.bps_mean,
+            p.bps_min,
+            p.bps_max,
+            p.one_way_mean_us,
+            p.one_way_min_us
+        );
+    }
+    out
+}
+
+/// The sweep in NetPIPE's `np.out` columns: bytes, throughput in Mbit/s (NetPIPE's 2^20
+/// bits), and the one-way time in seconds, so existing plots and scripts read it.
+pub fn sweep_netpipe(sw: &SweepResult) -> String {
+    let mut out = String::new();
+    for p in &sw.points {
+        let t = p.one_way_mean_us / 1e6;
+        let mbps = if t > 0.0 {
+            p.bytes as f64 * 8.0 / t / 1_048_576.0
+        } else {
+            0.0
+        };
+        let _ = writeln!(out, "{:>10} {:>14.6} {:>14.9}", p.bytes, mbps, t);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirerate_core::sweep::SweepPoint;
+
+    fn sweep() -> SweepResult {
+        let pts = [1u64, 2, 3, 4, 6, 8]
+            .iter()
+            .map(|&b| SweepPoint::from_trials(b, 30, &[10e-6 + b as f64 / 1e9]).unwrap())
+            .collect();
+        SweepResult::new(false, pts, false)
+    }
+
+    #[test]
+    fn csv_and_netpipe_have_a_row_per_size() {
+        let s = sweep();
+        let csv = sweep_csv(&s);
+        assert_eq!(csv.lines().count(), 7);
+        assert!(csv.starts_with("bytes,trials,"));
+        let np = sweep_netpipe(&s);
+        let first: Vec<f64> = np
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(first[0], 1.0);
+        // 8 bits in 10.001 µs, in NetPIPE's Mbit/s
+        assert!((first[1] - 8.0 / 10.001e-6 / 1_048_576.0).abs() < 1e-3);
+        assert!((first[2] - 10.001e-6).abs() < 1e-12);
+        assert!(sweep_summary(&s).contains("Hockney fit: r∞"));
+    }
+}

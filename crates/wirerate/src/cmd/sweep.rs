@@ -1,0 +1,172 @@
+//! `wirerate sweep [HOST]`: NetPIPE-style message-size sweep, ping-pong (one-way latency =
+//! half the round trip) or one-way streaming, with Hockney's fit.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use wirerate_core::spec::{End, TestKind};
+use wirerate_core::sweep::{schedule, SweepSpec, DEFAULT_MAX_BYTES};
+use wirerate_core::TestSpec;
+use wirerate_render::{latency, text};
+
+use super::results::StoreArgs;
+use super::run::{execute, open_store, parse_size, save, target_for, Net, Silent, DEFAULT_PORT};
+use crate::exit::usage;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table per size and the fit
+    Text,
+    /// One JSON document following the result schema
+    Json,
+    /// One row per size with a header row
+    Csv,
+    /// NetPIPE's np.out columns: bytes, Mbit/s (2^20 bits), one-way seconds
+    Netpipe,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Sizes follow NetPIPE's schedule: powers of two and 1.5 × powers of \
+two (1, 2, 3, 4, 6, 8, 12, 16, 24 …), each with sizes 3 bytes below and above once the step \
+to the next size exceeds 4 bytes. Each size runs --trials trials of about --point-time \
+seconds (at least 3 messages each); the sweep stops early after a trial takes over 40 × the \
+point time.\n\nLatency is one-way (fields one_way_*_us): half a ping-pong's round trip, or \
+with --stream the time per message. Throughput is bytes × 8 ÷ one-way time.\n\n\
+Sizes take K, M as powers of 1024 (8M = 8388608 bytes).\n\n\
+Exit status: 0 success, 1 the test failed, 2 bad usage."
+)]
+pub struct Args {
+    /// Server to test against; with none, an embedded server on loopback is used
+    pub host: Option<String>,
+    /// Server port
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// One-way streaming instead of ping-pong
+    #[arg(long)]
+    pub stream: bool,
+    /// The largest message, in bytes (at most 64M)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = DEFAULT_MAX_BYTES)]
+    pub max: u64,
+    /// Seconds each trial of a size aims at
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.25,
+        allow_negative_numbers = true
+    )]
+    pub point_time: f64,
+    /// Trials per size (throughput mean, min and max are over them)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub trials: u32,
+    /// Print JSON (same as --format json)
+    #[arg(long, conflicts_with_all = ["csv", "format"])]
+    pub json: bool,
+    /// Print CSV (same as --format csv)
+    #[arg(long, conflicts_with = "format")]
+    pub csv: bool,
+    /// Output format
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Use IPv4 only
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Use IPv6 only
+    #[arg(short = '6')]
+    pub ipv6: bool,
+    /// Local address to bind to
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Seconds a silent peer is waited for before the test fails
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub idle_timeout: f64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
+    if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
+        return usage("--idle-timeout must be 0.1 to 3600 seconds");
+    }
+    let sw = SweepSpec {
+        stream: a.stream,
+        max_bytes: a.max,
+        point_time_s: a.point_time,
+        trials: a.trials,
+        ..Default::default()
+    };
+    // the longest the sweep may take: every trial cut at the early-stop limit (capped)
+    let points = schedule(sw.max_bytes.clamp(1, 1 << 30), sw.perturbation_bytes).len() as f64;
+    let longest = (points * f64::from(sw.trials.max(1)) * sw.point_time_s.abs() * 2.0 + 60.0)
+        .min(wirerate_core::spec::limits::MAX_SECONDS);
+    let spec = TestSpec {
+        end: End::Time {
+            seconds: if longest.is_finite() { longest } else { 60.0 },
+        },
+        len_bytes: a.max.max(1),
+        parallel: 1,
+        nodelay: true,
+        interval_s: 0.0,
+        test: TestKind::Sweep(sw),
+        ..Default::default()
+    };
+    if let Err(e) = spec.validate() {
+        return usage(e.to_string());
+    }
+    Ok(spec)
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let spec = spec_from(&a)?;
+    let format = match (a.json, a.csv, a.format) {
+        (true, _, _) => Format::Json,
+        (_, true, _) => Format::Csv,
+        (_, _, f) => f.unwrap_or(Format::Text),
+    };
+    let mut store = open_store(&a.store)?;
+    let t = target_for(&Net {
+        host: a.host.clone(),
+        port: a.port,
+        ipv4: a.ipv4,
+        ipv6: a.ipv6,
+        bind: a.bind,
+        idle_timeout: a.idle_timeout,
+    })?;
+    if format == Format::Text {
+        crate::say!("{}", text::header(&spec, &t.describe()));
+    }
+    let (result, errors) = execute(&t, &spec, &mut Silent, Duration::ZERO)?;
+    let sweep = result
+        .sweep
+        .clone()
+        .unwrap_or_else(|| wirerate_core::sweep::SweepResult::new(a.stream, Vec::new(), false));
+    let mut out = crate::exit::stdout();
+    match format {
+        Format::Text => write!(out, "{}", latency::sweep_summary(&sweep))?,
+        Format::Json => writeln!(out, "{}", wirerate_render::json::result(&result))?,
+        Format::Csv => write!(out, "{}", latency::sweep_csv(&sweep))?,
+        Format::Netpipe => write!(out, "{}", latency::sweep_netpipe(&sweep))?,
+    }
+    out.flush()?;
+    let stored = match store.as_mut() {
+        Some(store) => save(store, &result, a.store.label.as_deref(), None),
+        None => true,
+    };
+    if !errors.is_empty() {
+        eprintln!("wirerate: {}", errors.join("; "));
+    }
+    // printed either way; a failed stream or a result that could not be stored fails
+    Ok(if errors.is_empty() && stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

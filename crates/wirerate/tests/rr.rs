@@ -1,0 +1,407 @@
+//! `wirerate rr` and `wirerate sweep` end to end over loopback: exact transaction counts on
+//! both sides, ordered percentiles, the open-loop schedule under a server stall, CRR
+//! connections, UDP loss, the sweep schedule and its formats, usage errors, and a server that
+//! frees itself from a silent rr client.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{json, run, stderr, wait_bounded, wr, ServerProc};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn rr_json(args: &[&str]) -> Value {
+    let mut a = vec!["rr", "--json", "--no-store"];
+    a.extend_from_slice(args);
+    let out = run(&a, LIMIT);
+    assert!(out.status.success(), "rr failed: {}", stderr(&out));
+    json(&out)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn assert_ordered(rr: &Value) {
+    let keys = [
+        "rtt_min_us",
+        "rtt_p50_us",
+        "rtt_p90_us",
+        "rtt_p99_us",
+        "rtt_p999_us",
+        "rtt_max_us",
+    ];
+    let v: Vec<f64> = keys.iter().map(|k| f(&rr[*k])).collect();
+    assert!(v.windows(2).all(|w| w[0] <= w[1]), "not ordered: {v:?}");
+    assert!(v[0] > 0.0);
+    let mean = f(&rr["rtt_mean_us"]);
+    assert!(v[0] <= mean && mean <= v[5], "mean {mean} outside {v:?}");
+}
+
+#[test]
+fn tcp_rr_counts_agree_on_both_sides_and_percentiles_are_ordered() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let j = rr_json(&[
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-n",
+        "3000",
+        "-P",
+        "2",
+        "--burst",
+        "3",
+        "--request",
+        "100",
+        "--response",
+        "2K",
+        "-i",
+        "0.1",
+    ]);
+    let rr = &j["summary"]["rr"];
+    assert_eq!(rr["transactions"], 6000);
+    assert_eq!(rr["server_transactions"], 6000);
+    assert_eq!(rr["flows"].as_array().unwrap().len(), 2);
+    for fl in rr["flows"].as_array().unwrap() {
+        assert_eq!(fl["transactions"], 3000);
+        assert_eq!(fl["server_transactions"], 3000);
+        assert_ordered(fl);
+    }
+    assert_ordered(rr);
+    assert_eq!(j["spec"]["test"]["kind"], "rr");
+    // the server received every request byte
+    assert_eq!(j["summary"]["bytes"], 6000 * 100);
+    let in_intervals: u64 = j["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| iv["rr"]["transactions"].as_u64().unwrap())
+        .sum();
+    assert!(in_intervals <= 6000 && in_intervals > 0, "{in_intervals}");
+}
+
+#[test]
+fn embedded_server_serves_rr_by_time() {
+    let j = rr_json(&["-t", "0.5", "-i", "0"]);
+    let rr = &j["summary"]["rr"];
+    assert!(rr["transactions"].as_u64().unwrap() > 10);
+    assert_eq!(rr["transactions"], rr["server_transactions"]);
+    assert!(f(&rr["seconds"]) >= 0.45 && f(&rr["seconds"]) < 5.0);
+    assert!(f(&rr["tps"]) > 0.0);
+    assert!(j["env"]["embedded_server"].as_bool().unwrap());
+}
+
+#[test]
+fn crr_opens_a_connection_per_transaction() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let j = rr_json(&[
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--mode",
+        "crr",
+        "-n",
+        "150",
+        "-P",
+        "2",
+    ]);
+    let rr = &j["summary"]["rr"];
+    assert_eq!(rr["transactions"], 300);
+    assert_eq!(rr["connections"], 300);
+    assert_eq!(rr["server_transactions"], 300);
+    assert_ordered(rr);
+}
+
+#[test]
+fn udp_rr_counts_lost_transactions_and_goes_on() {
+    // responses far larger than the client's receive buffer holds, many in flight: the
+    // client's socket drops some; each is timed out, counted, and the test completes
+    let j = rr_json(&[
+        "--mode",
+        "udp",
+        "--response",
+        "60000",
+        "--burst",
+        "200",
+        "-t",
+        "1",
+        "--loss-timeout",
+        "0.05",
+        "-i",
+        "0",
+    ]);
+    let rr = &j["summary"]["rr"];
+    let done = rr["transactions"].as_u64().unwrap();
+    let lost = rr["lost"].as_u64().unwrap();
+    assert!(done > 0, "{rr}");
+    assert!(lost > 0, "expected loss: {rr}");
+    assert!(rr["server_transactions"].as_u64().unwrap() >= done);
+    let pct = f(&rr["loss_percent"]);
+    assert!(pct > 0.0 && pct < 100.0);
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: sends a signal to a child process this test started, by its PID.
+    let rc = unsafe { libc::kill(pid as i32, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
+
+/// Runs rr against a server that is stopped for 100 ms once, 0.6 s into the test.
+fn rr_with_stall(extra: &[&str]) -> Value {
+    let mut srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let mut args = vec![
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "1.5",
+        "-i",
+        "0",
+        "--json",
+        "--no-store",
+    ];
+    args.extend_from_slice(extra);
+    let child = wr()
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let pid = srv.child.id();
+    signal(pid, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(100));
+    signal(pid, libc::SIGCONT);
+    let out = wait_bounded(child, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(srv.alive());
+    json(&out)
+}
+
+#[test]
+fn open_loop_shows_a_server_stall_that_closed_loop_hides() {
+    let open = rr_with_stall(&["--rate", "2000"]);
+    let closed = rr_with_stall(&[]);
+    let (o, c) = (&open["summary"]["rr"], &closed["summary"]["rr"]);
+    // both saw the stall as their longest transaction
+    assert!(f(&o["rtt_max_us"]) >= 90_000.0, "{o}");
+    assert!(f(&c["rtt_max_us"]) >= 90_000.0, "{c}");
+    // open loop: the requests scheduled during the 100 ms (about 200 of 3000) waited, and
+    // are timed from their schedule: several ms at the 99th percentile
+    assert!(f(&o["rtt_p99_us"]) >= 10_000.0, "open loop p99: {o}");
+    // closed loop: one slow transaction among tens of thousands
+    assert!(
+        f(&c["rtt_p99_us"]) * 4.0 < f(&o["rtt_p99_us"]),
+        "closed {c} open {o}"
+    );
+    assert_ordered(o);
+    // the schedule was kept: about 2000 per second over 1.5 s
+    let n = o["transactions"].as_u64().unwrap();
+    assert!((2700..=3100).contains(&n), "{n}");
+}
+
+#[test]
+fn sweep_follows_the_schedule_in_every_format() {
+    let args = |fmt: &'static str| {
+        vec![
+            "sweep",
+            "--max",
+            "100",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "2",
+            "--no-store",
+            fmt,
+        ]
+    };
+    let out = run(&args("--json"), LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let sizes: Vec<u64> = j["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        sizes,
+        vec![
+            1, 2, 3, 4, 6, 8, 12, 13, 16, 19, 21, 24, 27, 29, 32, 35, 45, 48, 51, 61, 64, 67, 93,
+            96, 99, 100
+        ]
+    );
+    for p in j["sweep"]["points"].as_array().unwrap() {
+        assert_eq!(p["trials"], 2);
+        assert!(f(&p["bps_min"]) <= f(&p["bps_mean"]) && f(&p["bps_mean"]) <= f(&p["bps_max"]));
+        assert!(f(&p["one_way_min_us"]) <= f(&p["one_way_mean_us"]));
+        assert!(p["messages"].as_u64().unwrap() >= 6);
+    }
+    assert_eq!(j["sweep"]["mode"], "pingpong");
+    let np = run(&args("--format=netpipe"), LIMIT);
+    assert!(np.status.success(), "{}", stderr(&np));
+    let rows: Vec<Vec<f64>> = String::from_utf8_lossy(&np.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 26);
+    assert!(rows
+        .iter()
+        .all(|r| r.len() == 3 && r[1] > 0.0 && r[2] > 0.0));
+    let csv = run(&args("--csv"), LIMIT);
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(text.starts_with("bytes,trials,messages,"));
+    assert_eq!(text.lines().count(), 27);
+}
+
+#[test]
+fn stream_sweep_against_a_server() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "sweep",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--stream",
+            "--max",
+            "64K",
+            "--point-time",
+            "0.005",
+            "--trials",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["sweep"]["mode"], "stream");
+    let pts = j["sweep"]["points"].as_array().unwrap();
+    assert_eq!(pts.last().unwrap()["bytes"], 65536);
+}
+
+#[test]
+fn bad_values_get_one_line_usage_errors() {
+    for args in [
+        vec!["rr", "--request", "0"],
+        vec!["rr", "--rate", "-1"],
+        vec!["rr", "--request", "17M"],
+        vec!["rr", "--mode", "udp", "--request", "4"],
+        vec!["rr", "--mode", "crr", "--burst", "2"],
+        vec!["rr", "--burst", "0"],
+        vec!["rr", "-n", "0"],
+        vec!["rr", "-t", "-1"],
+        vec!["sweep", "--max", "65M"],
+        vec!["sweep", "--point-time", "0"],
+        vec!["sweep", "--trials", "0"],
+    ] {
+        let out = run(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+        assert!(e.starts_with("wirerate: "), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn server_frees_itself_from_a_silent_rr_client() {
+    let srv = ServerProc::start(&["--idle-timeout", "1"]);
+    let p = srv.port.to_string();
+    let silent = wr()
+        .args([
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "60",
+            "--no-store",
+            "-i",
+            "0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = silent.id();
+    signal(pid, libc::SIGSTOP);
+    let t0 = Instant::now();
+    let served = loop {
+        let out = run(
+            &[
+                "rr",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-n",
+                "100",
+                "--json",
+                "--no-store",
+            ],
+            LIMIT,
+        );
+        if out.status.success() {
+            break Some(json(&out));
+        }
+        if t0.elapsed() > Duration::from_secs(8) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    signal(pid, libc::SIGKILL);
+    let _ = wait_bounded(silent, LIMIT);
+    let j = served.expect("the server stayed busy with a silent client");
+    assert_eq!(j["summary"]["rr"]["transactions"], 100);
+    // the idle timeout is 1 s: the slot comes back within a few
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn rr_and_sweep_json_follow_the_schema() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let mut docs = vec![
+        rr_json(&["-n", "200", "-i", "0.01"]),
+        rr_json(&["--mode", "udp", "-n", "100", "-P", "2"]),
+    ];
+    let out = run(
+        &[
+            "sweep",
+            "--max",
+            "64",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    docs.push(json(&out));
+    for d in &docs {
+        let errors: Vec<String> = validator.iter_errors(d).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    // the schema bites: a negative transaction count is refused
+    let mut bad = docs[0].clone();
+    bad["summary"]["rr"]["transactions"] = serde_json::json!(-1);
+    assert!(!validator.is_valid(&bad));
+    let mut bad = docs[2].clone();
+    bad["sweep"]["points"][0]["one_way_mean_us"] = serde_json::json!("fast");
+    assert!(!validator.is_valid(&bad));
+}
