@@ -18,7 +18,7 @@ pub const THREAD_FULL_PERCENT: f64 = 97.0;
 /// The sending host's busiest core at this share or more is saturated.
 pub const CORE_SATURATED_PERCENT: f64 = 95.0;
 /// A thread that wanted a CPU (ran + waited) this share of its window...
-pub const STARVED_DEMAND_PERCENT: f64 = 90.0;
+pub const STARVED_DEMAND_PERCENT: f64 = 80.0;
 /// ... and waited at least this share of it, was starved of CPU.
 pub const STARVED_WAIT_PERCENT: f64 = 20.0;
 /// The cgroup was throttled for at least this share of the window.
