@@ -245,6 +245,9 @@ fn receiver_confined_to_a_tenth_of_a_core_is_receiver_cpu() {
         "the server's cgroup limit is seen: {cg}"
     );
     assert_eq!(bottleneck(&doc), "receiver_cpu", "{}", diagnosis(&doc));
+    // the quota is named as the cause, not only the thread's wait it causes
+    let advice = diagnosis(&doc)["advice"].to_string();
+    assert!(advice.contains("quota"), "{advice}");
 }
 
 #[test]

@@ -267,12 +267,17 @@ pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
         parts.push((s, head, ev, cpu_advice(r, false)));
     }
     parts.extend(starvation(r, false));
+    let first_quota = parts.len();
     parts.extend(throttling(r, thread));
     let best = parts
         .iter()
         .enumerate()
         .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0).then(b.0.cmp(&a.0)))
         .map(|(i, _)| i)?;
+    // a quota that bit is the cause a starved thread only shows: name it first
+    let best = (first_quota..parts.len())
+        .find(|&i| parts[i].0 >= 0.7)
+        .unwrap_or(best);
     let (score, headline, _, advice) = parts[best].clone();
     let mut f = Finding::new(Bottleneck::ReceiverCpu, score, headline);
     f.advice = advice;
