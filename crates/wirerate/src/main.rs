@@ -48,6 +48,8 @@ enum Command {
     Show(cmd::show::Args),
     /// Compare two sets of runs: change, confidence interval, p-value and a verdict
     Compare(cmd::compare::Args),
+    /// One self-contained HTML report of charts from stored runs or saved files
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     exit::finish(result)
 }
