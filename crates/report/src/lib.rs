@@ -124,22 +124,26 @@ pub fn render(input: &Input) -> Result<Report, ReportError> {
         sections.push(findmax::section(name, fm, &prefix(name)));
     }
     dedupe_ids(&mut sections);
+    let mut parts = Vec::new();
+    if total_runs > 0 {
+        parts.push(format!(
+            "{total_runs} run{} in {} group{}",
+            svg::plural(total_runs),
+            groups.len(),
+            svg::plural(groups.len())
+        ));
+    }
+    if !input.find_max.is_empty() {
+        let n = input.find_max.len();
+        parts.push(format!(
+            "{n} find-max search{}",
+            if n == 1 { "" } else { "es" }
+        ));
+    }
     let subtitle = format!(
-        "{} run{} in {} group{}{}; made by wirerate {}. Every chart has its numbers in a \
-         table under it; hover a mark for its value.",
-        total_runs,
-        svg::plural(total_runs),
-        groups.len(),
-        svg::plural(groups.len()),
-        if input.find_max.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", {} find-max search{}",
-                input.find_max.len(),
-                if input.find_max.len() == 1 { "" } else { "es" }
-            )
-        },
+        "{}; made by wirerate {}. Every chart has its numbers in a table under it; hover a \
+         mark for its value.",
+        parts.join(", "),
         env!("CARGO_PKG_VERSION")
     );
     let html = html::page(&title, &subtitle, &sections);

@@ -57,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (text, op) in &ops {
         if let Operand::File(p) = op {
             if let Some(fm) = find_max(p)? {
-                input.find_max.push((p.display().to_string(), fm));
+                input.find_max.push((file_name(p, text), fm));
                 continue;
             }
         }
@@ -88,9 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn group(text: &str, op: &Operand, store: Option<&Store>) -> anyhow::Result<Group> {
     let (name, runs) = match op {
         Operand::File(p) => {
-            let name = p
-                .file_name()
-                .map_or_else(|| text.to_string(), |n| n.to_string_lossy().into_owned());
+            let name = file_name(p, text);
             let runs = read_entries(p)?.into_iter().map(|e| e.result).collect();
             (name, runs)
         }
@@ -106,6 +104,12 @@ fn group(text: &str, op: &Operand, store: Option<&Store>) -> anyhow::Result<Grou
         runs,
         run_names,
     })
+}
+
+/// A file's name without its directories, to name its group.
+fn file_name(p: &Path, text: &str) -> String {
+    p.file_name()
+        .map_or_else(|| text.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// A `--find-max --json` file, or None for any other file (read then as results).
