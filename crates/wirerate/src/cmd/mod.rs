@@ -1,6 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod compare;
+pub mod completions;
 pub mod findmax;
 pub mod history;
 pub mod import;
