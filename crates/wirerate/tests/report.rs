@@ -347,6 +347,47 @@ fn bad_operands_are_one_line_errors() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn compare_json_of_stored_runs_validates_against_its_schema() {
+    let fx = fixture();
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/compare.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let p1_id = fx.p1[0]["id"].as_i64().unwrap().to_string();
+    let cases: [&[&str]; 3] = [
+        &["compare", "p1", "p2", "--json"],
+        &["compare", "p1", "p2", "--json", "--fail-if-slower", "50"],
+        &["compare", &p1_id, "p2", "--json"],
+    ];
+    for args in cases {
+        let out = wr(&fx.db, args);
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+        assert!(doc["metrics"]["goodput_bps"].is_object());
+        // strict enough to catch a broken document
+        for (path, bad) in [
+            ("/p_value", serde_json::json!(1.5)),
+            ("/change", serde_json::json!("faster")),
+            ("/metrics/goodput_bps/a/n", serde_json::json!("two")),
+            ("/metrics/speed", serde_json::json!({})),
+        ] {
+            let mut broken = doc.clone();
+            let (parent, key) = path.rsplit_once('/').unwrap();
+            broken.pointer_mut(parent).unwrap()[key] = bad;
+            assert!(!validator.is_valid(&broken), "{path} accepted");
+        }
+    }
+}
+
 mod browser {
     //! The report in Debian's chromium, headless: a screenshot that shows charts, and a
     //! DOM in which the page's own script ran and counted them, with no console message.
