@@ -119,6 +119,19 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
             .collect();
         series.push(Series::new(flow_words(*f), pts, Mark::Line, k));
     }
+    if fl.len() > 1 {
+        // both directions at once: their sum per interval (intervals of the flows share
+        // their starts)
+        let mut sums: Vec<(f64, f64, f64)> = Vec::new();
+        for i in counted(run) {
+            match sums.iter_mut().find(|s| (s.0 - i.start_s).abs() < 1e-6) {
+                Some(s) => s.2 += i.bps,
+                None => sums.push((i.start_s, i.end_s, i.bps)),
+            }
+        }
+        let pts = sums.iter().map(|s| (s.1, s.2 / unit.div)).collect();
+        series.push(Series::new("both flows", pts, Mark::Line, 6).dashed());
+    }
     if series.is_empty() {
         series.push(Series::new(
             "whole run",
@@ -145,7 +158,7 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
             right_name = Some(if udp {
                 "loss (%)"
             } else {
-                "retransmits (segments per interval)"
+                "retransmits (per interval)"
             });
             series.push(
                 Series::new(

@@ -59,6 +59,13 @@ pub fn short(v: f64) -> String {
     }
 }
 
+/// The unit of an axis name: what its last parentheses hold ("goodput (Gbit/s)" → "Gbit/s").
+fn unit_of(axis: &str) -> &str {
+    axis.rsplit_once('(')
+        .and_then(|(_, u)| u.strip_suffix(')'))
+        .unwrap_or("")
+}
+
 /// Tick values covering `lo..=hi` at a round step (1, 2 or 5 × 10ⁿ), about `n` of them.
 pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     let (lo, hi) = if lo.is_finite() && hi.is_finite() && hi > lo {
@@ -345,9 +352,14 @@ impl XyChart {
             ny = bottom + 34.0
         );
         let bar_w = bar_width(&self.series, sx);
+        let y2_name = self.y2_name.as_deref().unwrap_or("");
         for s in &self.series {
-            let scale_y = if s.right { sy2.unwrap_or(sy) } else { sy };
-            draw_series(&mut o, s, sx, scale_y, bar_w);
+            let (scale_y, y_axis_name) = match sy2 {
+                Some(s2) if s.right => (s2, y2_name),
+                _ => (sy, self.y_name.as_str()),
+            };
+            let units = (unit_of(&self.x_name), unit_of(y_axis_name));
+            draw_series(&mut o, s, sx, scale_y, bar_w, units);
         }
         for l in &self.lines {
             draw_ref_line(&mut o, l, sx, sy, right_edge, bottom);
@@ -391,7 +403,8 @@ fn bar_width(series: &[Series], sx: Scale) -> f64 {
     }
 }
 
-fn draw_series(o: &mut String, s: &Series, sx: Scale, sy: Scale, bar_w: f64) {
+/// Draws one series; `units` (x, y) go into each mark's tooltip.
+fn draw_series(o: &mut String, s: &Series, sx: Scale, sy: Scale, bar_w: f64, units: (&str, &str)) {
     let dash = if s.dashed {
         r#" stroke-dasharray="5 3""#
     } else {
@@ -413,7 +426,14 @@ fn draw_series(o: &mut String, s: &Series, sx: Scale, sy: Scale, bar_w: f64) {
     }
     for &(x, y) in &s.points {
         let (px, py) = (sx.at(x), sy.at(y));
-        let tip = format!("{}: {} at {}", s.name, short(y), short(x));
+        let tip = format!(
+            "{}: {} {} at {} {}",
+            s.name,
+            short(y),
+            units.1,
+            short(x),
+            units.0
+        );
         match s.mark {
             Mark::Bars => {
                 let y0 = sy.at(sy.lo.max(0.0).min(sy.hi));
@@ -727,6 +747,16 @@ mod tests {
         assert!(t.len() >= 2);
         let t = ticks(f64::NAN, 1.0, 5);
         assert!(t.len() >= 2);
+    }
+
+    #[test]
+    fn axis_units() {
+        assert_eq!(unit_of("goodput (Gbit/s)"), "Gbit/s");
+        assert_eq!(
+            unit_of("retransmits (segments per interval)"),
+            "segments per interval"
+        );
+        assert_eq!(unit_of("group"), "");
     }
 
     #[test]

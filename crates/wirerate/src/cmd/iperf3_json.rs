@@ -113,7 +113,8 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
                 .map(str::to_string),
             ..TcpSummary::default()
         }),
-        udp: udp.then(|| udp_summary(received, &spec)),
+        // UDP loss and jitter are in `sum` (the receiver's figures, as the server reported)
+        udp: udp.then(|| udp_summary(end.get("sum").unwrap_or(received), &spec)),
         wire: WireSummary::default(),
         flows: Vec::new(),
         diagnosis: None,
@@ -273,6 +274,55 @@ mod tests {
         assert_eq!(r.streams.len(), 2);
         assert_eq!(r.streams[1].goodput_bps, 1600.0);
         assert!(r.summary.diagnosis.is_none());
+    }
+
+    fn udp_doc() -> Value {
+        serde_json::json!({
+            "start": {"version": "iperf 3.12", "timestamp": {"timesecs": 1_700_000_000},
+                      "test_start": {"protocol": "UDP", "num_streams": 1, "blksize": 32768,
+                                     "omit": 0, "duration": 1, "reverse": 0,
+                                     "target_bitrate": 50_000_000}},
+            "intervals": [{"streams": [], "sum": {"start": 0, "end": 1.0, "bytes": 6225920,
+                           "bits_per_second": 49792918.25, "packets": 190, "omitted": false}}],
+            "end": {
+                "streams": [{"udp": {"bytes": 6225920, "seconds": 1.0, "bits_per_second": 49792920.0,
+                                     "jitter_ms": 0.14, "lost_packets": 2, "packets": 190,
+                                     "lost_percent": 1.05, "out_of_order": 0}}],
+                "sum": {"bytes": 6225920, "seconds": 1.0, "bits_per_second": 49792920.0,
+                        "jitter_ms": 0.14, "lost_packets": 2, "packets": 190, "lost_percent": 1.05},
+                "sum_sent": {"bytes": 6225920, "seconds": 1.0, "bits_per_second": 49792920.0},
+                "sum_received": {"bytes": 6160384, "seconds": 1.0, "bits_per_second": 49268736.0},
+                "cpu_utilization_percent": {"host_total": 3.0, "host_user": 1.0, "host_system": 2.0,
+                                            "remote_total": 1.0, "remote_user": 0.5, "remote_system": 0.5}
+            }
+        })
+    }
+
+    #[test]
+    fn an_iperf3_udp_document_keeps_its_loss_and_jitter() {
+        let r = to_result(&udp_doc()).unwrap();
+        let u = r.summary.udp.as_ref().unwrap();
+        assert_eq!((u.packets, u.lost, u.received), (190, 2, 188));
+        assert_eq!(u.loss_percent, 1.05);
+        assert_eq!(u.jitter_ms, Some(0.14));
+        assert_eq!(r.spec.rate_bps, Some(50e6));
+        assert_eq!(r.summary.goodput_bps, 49268736.0);
+        assert_eq!(r.streams.len(), 1);
+    }
+
+    #[test]
+    fn mapped_iperf3_results_follow_the_result_schema() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../../../schema/result.schema.json")).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for d in [doc(), udp_doc()] {
+            let v = serde_json::to_value(to_result(&d).unwrap()).unwrap();
+            let errors: Vec<String> = validator
+                .iter_errors(&v)
+                .map(|e| format!("{e} at {}", e.instance_path))
+                .collect();
+            assert!(errors.is_empty(), "{errors:#?}");
+        }
     }
 
     #[test]

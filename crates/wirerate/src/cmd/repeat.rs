@@ -109,7 +109,7 @@ fn verdicts(results: &[RunResult]) -> Option<String> {
             None => counts.push((w, 1)),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     let (first, rest) = counts.split_first()?;
     let mut s = format!("{} in {} of {} runs", first.0, first.1, results.len());
     for (w, n) in rest {
