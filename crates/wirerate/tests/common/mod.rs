@@ -46,21 +46,41 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
+/// Waits for `child`, killing it if it outlives `limit`. Its stdout and stderr are read
+/// while it runs: a child that writes more than a pipe holds (64 KiB) would otherwise block
+/// on its write while this waits for it to exit.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let start = Instant::now();
-    loop {
+    let status = loop {
         match child.try_wait().expect("try_wait") {
-            Some(_) => return child.wait_with_output().expect("output"),
+            Some(status) => break status,
             None if start.elapsed() > limit => {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
+                let _ = child.wait();
+                let err = err.join().unwrap_or_default();
                 panic!(
                     "command exceeded {limit:?}; stderr: {}",
-                    String::from_utf8_lossy(&out.stderr)
+                    String::from_utf8_lossy(&err)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
 }
 
