@@ -57,6 +57,20 @@ pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+/// Jain's fairness index of per-flow rates, (Σx)² ÷ (n · Σx²): 1 when every flow got the
+/// same, 1/n when one flow got everything (Jain, Chiu and Hawe, 1984). Non-finite and
+/// negative values are left out; None without a positive rate.
+pub fn jain_fairness(rates: &[f64]) -> Option<f64> {
+    let v: Vec<f64> = rates
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .collect();
+    let sum: f64 = v.iter().sum();
+    let squares: f64 = v.iter().map(|x| x * x).sum();
+    (sum > 0.0).then(|| (sum * sum / (v.len() as f64 * squares)).clamp(0.0, 1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +85,18 @@ mod tests {
         assert!((pi - 2.7).abs() < 1e-9);
         assert_eq!(performance_index(900e6, None, None), None);
         assert_eq!(performance_index(900e6, Some(0.0), None), None);
+    }
+
+    #[test]
+    fn jain_index_bounds() {
+        assert_eq!(jain_fairness(&[5.0, 5.0, 5.0, 5.0]), Some(1.0));
+        // one of four flows got everything: 1/n
+        let one = jain_fairness(&[8.0, 0.0, 0.0, 0.0]).unwrap();
+        assert!((one - 0.25).abs() < 1e-12);
+        // 1 and 3: 16 / (2 × 10) = 0.8
+        assert!((jain_fairness(&[1.0, 3.0]).unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(jain_fairness(&[]), None);
+        assert_eq!(jain_fairness(&[0.0, f64::NAN]), None);
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Renderers of wirerate results: the human report, JSON, classic ttcp lines, and later CSV.
+//! Renderers of wirerate results: the human report, JSON, classic ttcp lines, and later CSV;
+//! `export` puts each format behind one trait for every command's output.
 //!
 //! Promise: renderers read the result model and compute nothing; every figure they print
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
+pub mod export;
 pub mod json;
 pub mod latency;
 pub mod stats;

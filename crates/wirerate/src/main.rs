@@ -12,7 +12,7 @@ mod link;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +53,12 @@ enum Command {
     Show(cmd::show::Args),
     /// Compare two sets of runs: change, confidence interval, p-value and a verdict
     Compare(cmd::compare::Args),
+    /// One self-contained HTML report of charts from stored runs or saved files
+    Report(cmd::report::Args),
+    /// Print a shell completion script (bash, zsh, fish)
+    Completions(cmd::completions::Args),
+    /// Print the manual page (roff)
+    Man(cmd::completions::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +79,9 @@ fn main() -> ExitCode {
         Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Completions(a) => cmd::completions::run(a, Cli::command()),
+        Command::Man(a) => cmd::completions::man(a, Cli::command()),
     };
     exit::finish(result)
 }

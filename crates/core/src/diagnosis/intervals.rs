@@ -17,7 +17,8 @@ pub fn interval_bottlenecks(r: &mut RunResult) {
     let run_loss = run
         .candidates
         .iter()
-        .any(|c| c.bottleneck == Bottleneck::Congestion && c.score > 0.0);
+        // loss that mattered to the run (the class had support), not a stray retransmit
+        .any(|c| c.bottleneck == Bottleneck::Congestion && c.score >= SUPPORT_SCORE);
     let protocol = r.spec.protocol;
     let mut last: Vec<(Flow, Bottleneck)> = Vec::new();
     for iv in r.intervals.iter_mut() {

@@ -721,6 +721,11 @@ fn interval_retransmits_count_only_when_the_run_saw_loss() {
     let t = sender(&mut r);
     t.retransmits_total = Some(900);
     t.segs_out = Some(100_000);
+    // loss beside a saturated sender did not set the rate: still the CPU
+    interval_bottlenecks(&mut r);
+    assert_eq!(r.intervals[0].bottleneck, Some(Bottleneck::SenderCpu));
+    // with CPU to spare, the same loss is the run's limit and the interval's
+    r.streams[0].sender = side(3.0);
     interval_bottlenecks(&mut r);
     assert_eq!(r.intervals[0].bottleneck, Some(Bottleneck::Congestion));
 }

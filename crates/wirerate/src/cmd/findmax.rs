@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::json;
 use wirerate_core::search::{Next, RateSearch};
 use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
+use wirerate_render::export::{exporter, FindMaxResult};
 
 use super::run::{execute, Format, Silent, Target};
 use crate::exit::usage;
@@ -71,26 +71,8 @@ pub fn run(
     }
     let best = search.result();
     let mut out = crate::exit::stdout();
-    if text {
-        match best {
-            Some(b) => writeln!(
-                out,
-                "highest rate with loss ≤ {loss_limit} %: {} per stream",
-                format_bps(b)
-            )?,
-            None => writeln!(out, "no rate tried kept loss ≤ {loss_limit} %")?,
-        }
-    } else {
-        let doc = json!({
-            "kind": "find_max",
-            "loss_limit_percent": loss_limit,
-            "max_rate_bps": best,
-            "steps": search.steps,
-            "step_bottlenecks": why,
-            "spec": spec,
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-    }
+    let doc = FindMaxResult::new(loss_limit, best, &search.steps, &why, &spec);
+    write!(out, "{}", exporter(format.into()).find_max(&doc)?)?;
     Ok(if best.is_some() {
         ExitCode::SUCCESS
     } else {

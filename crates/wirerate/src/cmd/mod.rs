@@ -1,11 +1,14 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod compare;
+pub mod completions;
 pub mod findmax;
 pub mod history;
 pub mod import;
+pub mod iperf3_json;
 pub mod lab;
 pub mod repeat;
+pub mod report;
 pub mod results;
 pub mod rr;
 pub mod run;

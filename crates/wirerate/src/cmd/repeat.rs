@@ -8,6 +8,7 @@ use std::time::Duration;
 use wirerate_core::stats::until_ci_reached;
 use wirerate_core::units::format_bps;
 use wirerate_core::{RunResult, TestSpec};
+use wirerate_render::export::exporter;
 use wirerate_store::{new_group_id, Store};
 
 use super::run::{execute, save, Format, RepeatPlan, Silent, Target};
@@ -76,8 +77,10 @@ pub fn run(
         }
     }
     let mut out = crate::exit::stdout();
+    // the statistics (text), one array of results that `compare` reads (json), or each
+    // run's ttcp lines
+    write!(out, "{}", exporter(format.into()).repeat(&results)?)?;
     if text {
-        writeln!(out, "\n{}", wirerate_render::stats::repeat_table(&results))?;
         if let Some(why) = verdicts(&results) {
             writeln!(out, "why: {why}")?;
         }
@@ -97,9 +100,6 @@ pub fn run(
                 label.map_or_else(String::new, |l| format!(", label '{l}'"))
             )?;
         }
-    } else {
-        // one array of results: each element follows the result schema, and `compare` reads it
-        writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?;
     }
     out.flush()?;
     if unstored > 0 {

@@ -170,8 +170,8 @@ fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
 }
 
 /// Reads a saved result: one `RunResult` object, a JSON array of them, a stream of them (JSON
-/// lines, or documents appended one after another), or `history --json` output (elements
-/// holding a `result`).
+/// lines, or documents appended one after another), `history --json` output (elements
+/// holding a `result`), or iperf3 `-J` documents.
 pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
     let shown = path.display().to_string();
     let runs = read_entries(path)?.into_iter().map(|e| e.result).collect();
@@ -235,7 +235,16 @@ pub struct Entry {
     pub group: Option<String>,
 }
 
-fn entry(v: serde_json::Value) -> Result<Entry, serde_json::Error> {
+fn entry(v: serde_json::Value) -> anyhow::Result<Entry> {
+    if super::iperf3_json::is_iperf3(&v) {
+        let result = super::iperf3_json::to_result(&v)
+            .map_err(|e| anyhow::anyhow!("an iperf3 -J document: {e}"))?;
+        return Ok(Entry {
+            result,
+            label: None,
+            group: None,
+        });
+    }
     match v {
         serde_json::Value::Object(mut m)
             if !m.contains_key("summary") && m.contains_key("result") =>

@@ -16,6 +16,7 @@ use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
 use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
 use wirerate_proto::ProtoError;
+use wirerate_render::export::{self, Output};
 use wirerate_render::text;
 
 use crate::cmd::results::StoreArgs;
@@ -34,6 +35,16 @@ pub enum Format {
     Json,
     /// Classic ttcp report lines (ttcp-t and ttcp-r), for comparison with old logs
     Ttcp,
+}
+
+impl From<Format> for export::Format {
+    fn from(f: Format) -> export::Format {
+        match f {
+            Format::Text => export::Format::Text,
+            Format::Json => export::Format::Json,
+            Format::Ttcp => export::Format::Ttcp,
+        }
+    }
 }
 
 /// Sizes take K, M, G, T as powers of 1024 (128K = 131072 bytes); rates take K, M, G, T as
@@ -500,6 +511,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         a.format.unwrap_or(Format::Text)
     };
     let repeat = repeat_plan(&a)?;
+    let output = match (a.find_max, &repeat) {
+        (true, _) => Output::FindMax,
+        (false, Some(_)) => Output::Repeat,
+        (false, None) => Output::Run,
+    };
+    if let Err(e) = export::check(format.into(), output) {
+        return usage(e.to_string());
+    }
     let mut store = open_store(&a.store)?;
     let mut t = target(&a)?;
     if !a.find_max && !a.iperf3 {
@@ -621,11 +640,7 @@ pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option
 
 pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
     let mut out = crate::exit::stdout();
-    match format {
-        Format::Text => write!(out, "{}", text::summary(r))?,
-        Format::Json => writeln!(out, "{}", wirerate_render::json::result(r))?,
-        Format::Ttcp => write!(out, "{}", wirerate_render::ttcp::run_result_lines(r))?,
-    }
+    write!(out, "{}", export::exporter(format.into()).run(r))?;
     out.flush()?;
     Ok(())
 }

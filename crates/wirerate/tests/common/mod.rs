@@ -46,29 +46,21 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
+/// Waits for `child`, killing it if it outlives `limit`. Its stdout and stderr are read
+/// while it runs: a child that writes more than a pipe holds (64 KiB) would otherwise block
+/// on its write while this waits for it to exit.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
-    // drained while the child runs: output larger than a pipe's buffer must not block it
-    let drain = |r: Option<Box<dyn Read + Send>>| {
+    fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
-            let mut v = Vec::new();
+            let mut buf = Vec::new();
             if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
+                let _ = r.read_to_end(&mut buf);
             }
-            v
+            buf
         })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let start = Instant::now();
     let status = loop {
         match child.try_wait().expect("try_wait") {

@@ -1,0 +1,605 @@
+//! The charts of one run: goodput over time with retransmits (or UDP loss), RTT and cwnd
+//! over time, CPU per core of each host, goodput per stream with Jain's fairness index,
+//! and the diagnosis as the section's verdict.
+
+use wirerate_core::diagnosis::Confidence;
+use wirerate_core::evidence::CoreLoad;
+use wirerate_core::metrics::jain_fairness;
+use wirerate_core::result::{CpuSide, Interval};
+use wirerate_core::spec::Flow;
+use wirerate_core::units::format_bps;
+use wirerate_core::{Protocol, RunResult};
+
+use crate::html::{Block, Cell, Figure, Section, Table};
+use crate::svg::{self, Mark, RefLine, Series, StackedBars, XyChart, PALETTE};
+use crate::{flow_short, flow_words, RateUnit};
+
+/// The section of one run; `id` prefixes its charts' ids.
+pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
+    let s = &run.summary;
+    let verdict = s.diagnosis.as_ref().map(|d| d.verdict.clone());
+    let mut blocks = vec![Block::Para(describe(run))];
+    match &s.diagnosis {
+        Some(d) => {
+            let confidence = match d.confidence {
+                Confidence::Low => "low",
+                Confidence::Medium => "medium",
+                Confidence::High => "high",
+            };
+            blocks.push(Block::Styled(
+                "verdict",
+                format!("Why: {} (confidence {confidence})", d.verdict),
+            ));
+            let evidence = d.evidence.iter().map(|e| e.text.clone()).collect();
+            blocks.push(Block::List("Evidence".into(), evidence));
+            blocks.push(Block::List("Advice".into(), d.advice.clone()));
+            blocks.push(Block::List("Notes".into(), d.notes.clone()));
+            blocks.push(Block::List("Not seen".into(), d.unseen.clone()));
+        }
+        None => blocks.push(Block::Para("This result carries no diagnosis.".into())),
+    }
+    let caption = verdict.unwrap_or_else(|| "no diagnosis".to_string());
+    let mut figures = vec![goodput_chart(run, &caption, id)];
+    figures.extend(tcp_chart(run, id));
+    figures.extend(cpu_chart(run, id));
+    figures.extend(streams_chart(run, id));
+    Section {
+        heading: name.to_string(),
+        blocks,
+        figures,
+    }
+}
+
+fn describe(run: &RunResult) -> String {
+    let s = &run.summary;
+    let spec = &run.spec;
+    let proto = match spec.protocol {
+        Protocol::Tcp => "TCP",
+        Protocol::Udp => "UDP",
+    };
+    let flows: Vec<&str> = spec
+        .direction
+        .flows()
+        .iter()
+        .map(|f| flow_words(*f))
+        .collect();
+    let mut o = format!(
+        "{proto}, {}, {} stream{} per flow: {} in {:.2} s",
+        flows.join(" and "),
+        spec.parallel,
+        svg::plural(spec.parallel as usize),
+        format_bps(s.goodput_bps),
+        s.seconds
+    );
+    if let Some(e) = s.wire.efficiency {
+        o.push_str(&format!(
+            ", {:.1} % of what the wire model carries",
+            e * 100.0
+        ));
+    }
+    if let Some(pi) = s.pi {
+        o.push_str(&format!(", PI {pi:.2}"));
+    }
+    o.push('.');
+    o
+}
+
+fn counted(run: &RunResult) -> impl Iterator<Item = &Interval> {
+    run.intervals.iter().filter(|i| !i.omitted)
+}
+
+fn flows(run: &RunResult) -> Vec<Flow> {
+    let mut f: Vec<Flow> = Vec::new();
+    for i in &run.intervals {
+        if !f.contains(&i.flow) {
+            f.push(i.flow);
+        }
+    }
+    f
+}
+
+/// Goodput per interval per flow (and in all for two flows), with the wire's ceiling, and
+/// retransmits or UDP loss on the right axis. Runs without intervals show their total as
+/// one point over the whole window.
+fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
+    let s = &run.summary;
+    let unit = RateUnit::of(
+        counted(run)
+            .map(|i| i.bps)
+            .chain([s.goodput_bps])
+            .chain(s.wire.model_goodput_bps),
+    );
+    let udp = run.spec.protocol == Protocol::Udp;
+    let mut series = Vec::new();
+    let fl = flows(run);
+    for (k, f) in fl.iter().enumerate() {
+        let pts = counted(run)
+            .filter(|i| i.flow == *f)
+            .map(|i| (i.end_s, i.bps / unit.div))
+            .collect();
+        series.push(Series::new(flow_words(*f), pts, Mark::Line, k));
+    }
+    if fl.len() > 1 {
+        // both directions at once: their sum per interval (intervals of the flows share
+        // their starts)
+        let mut sums: Vec<(f64, f64, f64)> = Vec::new();
+        for i in counted(run) {
+            match sums.iter_mut().find(|s| (s.0 - i.start_s).abs() < 1e-6) {
+                Some(s) => s.2 += i.bps,
+                None => sums.push((i.start_s, i.end_s, i.bps)),
+            }
+        }
+        let pts = sums.iter().map(|s| (s.1, s.2 / unit.div)).collect();
+        series.push(Series::new("both flows", pts, Mark::Line, 6).dashed());
+    }
+    if series.is_empty() {
+        series.push(Series::new(
+            "whole run",
+            vec![(s.seconds, s.goodput_bps / unit.div)],
+            Mark::Points,
+            0,
+        ));
+    }
+    let mut right_name = None;
+    for (k, f) in fl.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = counted(run)
+            .filter(|i| i.flow == *f)
+            .filter_map(|i| {
+                let v = if udp {
+                    i.loss_percent
+                } else {
+                    i.tcp.as_ref()?.retransmits.map(|r| r as f64)
+                };
+                Some((i.end_s, v?))
+            })
+            .collect();
+        if !pts.is_empty() {
+            let what = if udp { "loss" } else { "retransmits" };
+            right_name = Some(if udp {
+                "loss (%)"
+            } else {
+                "retransmits (per interval)"
+            });
+            series.push(
+                Series::new(
+                    format!("{what}, {}", flow_short(*f)),
+                    pts,
+                    Mark::Bars,
+                    k + 4,
+                )
+                .on_right(),
+            );
+        }
+    }
+    let mut lines = Vec::new();
+    if let Some(m) = s.wire.model_goodput_bps {
+        let eff = s.wire.efficiency.map_or(String::new(), |e| {
+            format!(", efficiency {:.1} %", e * 100.0)
+        });
+        lines.push(RefLine {
+            label: format!("wire model ceiling {}{eff}", format_bps(m)),
+            value: m / unit.div,
+            vertical: false,
+            color: PALETTE[6],
+        });
+    }
+    let chart = XyChart {
+        title: "Goodput per interval".into(),
+        desc: format!("Goodput over time per flow. {caption}"),
+        x_name: "time since the start (s)".into(),
+        y_name: format!("goodput ({})", unit.name),
+        y2_name: right_name.map(str::to_string),
+        series,
+        lines,
+        y_from_zero: true,
+        x_from_zero: true,
+    };
+    let cid = format!("{id}-goodput");
+    let mut notes = Vec::new();
+    let omitted = run.intervals.iter().filter(|i| i.omitted).count();
+    if omitted > 0 {
+        notes.push(format!(
+            "{omitted} warm-up interval(s) not counted are left out of the chart."
+        ));
+    }
+    if let (Some(l), Some(src)) = (s.wire.link_bps, &s.wire.link_source) {
+        notes.push(format!("link rate {} (from {src})", format_bps(l)));
+    }
+    Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption: caption.to_string(),
+        notes,
+        table: interval_table(run, unit, udp),
+    }
+}
+
+fn interval_table(run: &RunResult, unit: RateUnit, udp: bool) -> Table {
+    let mut head = vec![
+        "flow".to_string(),
+        "start (s)".into(),
+        "end (s)".into(),
+        format!("goodput ({})", unit.name),
+    ];
+    head.push(if udp { "loss (%)" } else { "retransmits" }.into());
+    head.push("bottleneck from here".into());
+    let rows = run
+        .intervals
+        .iter()
+        .map(|i| {
+            let extra = if udp {
+                Cell::num(i.loss_percent, |v| format!("{v:.3}"))
+            } else {
+                Cell::num(
+                    i.tcp.as_ref().and_then(|t| t.retransmits).map(|r| r as f64),
+                    |v| format!("{v:.0}"),
+                )
+            };
+            let flow = if i.omitted {
+                format!("{} (warm-up)", flow_words(i.flow))
+            } else {
+                flow_words(i.flow).to_string()
+            };
+            vec![
+                Cell::text(flow),
+                Cell::num(Some(i.start_s), |v| format!("{v:.2}")),
+                Cell::num(Some(i.end_s), |v| format!("{v:.2}")),
+                Cell::num(Some(i.bps), |v| unit.show(v)),
+                extra,
+                Cell::text(i.bottleneck.map_or("", |b| b.words())),
+            ]
+        })
+        .collect();
+    Table {
+        caption: "Goodput per interval (data-value: bit/s)".into(),
+        head,
+        rows,
+    }
+}
+
+/// RTT (left) and congestion window (right) of the senders per interval, from the
+/// TCP_INFO samples; None when the run has none.
+fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
+    let with_tcp: Vec<&Interval> = counted(run).filter(|i| i.tcp.is_some()).collect();
+    if with_tcp.is_empty() {
+        return None;
+    }
+    let mut series = Vec::new();
+    for (k, f) in flows(run).iter().enumerate() {
+        let rtt: Vec<(f64, f64)> = with_tcp
+            .iter()
+            .filter(|i| i.flow == *f)
+            .filter_map(|i| Some((i.end_s, i.tcp.as_ref()?.rtt_us? / 1000.0)))
+            .collect();
+        let cwnd: Vec<(f64, f64)> = with_tcp
+            .iter()
+            .filter(|i| i.flow == *f)
+            .filter_map(|i| Some((i.end_s, i.tcp.as_ref()?.snd_cwnd? as f64)))
+            .collect();
+        series.push(Series::new(
+            format!("RTT, {}", flow_short(*f)),
+            rtt,
+            Mark::Line,
+            k,
+        ));
+        series.push(
+            Series::new(format!("cwnd, {}", flow_short(*f)), cwnd, Mark::Line, k + 2)
+                .on_right()
+                .dashed(),
+        );
+    }
+    series.retain(|s| !s.points.is_empty());
+    if series.is_empty() {
+        return None;
+    }
+    let chart = XyChart {
+        title: "Round-trip time and congestion window per interval".into(),
+        desc: "The senders' smoothed RTT and largest congestion window at each interval's end \
+               (TCP_INFO)"
+            .into(),
+        x_name: "time since the start (s)".into(),
+        y_name: "RTT (ms)".into(),
+        y2_name: Some("congestion window (segments)".into()),
+        series,
+        lines: vec![],
+        y_from_zero: true,
+        x_from_zero: true,
+    };
+    let rows = with_tcp
+        .iter()
+        .filter_map(|i| {
+            let t = i.tcp.as_ref()?;
+            Some(vec![
+                Cell::text(flow_words(i.flow)),
+                Cell::num(Some(i.end_s), |v| format!("{v:.2}")),
+                Cell::num(t.rtt_us, |v| format!("{:.3}", v / 1000.0)),
+                Cell::num(t.snd_cwnd.map(|c| c as f64), |v| format!("{v:.0}")),
+                Cell::num(t.retransmits.map(|c| c as f64), |v| format!("{v:.0}")),
+                Cell::num(t.delivery_rate_bps.map(|c| c as f64), format_bps),
+            ])
+        })
+        .collect();
+    let cid = format!("{id}-tcp");
+    Some(Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption: "RTT rises when a queue fills; the window says how much the sender may have \
+                  in flight."
+            .into(),
+        notes: vec![],
+        table: Table {
+            caption: "TCP_INFO of the senders per interval (data-value: RTT in µs, cwnd in \
+                      segments, delivery rate in bit/s)"
+                .into(),
+            head: vec![
+                "flow".into(),
+                "end (s)".into(),
+                "RTT (ms)".into(),
+                "cwnd (segments)".into(),
+                "retransmits".into(),
+                "delivery rate".into(),
+            ],
+            rows,
+        },
+    })
+}
+
+/// The hosts whose per-core loads to draw: both, or one when both ends ran on one host
+/// (same kernel and namespace key).
+fn core_hosts(run: &RunResult) -> Vec<(&'static str, &[CoreLoad])> {
+    let (c, s) = (&run.evidence.client, &run.evidence.server);
+    let same = match (c, s) {
+        (Some(c), Some(s)) => c.host_key.is_some() && c.host_key == s.host_key,
+        _ => false,
+    };
+    let mut v = Vec::new();
+    if let Some(c) = c.as_ref().filter(|c| !c.cores.is_empty()) {
+        v.push((if same { "host" } else { "client" }, c.cores.as_slice()));
+    }
+    if let Some(s) = s.as_ref().filter(|s| !s.cores.is_empty() && !same) {
+        v.push(("server", s.cores.as_slice()));
+    }
+    v
+}
+
+/// CPU per core of each host, split user / system / softirq / irq / steal; where no core
+/// was seen, the hosts' totals from the summary.
+fn cpu_chart(run: &RunResult, id: &str) -> Option<Figure> {
+    let hosts = core_hosts(run);
+    let cid = format!("{id}-cpu");
+    let cpu = &run.summary.cpu;
+    let sides = [
+        ("client", cpu.local.as_ref()),
+        ("server", cpu.remote.as_ref()),
+    ];
+    let summary_rows = sides.iter().filter_map(|(n, c)| c.map(|c| side_row(n, c)));
+    if hosts.is_empty() {
+        return process_cpu_chart(run, &cid);
+    }
+    let mut categories = Vec::new();
+    let kinds = ["user", "system", "softirq", "irq", "steal"];
+    let mut layers: Vec<(String, Vec<f64>)> =
+        kinds.iter().map(|k| (k.to_string(), Vec::new())).collect();
+    let mut rows = Vec::new();
+    for (host, cores) in &hosts {
+        for c in cores.iter() {
+            categories.push(format!("{host} {}", c.core));
+            let vals = [
+                c.user_percent,
+                c.system_percent,
+                c.softirq_percent,
+                c.irq_percent,
+                c.steal_percent,
+            ];
+            for (l, v) in layers.iter_mut().zip(vals) {
+                l.1.push(v);
+            }
+            let mut row = vec![Cell::text(format!("{host} core {}", c.core))];
+            row.extend(
+                vals.iter()
+                    .map(|v| Cell::num(Some(*v), |x| format!("{x:.1}"))),
+            );
+            row.push(Cell::num(Some(c.busy_percent()), |x| format!("{x:.1}")));
+            rows.push(row);
+        }
+    }
+    let chart = StackedBars {
+        title: "CPU per core".into(),
+        desc: "Busy share of each core over the test window, split by kind of work".into(),
+        x_name: "host and core".into(),
+        y_name: "busy (% of the core)".into(),
+        categories,
+        layers,
+        y_max: Some(100.0),
+    };
+    let notes: Vec<String> = summary_rows.collect();
+    let mut head = vec!["core".to_string()];
+    head.extend(kinds.iter().map(|k| format!("{k} (%)")));
+    head.push("busy (%)".into());
+    Some(Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption: "Where each host's cores spent the test: a core full of softirq is the \
+                  receiving host's network work."
+            .into(),
+        notes,
+        table: Table {
+            caption: "CPU per core, percent of the core (/proc/stat)".into(),
+            head,
+            rows,
+        },
+    })
+}
+
+fn side_row(name: &str, c: &CpuSide) -> String {
+    let host = c.system_percent.map_or("host busy n/a".to_string(), |p| {
+        format!("host {p:.1} % busy")
+    });
+    format!(
+        "{name}: process {:.2} s user + {:.2} s system ({:.1} % of a core); {host}",
+        c.user_s, c.sys_s, c.process_percent
+    )
+}
+
+/// Without per-core evidence (an iperf3 file): each side's process CPU, user and system,
+/// in percent of one core.
+fn process_cpu_chart(run: &RunResult, cid: &str) -> Option<Figure> {
+    let cpu = &run.summary.cpu;
+    let window = run.summary.seconds;
+    if window <= 0.0 {
+        return None;
+    }
+    let sides: Vec<(&str, &CpuSide)> = [
+        ("client", cpu.local.as_ref()),
+        ("server", cpu.remote.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(n, c)| Some((n, c?)))
+    .collect();
+    if sides.is_empty() {
+        return None;
+    }
+    let pct = |s: f64| s / window * 100.0;
+    let chart = StackedBars {
+        title: "CPU of each side's process".into(),
+        desc: "User and system time of each side's process over the window".into(),
+        x_name: "side".into(),
+        y_name: "CPU (% of one core)".into(),
+        categories: sides.iter().map(|(n, _)| n.to_string()).collect(),
+        layers: vec![
+            (
+                "user".into(),
+                sides.iter().map(|(_, c)| pct(c.user_s)).collect(),
+            ),
+            (
+                "system".into(),
+                sides.iter().map(|(_, c)| pct(c.sys_s)).collect(),
+            ),
+        ],
+        y_max: None,
+    };
+    let rows = sides
+        .iter()
+        .map(|(n, c)| {
+            vec![
+                Cell::text(*n),
+                Cell::num(Some(c.user_s), |v| format!("{v:.3}")),
+                Cell::num(Some(c.sys_s), |v| format!("{v:.3}")),
+                Cell::num(Some(c.process_percent), |v| format!("{v:.1}")),
+                Cell::num(c.system_percent, |v| format!("{v:.1}")),
+            ]
+        })
+        .collect();
+    Some(Figure {
+        svg: chart.svg(cid),
+        id: cid.to_string(),
+        title: chart.title,
+        caption: "No per-core figures in this result: each side's own process only.".into(),
+        notes: vec![],
+        table: Table {
+            caption: "CPU per side".into(),
+            head: vec![
+                "side".into(),
+                "user (s)".into(),
+                "system (s)".into(),
+                "process (% of a core)".into(),
+                "host busy (%)".into(),
+            ],
+            rows,
+        },
+    })
+}
+
+/// Goodput per stream and Jain's fairness index per flow, for runs of several streams.
+fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
+    if run.streams.len() < 2 {
+        return None;
+    }
+    let unit = RateUnit::of(run.streams.iter().map(|s| s.goodput_bps));
+    let fl: Vec<Flow> = {
+        let mut f = Vec::new();
+        for s in &run.streams {
+            if !f.contains(&s.flow) {
+                f.push(s.flow);
+            }
+        }
+        f
+    };
+    let mut fairness = Vec::new();
+    for f in &fl {
+        let rates: Vec<f64> = run
+            .streams
+            .iter()
+            .filter(|s| s.flow == *f)
+            .map(|s| s.goodput_bps)
+            .collect();
+        if let Some(j) = jain_fairness(&rates) {
+            fairness.push(format!(
+                "{}: Jain's fairness index {j:.3} over {} streams",
+                flow_words(*f),
+                rates.len()
+            ));
+        }
+    }
+    let chart = StackedBars {
+        title: "Goodput per stream".into(),
+        desc: format!("How the streams shared the path. {}", fairness.join("; ")),
+        x_name: "stream".into(),
+        y_name: format!("goodput ({})", unit.name),
+        categories: run
+            .streams
+            .iter()
+            .map(|s| format!("{} {}", flow_short(s.flow), s.id))
+            .collect(),
+        layers: vec![(
+            "goodput".into(),
+            run.streams
+                .iter()
+                .map(|s| s.goodput_bps / unit.div)
+                .collect(),
+        )],
+        y_max: None,
+    };
+    let rows = run
+        .streams
+        .iter()
+        .map(|s| {
+            let snd = s.tcp_sender.as_ref();
+            vec![
+                Cell::text(format!("{} stream {}", flow_words(s.flow), s.id)),
+                Cell::num(Some(s.goodput_bps), |v| unit.show(v)),
+                Cell::num(
+                    snd.and_then(|t| t.retransmits_total).map(|v| v as f64),
+                    |v| format!("{v:.0}"),
+                ),
+                Cell::num(snd.and_then(|t| t.rtt_us).map(|v| v as f64), |v| {
+                    format!("{:.3}", v / 1000.0)
+                }),
+            ]
+        })
+        .collect();
+    let cid = format!("{id}-streams");
+    Some(Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption: format!(
+            "{} (1 is an equal share for every stream, 1/n one stream taking all)",
+            fairness.join("; ")
+        ),
+        notes: vec![],
+        table: Table {
+            caption: "Goodput per stream (data-value: bit/s; RTT in µs)".into(),
+            head: vec![
+                "stream".into(),
+                format!("goodput ({})", unit.name),
+                "retransmits".into(),
+                "RTT (ms)".into(),
+            ],
+            rows,
+        },
+    })
+}

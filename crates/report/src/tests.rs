@@ -1,0 +1,177 @@
+//! Structure of rendered reports from synthetic results; the real runs and the browser are
+//! the binary's tests.
+
+use wirerate_core::search::Step;
+use wirerate_core::synth;
+
+use super::*;
+
+fn group(name: &str, runs: Vec<RunResult>) -> Group {
+    Group {
+        name: name.into(),
+        runs,
+        run_names: vec![],
+    }
+}
+
+/// Every `http://` or `https://` in the text is the SVG namespace.
+fn only_the_svg_namespace(html: &str) -> bool {
+    let total = html.matches("http://").count() + html.matches("https://").count();
+    total == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+}
+
+fn figures(html: &str) -> usize {
+    html.matches("<figure class=\"chart\"").count()
+}
+
+#[test]
+fn nothing_to_report_is_an_error() {
+    assert_eq!(render(&Input::default()).unwrap_err(), ReportError::Empty);
+    let empty = Input {
+        groups: vec![group("x", vec![])],
+        find_max: vec![],
+    };
+    assert_eq!(render(&empty).unwrap_err(), ReportError::Empty);
+}
+
+#[test]
+fn one_run_has_its_time_series_with_a_table_and_no_external_reference() {
+    let run = synth::run(1, 9.4e9, 10);
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run.clone()])],
+        find_max: vec![],
+    })
+    .unwrap();
+    assert!(r.html.contains("<title>wirerate report: run 1</title>"));
+    assert!(r.charts.iter().any(|c| c.id == "run-1-goodput"));
+    assert_eq!(figures(&r.html), r.charts.len());
+    assert!(r.html.contains(&format!(
+        "<meta name=\"wirerate-charts\" content=\"{}\">",
+        r.charts.len()
+    )));
+    // every chart: a title, a description, axis names with units, a legend, a table
+    for c in &r.charts {
+        assert!(c.svg.contains("<title id="), "{}", c.id);
+        assert!(c.svg.contains("class=\"legend\""), "{}", c.id);
+    }
+    assert!(r.charts[0].svg.contains("goodput (Gbit/s)"));
+    assert!(r.charts[0].svg.contains("time since the start (s)"));
+    assert_eq!(r.html.matches("<caption>").count(), r.charts.len());
+    // the stored interval rate is in the table exactly
+    assert!(r
+        .html
+        .contains(&format!("data-value=\"{}\"", run.intervals[0].bps)));
+    assert!(only_the_svg_namespace(&r.html));
+    assert!(!r.html.contains("<script src"));
+    assert!(!r.html.contains("NaN"));
+}
+
+#[test]
+fn streams_get_a_fairness_chart() {
+    let mut run = synth::run(1, 2e9, 3);
+    let stream = |id, bps| wirerate_core::result::StreamResult {
+        id,
+        flow: wirerate_core::spec::Flow::ClientToServer,
+        sender: Default::default(),
+        receiver: Default::default(),
+        goodput_bps: bps,
+        tcp_sender: None,
+        tcp_receiver: None,
+    };
+    run.streams = vec![stream(0, 1e9), stream(1, 3e9)];
+    let r = render(&Input {
+        groups: vec![group("p2", vec![run])],
+        find_max: vec![],
+    })
+    .unwrap();
+    let streams = r.charts.iter().find(|c| c.id == "p2-streams").unwrap();
+    assert!(streams.svg.contains("Jain"));
+    // 1 and 3 Gbit/s: (4)² / (2 × 10) = 0.8
+    assert!(r
+        .html
+        .contains("Jain's fairness index 0.800 over 2 streams"));
+}
+
+#[test]
+fn two_groups_are_compared_with_box_plots_and_the_ab_table() {
+    let a = synth::sample(0, 8, 9.4e9, 0.05e9, 1);
+    let b = synth::sample(10, 8, 7.0e9, 0.05e9, 2);
+    let r = render(&Input {
+        groups: vec![group("k6.8", a.clone()), group("k6.9", b)],
+        find_max: vec![],
+    })
+    .unwrap();
+    assert_eq!(r.title, "wirerate report: k6.9 against k6.8");
+    for id in ["compare-goodput", "compare-cpu", "compare-pi"] {
+        assert!(r.charts.iter().any(|c| c.id == id), "{id}");
+    }
+    assert!(
+        r.html.contains("B is 25."),
+        "the compare verdict is the caption"
+    );
+    assert!(r.html.contains("p &lt; 0.001"));
+    assert!(r.html.contains("A/B: A = k6.8, B = k6.9"));
+    // each run's goodput is in the box plot's table
+    for run in &a {
+        assert!(r
+            .html
+            .contains(&format!("data-value=\"{}\"", run.summary.goodput_bps)));
+    }
+    // the latest run of each group is shown in detail too
+    assert!(r.charts.iter().any(|c| c.id == "k6-8-goodput"));
+    assert!(r.charts.iter().any(|c| c.id == "k6-9-goodput"));
+    assert!(only_the_svg_namespace(&r.html));
+}
+
+#[test]
+fn groups_with_one_short_name_get_distinct_ids() {
+    let r = render(&Input {
+        groups: vec![
+            group("a b", vec![synth::run(1, 1e9, 2)]),
+            group("a-b", vec![synth::run(2, 1e9, 2)]),
+        ],
+        find_max: vec![],
+    })
+    .unwrap();
+    let mut ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n);
+    assert!(r
+        .html
+        .contains("aria-labelledby=\"a-b-goodput-2-t a-b-goodput-2-d\""));
+}
+
+#[test]
+fn a_find_max_search_marks_the_rate_found() {
+    let step = |offered: Option<f64>, loss: f64, pass| Step {
+        offered_bps: offered,
+        goodput_bps: offered.unwrap_or(900e6) * (1.0 - loss / 100.0),
+        loss_percent: loss,
+        pass,
+    };
+    let fm = FindMax {
+        loss_limit_percent: 0.1,
+        max_rate_bps: Some(500e6),
+        steps: vec![
+            step(None, 40.0, false),
+            step(Some(900e6), 30.0, false),
+            step(Some(450e6), 0.0, true),
+            step(Some(500e6), 0.05, true),
+        ],
+        step_bottlenecks: vec![],
+    };
+    let r = render(&Input {
+        groups: vec![],
+        find_max: vec![("fm.json".into(), fm)],
+    })
+    .unwrap();
+    assert_eq!(r.charts.len(), 1);
+    let svg = &r.charts[0].svg;
+    assert!(svg.contains("found: 500.00 Mbit/s"));
+    assert!(svg.contains("loss limit 0.1 %"));
+    assert!(svg.contains("offered rate per stream (Mbit/s)"));
+    assert!(r.html.contains("unpaced"));
+    assert!(r.html.contains("data-value=\"900000000\""));
+}

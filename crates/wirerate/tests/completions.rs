@@ -1,0 +1,61 @@
+//! Shell completions and the manual page come from the parser's own definitions.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{run, stderr};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = run(args, LIMIT);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn bash_completion_knows_the_subcommands_and_options_and_is_valid_bash() {
+    let script = stdout_of(&["completions", "bash"]);
+    for word in ["run", "report", "compare", "--json", "--svg", "--find-max"] {
+        assert!(script.contains(word), "{word}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wirerate.bash");
+    std::fs::write(&path, &script).unwrap();
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn zsh_and_fish_completions() {
+    let zsh = stdout_of(&["completions", "zsh"]);
+    assert!(zsh.starts_with("#compdef wirerate"));
+    assert!(zsh.contains("--json"));
+    let fish = stdout_of(&["completions", "fish"]);
+    assert!(fish.contains("complete -c wirerate"));
+    assert!(fish.contains("report"));
+    let out = run(&["completions", "powershell-or-so"], LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_man_page_has_every_subcommand() {
+    let page = stdout_of(&["man"]);
+    assert!(page.contains(".TH WIRERATE 1"), "{:.200}", page);
+    for sub in ["RUN", "SERVE", "COMPARE", "REPORT", "COMPLETIONS"] {
+        assert!(page.contains(&format!(".SH \"WIRERATE {sub}\"")), "{sub}");
+    }
+    // an option of a subcommand, with its help
+    assert!(page.contains("\\-\\-svg"));
+}
