@@ -377,3 +377,23 @@ fn compare_names_how_the_verdicts_differ() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("why: A:"));
     let _ = std::fs::remove_file(&db);
 }
+
+#[test]
+fn ttcp_lines_stay_classic() {
+    let _alone = alone();
+    let out = run(
+        &["run", "-t", "0.5", "--format", "ttcp", "--no-store"],
+        LIMIT_LONG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ttcp-r:"), "{text}");
+    assert!(
+        text.lines().all(|l| l.starts_with("ttcp-")),
+        "only ttcp lines: {text}"
+    );
+}
