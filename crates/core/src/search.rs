@@ -14,6 +14,9 @@ pub struct Step {
     pub pass: bool,
 }
 
+/// A passing trial that carried less than this share of its offered rate did not offer it.
+pub const UNREACHED: f64 = 0.95;
+
 #[derive(Debug, Clone)]
 pub struct RateSearch {
     loss_limit: f64,
@@ -68,10 +71,17 @@ impl RateSearch {
     }
 
     /// Records a trial. An unpaced trial that fails sets the top of the range to what the
-    /// receiver got.
+    /// receiver got. A trial that passed but carried clearly less than it offered (under
+    /// [`UNREACHED`] of it: the sender could not produce the rate) passes only at the rate it
+    /// carried, so the search never reports a rate no trial reached.
     pub fn record(&mut self, offered: Option<f64>, goodput_bps: f64, loss_percent: f64) {
         let pass = loss_percent <= self.loss_limit;
-        let rate = offered.unwrap_or(goodput_bps);
+        let carried = goodput_bps / (1.0 - loss_percent.clamp(0.0, 99.0) / 100.0);
+        let rate = match offered {
+            Some(o) if pass && carried.is_finite() && carried < UNREACHED * o => carried,
+            Some(o) => o,
+            None => goodput_bps,
+        };
         if pass {
             self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
         } else {
@@ -118,6 +128,19 @@ mod tests {
             assert!(r <= 9.5e6 * 1.001 && r > 9.5e6 * 0.98, "{upper:?}: {r}");
             assert!(s.steps.len() < 20);
         }
+    }
+
+    #[test]
+    fn a_rate_the_sender_never_reached_is_not_reported() {
+        // offered 20 Gbit/s, a CPU-bound sender carried 1.6 without loss
+        let mut s = RateSearch::new(0.1, 0.01, 20);
+        s.record(Some(20e9), 1.6e9, 0.0);
+        assert_eq!(s.next(Some(20e9)), Next::Done);
+        assert_eq!(s.result(), Some(1.6e9));
+        // a paced trial that carried its rate keeps the offered figure
+        let mut s = RateSearch::new(0.1, 0.01, 20);
+        s.record(Some(10e6), 9.98e6, 0.05);
+        assert_eq!(s.result(), Some(10e6));
     }
 
     #[test]
