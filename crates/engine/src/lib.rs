@@ -12,7 +12,9 @@
 pub mod client;
 mod control;
 mod error;
+pub mod guard;
 pub mod iperf3;
+mod logline;
 pub mod net;
 pub mod rr;
 pub mod server;

@@ -203,3 +203,24 @@ pub fn path_udp_payload(addr: SocketAddr) -> Option<u64> {
     };
     (rc == 0 && mtu > overhead).then(|| ((mtu - overhead) as u64).min(65_507))
 }
+
+/// Makes freed buffers go back to the system at once. glibc raises its mmap threshold each
+/// time a large block is freed, after which later test buffers come from heaps that keep
+/// their memory after the test; a fixed threshold keeps every large buffer a mapping of its
+/// own, unmapped when the test ends.
+pub fn return_freed_memory_promptly() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; it is safe to call at any time.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
+/// Hands memory freed by a finished test back to the system (what the heaps still hold).
+pub fn trim_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
