@@ -110,6 +110,8 @@ pub struct Watchdog {
     samples: VecDeque<(Instant, u64)>,
     last_total: u64,
     last_change: Instant,
+    /// A rule's byte limit on a timed test, and the rule's name.
+    max_bytes: Option<(u64, String)>,
 }
 
 impl Watchdog {
@@ -147,7 +149,14 @@ impl Watchdog {
             samples: VecDeque::from([(now, 0)]),
             last_total: 0,
             last_change: now,
+            max_bytes: None,
         }
+    }
+
+    /// Ends the test once this side has moved `max` bytes (a rule's limit).
+    pub fn with_max_bytes(mut self, max: Option<(u64, String)>) -> Watchdog {
+        self.max_bytes = max;
+        self
     }
 
     /// Takes the bytes moved so far; an error says why the test must end now.
@@ -156,6 +165,11 @@ impl Watchdog {
             return Err(format!(
                 "the test ran past the server's maximum duration of {:.0} s",
                 self.max_duration.as_secs_f64()
+            ));
+        }
+        if let Some((max, rule)) = self.max_bytes.as_ref().filter(|(m, _)| total > *m) {
+            return Err(format!(
+                "the test moved {total} bytes, over the {max}-byte limit of {rule}"
             ));
         }
         if self.last_total == 0 && total > 0 {

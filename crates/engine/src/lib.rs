@@ -14,6 +14,7 @@ mod control;
 mod error;
 pub mod guard;
 pub mod iperf3;
+pub mod limits;
 mod logline;
 pub mod net;
 pub mod rr;

@@ -224,3 +224,25 @@ pub fn trim_freed_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// Paces a TCP sender to `bps` bit/s (SO_MAX_PACING_RATE; TCP paces itself without fq).
+pub fn set_pacing(sock: &SockRef<'_>, bps: f64) -> Result<(), EngineError> {
+    use std::os::fd::AsRawFd;
+    let rate: u64 = (bps / 8.0).clamp(1.0, 1e18) as u64;
+    // SAFETY: setsockopt with a pointer to a live u64 and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&rate as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(EngineError::io("setting SO_MAX_PACING_RATE")(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}

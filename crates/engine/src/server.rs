@@ -27,6 +27,7 @@ use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
+use crate::limits::{Admission, Policy};
 use crate::net::{apply_options, random_token, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
@@ -45,6 +46,8 @@ pub struct ServerConfig {
     pub max_pending_per_source: usize,
     /// The caps on any one test.
     pub caps: Caps,
+    /// The operator's rules by client address and user (`--limits`).
+    pub policy: Arc<Policy>,
     /// No log lines (the embedded server).
     pub quiet: bool,
     pub name: String,
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             max_pending: 1000,
             max_pending_per_source: 8,
             caps: Caps::default(),
+            policy: Arc::new(Policy::default()),
             quiet: false,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
         }
@@ -420,12 +424,21 @@ struct Running {
     crr: Option<Arc<CrrRoute>>,
     watch: Option<Watchdog>,
     caps: Caps,
+    /// What the operator's rules let through; released when the test ends.
+    admission: Option<(Admission, Arc<Policy>)>,
 }
 
 impl Running {
     fn start_side(&mut self) {
         if let Some(spec) = &self.spec {
-            self.watch = Some(Watchdog::new(spec, &self.caps, self.idle, Instant::now()));
+            let max_bytes = self
+                .admission
+                .as_ref()
+                .and_then(|(a, _)| Some((a.max_bytes?, a.rule.clone().unwrap_or_default())));
+            self.watch = Some(
+                Watchdog::new(spec, &self.caps, self.idle, Instant::now())
+                    .with_max_bytes(max_bytes),
+            );
             if let Some(r) = &self.crr {
                 r.running.store(true, Ordering::Relaxed);
             }
@@ -445,6 +458,9 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if let Some((a, policy)) = self.admission.take() {
+            policy.release(&a);
+        }
         if let Some(side) = self.side.take() {
             side.abort();
             let _ = side.finish();
@@ -477,6 +493,7 @@ fn run_session(
         crr: None,
         watch: None,
         caps: shared.cfg.caps,
+        admission: None,
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -590,6 +607,15 @@ fn on_event(
                 sess.refuse(&reason);
                 return Err(EngineError::Setup(format!("refused: {reason}")));
             }
+            if let Some(ip) = run.peer_ip {
+                match shared.cfg.policy.admit(ip, None, &spec, Instant::now()) {
+                    Ok(a) => run.admission = Some((a, shared.cfg.policy.clone())),
+                    Err(reason) => {
+                        sess.refuse(&reason);
+                        return Err(EngineError::Setup(format!("refused: {reason}")));
+                    }
+                }
+            }
             set_free_at(shared, Instant::now() + run_bound(&spec, &shared.cfg.caps));
             let mut ports = Vec::new();
             if spec.protocol == Protocol::Udp {
@@ -655,6 +681,10 @@ fn attach_tcp(
     match sess.attach_stream(&hello, Instant::now()) {
         Ok(start) => {
             apply_options(&SockRef::from(&sock), spec)?;
+            let pace = run.admission.as_ref().and_then(|(a, _)| a.pace_bps);
+            if let (Some(bps), Role::Sender) = (pace, role_of(hello.flow)) {
+                crate::net::set_pacing(&SockRef::from(&sock), bps)?;
+            }
             run.pending.push(Attached {
                 flow: hello.flow,
                 id: hello.stream_id,

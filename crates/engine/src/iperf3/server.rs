@@ -21,6 +21,7 @@ use wirerate_proto::iperf3::{
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::guard::Watchdog;
+use crate::limits::{Admission, Policy};
 use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
 use crate::server::{peer, Active, Pending, Shared};
 use crate::side::{Attached, DataSock, SideRun};
@@ -149,10 +150,14 @@ struct Run {
     peer: Option<Results>,
     replied: bool,
     watch: Option<Watchdog>,
+    admission: Option<(Admission, std::sync::Arc<Policy>)>,
 }
 
 impl Drop for Run {
     fn drop(&mut self) {
+        if let Some((a, policy)) = self.admission.take() {
+            policy.release(&a);
+        }
         if let Some(side) = self.side.take() {
             side.abort();
             let _ = side.finish();
@@ -283,6 +288,14 @@ fn on_event(
         ServerEvent::Params(p, _) => {
             if let Err(reason) = shared.cfg.caps.check(&p.spec) {
                 return Err(EngineError::Setup(format!("refused: {reason}")));
+            }
+            if let Some(ip) = addrs.peer {
+                let a = shared
+                    .cfg
+                    .policy
+                    .admit(ip, None, &p.spec, now)
+                    .map_err(|reason| EngineError::Setup(format!("refused: {reason}")))?;
+                run.admission = Some((a, shared.cfg.policy.clone()));
             }
             let run_s = p
                 .spec
@@ -439,6 +452,13 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
             sock: DataSock::Tcp(sock),
         })
         .collect();
+    if let Some(bps) = run.admission.as_ref().and_then(|(a, _)| a.pace_bps) {
+        for a in streams.iter().filter(|a| a.role == Role::Sender) {
+            if let Some(t) = a.sock.tcp() {
+                let _ = crate::net::set_pacing(&SockRef::from(t), bps);
+            }
+        }
+    }
     run.socks = streams
         .iter()
         .filter_map(|a| Some((a.role, a.sock.tcp()?.try_clone().ok()?)))
@@ -468,9 +488,13 @@ fn watch(run: &mut Run, now: Instant, shared: &Shared) -> Result<(), EngineError
     let Some(p) = run.params.as_ref() else {
         return Ok(());
     };
-    let w = run
-        .watch
-        .get_or_insert_with(|| Watchdog::new(&p.spec, &shared.cfg.caps, shared.cfg.idle, now));
+    let max_bytes = run
+        .admission
+        .as_ref()
+        .and_then(|(a, _)| Some((a.max_bytes?, a.rule.clone().unwrap_or_default())));
+    let w = run.watch.get_or_insert_with(|| {
+        Watchdog::new(&p.spec, &shared.cfg.caps, shared.cfg.idle, now).with_max_bytes(max_bytes)
+    });
     w.observe(now, moved).map_err(EngineError::Setup)
 }
 

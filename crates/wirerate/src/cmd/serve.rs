@@ -1,10 +1,13 @@
 //! `wirerate serve`: a long-running server.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use wirerate_engine::guard::Caps;
+use wirerate_engine::limits::{Limits, Policy};
 use wirerate_engine::{Server, ServerConfig};
 
 use crate::cmd::run::{parse_rate, parse_size, DEFAULT_PORT};
@@ -44,9 +47,31 @@ pub struct Args {
     /// 268 435 456 bytes)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub max_test_memory: u64,
+    /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
+    #[arg(long, value_name = "FILE")]
+    pub limits: Option<PathBuf>,
+    /// Check a limits file, print its rules and exit
+    #[arg(long, value_name = "FILE", exclusive = true)]
+    pub check_limits: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &a.check_limits {
+        return match Limits::load(path) {
+            Ok(l) => {
+                print!("{}", l.describe());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("wirerate serve: {e}");
+                Ok(ExitCode::from(1))
+            }
+        };
+    }
+    let limits = match &a.limits {
+        Some(path) => Limits::load(path).map_err(anyhow::Error::msg)?,
+        None => Limits::default(),
+    };
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
@@ -67,6 +92,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             max_rate_bps: a.max_rate,
             max_test_memory: a.max_test_memory,
         },
+        policy: Arc::new(Policy::new(limits)),
         ..Default::default()
     };
     let server = match a.bind {
