@@ -11,12 +11,15 @@ pub mod latency;
 pub mod metrics;
 pub mod report;
 pub mod result;
+mod result_check;
 pub mod rr;
+pub mod saved;
+pub mod saved_iperf3;
 pub mod search;
 pub mod spec;
 pub mod stats;
 pub mod sweep;
-#[cfg(feature = "synth")]
+#[cfg(any(feature = "synth", test))]
 pub mod synth;
 pub mod ttcp;
 pub mod udp;

@@ -65,6 +65,10 @@ pub mod limits {
     pub const MAX_CONGESTION_NAME: usize = 16;
     /// Buffer memory one test may ask each side for (streams × length × flows).
     pub const MAX_BUFFERS: u64 = 1 << 30;
+    /// The fastest rate a spec may ask of one stream: 1 Tbit/s.
+    pub const MAX_RATE_BPS: f64 = 1e12;
+    /// The fastest link a spec may state: 10 Tbit/s.
+    pub const MAX_LINK_BPS: f64 = 1e13;
 }
 
 /// A validated description of one test.
@@ -322,10 +326,19 @@ impl TestSpec {
                 "zero-copy sending and discarding receivers are for TCP",
             ));
         }
-        for (name, v) in [("link rate", self.link_bps), ("rate", self.rate_bps)] {
+        for (name, v, max) in [
+            ("link rate", self.link_bps, limits::MAX_LINK_BPS),
+            ("rate", self.rate_bps, limits::MAX_RATE_BPS),
+        ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0) {
                     return Err(invalid(format!("{name} must be positive")));
+                }
+                if v > max {
+                    return Err(invalid(format!(
+                        "{name} must be at most {} Tbit/s",
+                        max / 1e12
+                    )));
                 }
             }
         }
@@ -401,6 +414,11 @@ mod tests {
             },
             TestSpec {
                 interval_s: -1.0,
+                ..Default::default()
+            },
+            // a rate no stream can reach: refused, not attempted
+            TestSpec {
+                rate_bps: Some(1e15),
                 ..Default::default()
             },
         ];

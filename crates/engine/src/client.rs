@@ -93,8 +93,14 @@ pub fn run_test(
     let (mut asked, mut interrupted) = (false, false);
     let result = (|| -> Result<(), EngineError> {
         loop {
-            ctl.flush(|| sess.poll_transmit(), cfg.idle)
-                .map_err(EngineError::io("writing to the server"))?;
+            if let Err(e) = ctl.flush(|| sess.poll_transmit(), cfg.idle) {
+                // a server that refuses at once closes before reading what was sent: its
+                // answer, already here, says more than the broken pipe
+                if let Ok(Input::Bytes(n)) = ctl.read(Duration::from_millis(200)) {
+                    sess.handle_input(ctl.bytes(n), Instant::now())?;
+                }
+                return Err(EngineError::io("writing to the server")(e));
+            }
             if sess.is_finished() {
                 return Ok(());
             }

@@ -12,7 +12,10 @@
 pub mod client;
 mod control;
 mod error;
+pub mod guard;
 pub mod iperf3;
+pub mod limits;
+mod logline;
 pub mod net;
 pub mod rr;
 pub mod server;

@@ -203,3 +203,46 @@ pub fn path_udp_payload(addr: SocketAddr) -> Option<u64> {
     };
     (rc == 0 && mtu > overhead).then(|| ((mtu - overhead) as u64).min(65_507))
 }
+
+/// Makes freed buffers go back to the system at once. glibc raises its mmap threshold each
+/// time a large block is freed, after which later test buffers come from heaps that keep
+/// their memory after the test; a fixed threshold keeps every large buffer a mapping of its
+/// own, unmapped when the test ends.
+pub fn return_freed_memory_promptly() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; it is safe to call at any time.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
+/// Hands memory freed by a finished test back to the system (what the heaps still hold).
+pub fn trim_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Paces a TCP sender to `bps` bit/s (SO_MAX_PACING_RATE; TCP paces itself without fq).
+pub fn set_pacing(sock: &SockRef<'_>, bps: f64) -> Result<(), EngineError> {
+    use std::os::fd::AsRawFd;
+    let rate: u64 = (bps / 8.0).clamp(1.0, 1e18) as u64;
+    // SAFETY: setsockopt with a pointer to a live u64 and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&rate as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(EngineError::io("setting SO_MAX_PACING_RATE")(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}

@@ -2,7 +2,8 @@
 //! a short-lived thread that reads its preamble within the idle timeout and routes it; one
 //! test runs at a time, and a second client is told at once that the server is busy.
 
-use std::io::Write;
+use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -25,17 +26,28 @@ use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
 use crate::control::{Control, Input};
 use crate::error::EngineError;
+use crate::guard::{target_bytes, Caps, Watchdog};
+use crate::limits::{Admission, Policy};
 use crate::net::{apply_options, random_token, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
+use crate::stream::STALLED;
 use crate::udp::Binder;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// How long any peer may stay silent before it is dropped.
     pub idle: Duration,
+    /// How long a new connection has to say what it is (preamble, data hello, cookie).
+    pub handshake: Duration,
     /// Connections that have not yet said who they are, at most.
     pub max_pending: usize,
+    /// Of those, at most this many from one address.
+    pub max_pending_per_source: usize,
+    /// The caps on any one test.
+    pub caps: Caps,
+    /// The operator's rules by client address and user (`--limits`).
+    pub policy: Arc<Policy>,
     /// No log lines (the embedded server).
     pub quiet: bool,
     pub name: String,
@@ -45,7 +57,11 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             idle: Duration::from_secs(10),
+            handshake: Duration::from_secs(2),
             max_pending: 1000,
+            max_pending_per_source: 8,
+            caps: Caps::default(),
+            policy: Arc::new(Policy::default()),
             quiet: false,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
         }
@@ -60,12 +76,22 @@ pub(crate) struct Active {
     pub(crate) iperf3: Option<crate::iperf3::server::Route>,
     /// Set while a CRR test runs: its per-transaction connections are served at once.
     pub(crate) crr: Option<Arc<CrrRoute>>,
+    /// The running test's client: its data streams (and CRR connections) arrive in bursts
+    /// from this address and are not held to the per-address pending limit.
+    pub(crate) peer_ip: Option<IpAddr>,
 }
+
+/// Pending connections the running test's own client may have beyond the per-address
+/// limit: every data stream of the largest test at once.
+const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL as usize;
 
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     active: Mutex<Option<Active>>,
-    pub(crate) pending: AtomicUsize,
+    pending: AtomicUsize,
+    /// Pending connections by source address.
+    pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
+    pub(crate) log_limit: crate::logline::RateLimit,
 }
 
 impl Shared {
@@ -75,9 +101,77 @@ impl Shared {
         }
     }
 
+    /// Logs a rejection: at most a few lines a second per source, then a count of the rest.
+    pub(crate) fn log_rejected(&self, from: Option<IpAddr>, msg: std::fmt::Arguments<'_>) {
+        if self.cfg.quiet {
+            return;
+        }
+        if let Some(suppressed) = self.log_limit.admit(from, Instant::now()) {
+            if suppressed > 0 {
+                eprintln!(
+                    "wirerate serve: suppressed {suppressed} line(s) about rejected connections"
+                );
+            }
+            eprintln!("wirerate serve: {msg}");
+        }
+    }
+
+    /// Counts a new connection as pending, unless its address or the server has too many.
+    fn claim_pending(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<Pending, &'static str> {
+        if self.pending.fetch_add(1, Ordering::SeqCst) >= self.cfg.max_pending {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return Err("too many pending connections");
+        }
+        if let Some(ip) = ip {
+            let tester = self
+                .active()
+                .as_ref()
+                .is_some_and(|a| a.peer_ip == Some(ip));
+            let limit =
+                self.cfg.max_pending_per_source + if tester { PENDING_FOR_THE_TESTER } else { 0 };
+            let mut by_ip = self.pending_by_ip.lock().unwrap_or_else(|p| p.into_inner());
+            let n = by_ip.entry(ip).or_insert(0);
+            if *n >= limit {
+                drop(by_ip);
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                return Err("too many pending connections from your address");
+            }
+            *n += 1;
+        }
+        Ok(Pending {
+            shared: self.clone(),
+            ip,
+        })
+    }
+
     pub(crate) fn active(&self) -> MutexGuard<'_, Option<Active>> {
         // A panicking holder cannot leave the slot inconsistent: it is a plain Option.
         self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A connection counted as pending until it is routed (dropped).
+pub(crate) struct Pending {
+    shared: Arc<Shared>,
+    ip: Option<IpAddr>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+        if let Some(ip) = self.ip {
+            let mut by_ip = self
+                .shared
+                .pending_by_ip
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = by_ip.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    by_ip.remove(&ip);
+                }
+            }
+        }
     }
 }
 
@@ -92,12 +186,15 @@ impl Server {
             addr: addr.to_string(),
             source,
         })?;
+        crate::net::return_freed_memory_promptly();
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
                 cfg,
                 active: Mutex::new(None),
                 pending: AtomicUsize::new(0),
+                pending_by_ip: Mutex::new(HashMap::new()),
+                log_limit: crate::logline::RateLimit::default(),
             }),
         })
     }
@@ -132,25 +229,51 @@ impl Server {
 
     fn dispatch(&self, sock: TcpStream) {
         let shared = self.shared.clone();
-        if shared.pending.fetch_add(1, Ordering::SeqCst) >= shared.cfg.max_pending {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            shared.log(format_args!(
-                "too many pending connections; dropped {}",
-                peer(&sock)
-            ));
-            return;
-        }
+        let ip = sock.peer_addr().ok().map(|a| a.ip());
+        let pending = match shared.claim_pending(ip) {
+            Ok(p) => p,
+            Err(reason) => {
+                shared.log_rejected(ip, format_args!("refused {}: {reason}", peer(&sock)));
+                return refuse_at_once(sock, reason);
+            }
+        };
         let accepted_at = Instant::now();
         let spawned = std::thread::Builder::new()
             .name("wr-conn".into())
             .stack_size(256 << 10)
-            .spawn(move || handle_conn(sock, &shared, accepted_at));
+            .spawn(move || handle_conn(sock, &shared, accepted_at, pending));
         if spawned.is_err() {
-            self.shared.pending.fetch_sub(1, Ordering::SeqCst);
             self.shared
                 .log(format_args!("cannot start a connection thread"));
         }
     }
+}
+
+/// Tells a connection the server will not hear it now, without waiting on it: the answer is
+/// written only if the socket takes it at once, and what the client already sent is read
+/// away so the close is orderly rather than a reset that could overtake the answer.
+fn refuse_at_once(mut sock: TcpStream, reason: &str) {
+    let _ = sock.set_nonblocking(true);
+    let _ = sock.write_all(&refused_reply(reason));
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match sock.read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+}
+
+/// A wirerate preamble and a `refused` frame.
+fn refused_reply(reason: &str) -> Vec<u8> {
+    let mut out = Preamble::new(Channel::Control).emit().to_vec();
+    out.extend(wirerate_proto::frame::encode(
+        &wirerate_proto::msg::Msg::Refused {
+            reason: reason.to_string(),
+        },
+    ));
+    out
 }
 
 pub(crate) fn peer(sock: &TcpStream) -> String {
@@ -160,21 +283,32 @@ pub(crate) fn peer(sock: &TcpStream) -> String {
 
 /// Reads the preamble and routes the connection. Counted as pending until routed.
 /// `accepted_at` orders connections as the listener accepted them (iperf3 streams need it).
-fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant) {
+fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pending: Pending) {
     let who = peer(&sock);
-    let deadline = Instant::now() + shared.cfg.idle;
+    let ip = pending.ip;
+    let deadline = Instant::now() + shared.cfg.handshake;
     let mut pre = [0u8; DATA_HELLO_LEN];
     let routed = read_exact_by(&mut sock, &mut pre[..PREAMBLE_LEN], deadline)
         .map_err(|e| format!("no preamble: {e}"))
         .and_then(|()| Preamble::parse(&pre).map_err(|e| e.to_string()));
     if routed.is_err() && wirerate_proto::iperf3::is_cookie_prefix(&pre[..PREAMBLE_LEN]) {
         // the start of an iperf3 cookie: an iperf3 client (docs/iperf3.md)
-        return crate::iperf3::server::handle_conn(sock, &pre[..PREAMBLE_LEN], accepted_at, shared);
+        return crate::iperf3::server::handle_conn(
+            sock,
+            &pre[..PREAMBLE_LEN],
+            accepted_at,
+            shared,
+            pending,
+        );
     }
     match routed {
         Err(reason) => {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            shared.log(format_args!("rejected {who}: {reason}"));
+            drop(pending);
+            shared.log_rejected(ip, format_args!("rejected {who}: {reason}"));
+            // a wirerate peer with the wrong version learns why; others see a short answer
+            if pre.starts_with(&wirerate_proto::frame::MAGIC) {
+                refuse_at_once(sock, &reason);
+            }
         }
         Ok(p) if p.channel == Channel::Data => {
             let r = read_exact_by(&mut sock, &mut pre[PREAMBLE_LEN..], deadline)
@@ -183,13 +317,16 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant) {
                     DataHello::parse_after_preamble(&pre[PREAMBLE_LEN..]).map_err(|e| e.to_string())
                 })
                 .and_then(|hello| route_data(hello, sock, shared));
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            drop(pending);
             if let Err(reason) = r {
-                shared.log(format_args!("rejected data stream from {who}: {reason}"));
+                shared.log_rejected(
+                    ip,
+                    format_args!("rejected data stream from {who}: {reason}"),
+                );
             }
         }
         Ok(_) => {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            drop(pending);
             control(sock, shared, &who);
         }
     }
@@ -236,6 +373,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             free_at: Instant::now() + shared.cfg.idle,
             iperf3: None,
             crr: None,
+            peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
     match run_session(sock, token, rx, shared) {
@@ -256,13 +394,20 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
         Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
     }
     *shared.active() = None;
+    crate::net::trim_freed_memory();
 }
 
-fn set_free_at(shared: &Shared, spec: &TestSpec) {
-    let run = spec.send_seconds().unwrap_or(0.0);
+/// When the slot should be free again, for the busy answer: a timed test's length, a count
+/// test's time bound (until its pace says sooner), plus the idle timeout for the reports.
+fn set_free_at(shared: &Shared, until: Instant) {
     if let Some(a) = shared.active().as_mut() {
-        a.free_at = Instant::now() + Duration::from_secs_f64(run) + shared.cfg.idle;
+        a.free_at = until + shared.cfg.idle;
     }
+}
+
+fn run_bound(spec: &TestSpec, caps: &Caps) -> Duration {
+    spec.send_seconds()
+        .map_or(caps.max_duration, Duration::from_secs_f64)
 }
 
 struct Running {
@@ -277,11 +422,23 @@ struct Running {
     peer_ip: Option<IpAddr>,
     idle: Duration,
     crr: Option<Arc<CrrRoute>>,
+    watch: Option<Watchdog>,
+    caps: Caps,
+    /// What the operator's rules let through; released when the test ends.
+    admission: Option<(Admission, Arc<Policy>)>,
 }
 
 impl Running {
     fn start_side(&mut self) {
         if let Some(spec) = &self.spec {
+            let max_bytes = self
+                .admission
+                .as_ref()
+                .and_then(|(a, _)| Some((a.max_bytes?, a.rule.clone().unwrap_or_default())));
+            self.watch = Some(
+                Watchdog::new(spec, &self.caps, self.idle, Instant::now())
+                    .with_max_bytes(max_bytes),
+            );
             if let Some(r) = &self.crr {
                 r.running.store(true, Ordering::Relaxed);
             }
@@ -301,6 +458,9 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if let Some((a, policy)) = self.admission.take() {
+            policy.release(&a);
+        }
         if let Some(side) = self.side.take() {
             side.abort();
             let _ = side.finish();
@@ -331,6 +491,9 @@ fn run_session(
         peer_ip,
         idle,
         crr: None,
+        watch: None,
+        caps: shared.cfg.caps,
+        admission: None,
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -400,9 +563,23 @@ fn step(
         for iv in side.poll_intervals(now) {
             sess.send_interval(iv);
         }
+        if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {
+            let total = side.moved(Role::Sender) + side.moved(Role::Receiver);
+            w.observe(now, total).map_err(EngineError::Setup)?;
+            let target = run.spec.as_ref().and_then(target_bytes);
+            if let Some(end) = w.expected_end(now, target) {
+                set_free_at(shared, end);
+            }
+        }
         if side.is_done() {
             if let Some(side) = run.side.take() {
                 let report = side.finish();
+                // a stream that gave up for want of progress: the peer is stuck or gone, and
+                // waiting for its report would hold the slot another idle timeout
+                let mut errors = report.streams.iter().filter_map(|s| s.error.as_deref());
+                if let Some(e) = errors.find(|e| e.starts_with(STALLED)) {
+                    return Err(EngineError::Setup(format!("stalled: {e}")));
+                }
                 run.local_report = Some(report.clone());
                 sess.local_report(report, Instant::now());
             }
@@ -426,7 +603,20 @@ fn on_event(
 ) -> Result<(), EngineError> {
     match ev {
         ServerEvent::Spec(spec) => {
-            set_free_at(shared, &spec);
+            if let Err(reason) = shared.cfg.caps.check(&spec) {
+                sess.refuse(&reason);
+                return Err(EngineError::Setup(format!("refused: {reason}")));
+            }
+            if let Some(ip) = run.peer_ip {
+                match shared.cfg.policy.admit(ip, None, &spec, Instant::now()) {
+                    Ok(a) => run.admission = Some((a, shared.cfg.policy.clone())),
+                    Err(reason) => {
+                        sess.refuse(&reason);
+                        return Err(EngineError::Setup(format!("refused: {reason}")));
+                    }
+                }
+            }
+            set_free_at(shared, Instant::now() + run_bound(&spec, &shared.cfg.caps));
             let mut ports = Vec::new();
             if spec.protocol == Protocol::Udp {
                 let ip = run
@@ -491,6 +681,10 @@ fn attach_tcp(
     match sess.attach_stream(&hello, Instant::now()) {
         Ok(start) => {
             apply_options(&SockRef::from(&sock), spec)?;
+            let pace = run.admission.as_ref().and_then(|(a, _)| a.pace_bps);
+            if let (Some(bps), Role::Sender) = (pace, role_of(hello.flow)) {
+                crate::net::set_pacing(&SockRef::from(&sock), bps)?;
+            }
             run.pending.push(Attached {
                 flow: hello.flow,
                 id: hello.stream_id,

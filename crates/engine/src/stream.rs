@@ -154,7 +154,10 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
         .map(|s| plan.start + Duration::from_secs_f64(s));
     let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
     let blocks = matches!(spec.end, End::Blocks { .. });
-    let _ = sock.set_write_timeout(Some(plan.idle));
+    // the send timeout is a quarter of the idle timeout, so a peer that stops reading is
+    // noticed within about the idle timeout even when a write moved a little before it
+    let _ = sock.set_write_timeout(Some(write_step(plan.idle)));
+    let mut last_progress = Instant::now();
     let mut error = None;
     let mut splicer = match spec.send_mode {
         SendMode::Copy => None,
@@ -183,13 +186,19 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
         match written {
             Ok(0) => break,
             Ok(n) => {
-                t.add(n, Instant::now(), &plan.counters);
+                last_progress = Instant::now();
+                t.add(n, last_progress, &plan.counters);
                 remaining -= n as u64;
                 if blocks {
                     off = (off + n) % len;
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if timed_out(&e)
+                    && !plan.stop.load(Ordering::Relaxed)
+                    && !deadline.cut(&e)
+                    && last_progress.elapsed() < plan.idle => {}
             Err(e) => {
                 // a write cut short by an ordered stop (abort) or by the end time is the
                 // end, not a failure
@@ -269,7 +278,7 @@ impl Deadline {
             .set_at
             .is_none_or(|t| now.saturating_duration_since(t) >= Self::RENEW);
         if left < self.idle && renew {
-            let _ = sock.set_write_timeout(Some(left));
+            let _ = sock.set_write_timeout(Some(left.min(write_step(self.idle))));
             self.set_at = Some(now);
         }
         true
@@ -293,15 +302,23 @@ impl Deadline {
 
     /// Whether this write error is the send timeout firing at the end time.
     fn cut(&self, e: &io::Error) -> bool {
-        let timed_out = matches!(
-            e.kind(),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-        );
-        timed_out
+        timed_out(e)
             && self
                 .end
                 .is_some_and(|end| Instant::now() + Self::RENEW >= end)
     }
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// The send timeout of one write: a quarter of the idle timeout (at least 1 ms).
+fn write_step(idle: Duration) -> Duration {
+    (idle / 4).max(Duration::from_millis(1))
 }
 
 /// Waits (bounded) until the peer closes, so the kernel has seen every ACK.
@@ -420,10 +437,14 @@ fn queued_bytes(sock: &TcpStream) -> u64 {
     }
 }
 
+/// How a stream's error begins when it ended for want of progress: the server then ends the
+/// test at once instead of waiting for the peer's report.
+pub const STALLED: &str = "stream stalled";
+
 fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            format!("stream stalled while {what}: no progress within the idle timeout")
+            format!("{STALLED} while {what}: no progress within the idle timeout")
         }
         _ => format!("{what}: {e}"),
     }

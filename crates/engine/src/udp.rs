@@ -201,6 +201,8 @@ pub fn run_udp_receiver(
         .send_seconds()
         .map(|s| plan.start + Duration::from_secs_f64(s) + plan.idle);
     let mut last_heard = Instant::now();
+    let silence = silence_limit(&plan);
+    let mut error = None;
     loop {
         match recv_with_drops(&sock, &mut buf) {
             Ok((n, src, drops)) => {
@@ -249,9 +251,19 @@ pub fn run_udp_receiver(
         if plan.peer_done.load(Ordering::Relaxed) && now.duration_since(last_heard) >= POLL {
             break;
         }
-        if quiet_end.is_some_and(|e| now >= e)
-            || (quiet_end.is_none() && now.duration_since(last_heard) > plan.idle)
-        {
+        if quiet_end.is_some_and(|e| now >= e) {
+            break;
+        }
+        // silence ends a timed test too: a sender that vanished (or whose cable was pulled)
+        // must not hold the receiver for the rest of the requested time
+        if now.duration_since(last_heard) > silence {
+            if quiet_end.is_some() && !plan.stop.load(Ordering::Relaxed) {
+                error = Some(format!(
+                    "{} while receiving: no datagram for {:.1} s",
+                    crate::stream::STALLED,
+                    silence.as_secs_f64()
+                ));
+            }
             break;
         }
     }
@@ -262,9 +274,20 @@ pub fn run_udp_receiver(
     // SO_RXQ_OVFL is cumulative since the socket was made and only attached once nonzero, so
     // its last value is the total and its absence means none
     extra.socket_drops = counts_drops.then(|| u64::from(last_drops.unwrap_or(0)));
-    let mut report = t.report(&plan, t0, None);
+    let mut report = t.report(&plan, t0, error);
     report.udp = Some(extra);
     report
+}
+
+/// How long a UDP receiver waits for a datagram before it takes the sender for gone: the
+/// idle timeout, or three datagram gaps of a slowly paced stream.
+fn silence_limit(plan: &Plan) -> Duration {
+    let gap = plan
+        .spec
+        .rate_bps
+        .map_or(0.0, |r| plan.spec.len_bytes as f64 * 8.0 / r);
+    plan.idle
+        .max(Duration::from_secs_f64((3.0 * gap).min(3600.0)))
 }
 
 /// A client's UDP stream after validation: connected to its server port.

@@ -82,6 +82,8 @@ pub struct ServerSession {
     expected: HashSet<(Flow, u32)>,
     attached: HashSet<(Flow, u32)>,
     spec: Option<TestSpec>,
+    /// A `refused` has been queued: the client is told once.
+    told: bool,
 }
 
 impl ServerSession {
@@ -99,6 +101,7 @@ impl ServerSession {
             expected: HashSet::new(),
             attached: HashSet::new(),
             spec: None,
+            told: false,
         }
     }
 
@@ -109,22 +112,35 @@ impl ServerSession {
         now: Instant,
     ) -> Result<Vec<ServerEvent>, ProtoError> {
         self.check_live()?;
-        self.dec
-            .push(bytes)
-            .inspect_err(|_| self.c.state = ServerState::Failed)?;
+        if let Err(e) = self.dec.push(bytes) {
+            return Err(self.fail(e));
+        }
         let mut events = Vec::new();
         loop {
             let msg = match self.dec.next_msg() {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
-                Err(e) => {
-                    self.c.state = ServerState::Failed;
-                    return Err(e);
-                }
+                Err(e) => return Err(self.fail(e)),
             };
-            events.extend(self.on_msg(msg, now)?);
+            match self.on_msg(msg, now) {
+                Ok(ev) => events.extend(ev),
+                Err(e) => return Err(self.fail(e)),
+            }
         }
         Ok(events)
+    }
+
+    /// Fails the session on bad input, telling the client why before the close (unless
+    /// the reason came from the client, or was already sent).
+    fn fail(&mut self, e: ProtoError) -> ProtoError {
+        if !matches!(e, ProtoError::Refused(_)) && !self.told {
+            self.c.out.push_back(encode(&Msg::Refused {
+                reason: e.to_string(),
+            }));
+        }
+        self.told = true;
+        self.c.state = ServerState::Failed;
+        e
     }
 
     fn on_msg(&mut self, msg: Msg, now: Instant) -> Result<Option<ServerEvent>, ProtoError> {
@@ -152,6 +168,7 @@ impl ServerSession {
                     self.c.out.push_back(encode(&Msg::Refused {
                         reason: reason.clone(),
                     }));
+                    self.told = true;
                     self.c.state = ServerState::Failed;
                     return Err(ProtoError::Refused(reason));
                 }
@@ -256,12 +273,14 @@ impl ServerSession {
         }
     }
 
-    /// Tells the client why the test ends early.
+    /// Tells the client why the test ends early (once; a failed session whose client was
+    /// not told yet, after a timeout, is told now).
     pub fn refuse(&mut self, reason: &str) {
-        if self.c.state != ServerState::Failed {
+        if !self.told {
             self.c.out.push_back(encode(&Msg::Refused {
                 reason: reason.to_string(),
             }));
+            self.told = true;
             self.c.state = ServerState::Failed;
         }
     }

@@ -382,3 +382,38 @@ fn a_client_stops_a_running_test_and_the_reports_still_follow() {
     // after its report, a client has nothing left to stop
     assert!(!c.stop());
 }
+
+/// Regression (hostile-client review): a malformed frame closed the connection without a
+/// word; the client is now told why, once.
+#[test]
+fn malformed_frames_are_refused_with_a_reason() {
+    let now = Instant::now();
+    for (bytes, why) in [
+        (u32::MAX.to_be_bytes().to_vec(), "exceeds the limit"),
+        ([&5u32.to_be_bytes()[..], b"{oops"].concat(), ""),
+        (encode(&Msg::Start), "start"),
+    ] {
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+        assert!(s.handle_input(&bytes, now).is_err());
+        let reply = drain(&mut || s.poll_transmit());
+        let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+        match c.handle_input(&reply, now) {
+            Err(ProtoError::Refused(reason)) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // told once, even when the driver refuses again
+        s.refuse("again");
+        assert!(s.poll_transmit().is_none());
+    }
+}
+
+/// A session that timed out tells the client so when the driver refuses it.
+#[test]
+fn a_timed_out_session_tells_the_client() {
+    let now = Instant::now();
+    let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
+    let _ = drain(&mut || s.poll_transmit());
+    assert!(s.handle_timeout(now + IDLE).is_err());
+    s.refuse("timed out waiting for the test spec");
+    assert!(s.poll_transmit().is_some());
+}

@@ -69,7 +69,30 @@ fn hundreds_of_idle_connections_do_not_block_a_test() {
     let srv = ServerProc::start(&["--idle-timeout", "3"]);
     let idle: Vec<TcpStream> = (0..300).map(|_| connect(srv.port)).collect();
     let t0 = Instant::now();
-    assert_serves(srv.port);
+    // from another address: the idle ones hold every pending place of theirs
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-B",
+            "127.0.0.3",
+            "-n",
+            "4M",
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // from theirs, the client is told why at once
+    let out = quick_test(srv.port);
+    assert!(
+        stderr(&out).contains("too many pending connections from your address"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         t0.elapsed() < Duration::from_secs(3),
         "test waited for idle connections"

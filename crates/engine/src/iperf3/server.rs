@@ -5,7 +5,6 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
@@ -21,8 +20,10 @@ use wirerate_proto::iperf3::{
 
 use crate::control::{Control, Input};
 use crate::error::EngineError;
+use crate::guard::Watchdog;
+use crate::limits::{Admission, Policy};
 use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
-use crate::server::{peer, Active, Shared};
+use crate::server::{peer, Active, Pending, Shared};
 use crate::side::{Attached, DataSock, SideRun};
 
 use super::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
@@ -44,19 +45,21 @@ pub(crate) fn handle_conn(
     first: &[u8],
     accepted_at: Instant,
     shared: &Shared,
+    pending: Pending,
 ) {
     let who = peer(&sock);
-    let deadline = Instant::now() + shared.cfg.idle;
+    let ip = sock.peer_addr().ok().map(|a| a.ip());
+    let deadline = Instant::now() + shared.cfg.handshake;
     let mut buf = [0u8; COOKIE_LEN];
     let n = first.len().min(COOKIE_LEN);
     buf[..n].copy_from_slice(&first[..n]);
     let cookie = read_exact_by(&mut sock, &mut buf[n..], deadline)
         .map_err(|e| format!("no iperf3 cookie: {e}"))
         .and_then(|()| Cookie::parse(&buf).map_err(|e| e.to_string()));
-    shared.pending.fetch_sub(1, Ordering::SeqCst);
+    drop(pending);
     let cookie = match cookie {
         Ok(c) => c,
-        Err(reason) => return shared.log(format_args!("rejected {who}: {reason}")),
+        Err(reason) => return shared.log_rejected(ip, format_args!("rejected {who}: {reason}")),
     };
     let token = match random_token() {
         Ok(t) => t,
@@ -75,6 +78,7 @@ pub(crate) fn handle_conn(
                     free_at: Instant::now() + shared.cfg.idle,
                     iperf3: Some(Route { cookie, tx }),
                     crr: None,
+                    peer_ip: ip,
                 });
                 Ok(())
             }
@@ -117,6 +121,7 @@ pub(crate) fn handle_conn(
         Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
     *shared.active() = None;
+    crate::net::trim_freed_memory();
 }
 
 /// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.
@@ -144,10 +149,15 @@ struct Run {
     local: Option<SideReport>,
     peer: Option<Results>,
     replied: bool,
+    watch: Option<Watchdog>,
+    admission: Option<(Admission, std::sync::Arc<Policy>)>,
 }
 
 impl Drop for Run {
     fn drop(&mut self) {
+        if let Some((a, policy)) = self.admission.take() {
+            policy.release(&a);
+        }
         if let Some(side) = self.side.take() {
             side.abort();
             let _ = side.finish();
@@ -260,6 +270,7 @@ fn step(
                 "the iperf3 client did not end the test in time".into(),
             ));
         }
+        watch(run, now, shared)?;
     }
     stop_when_drained(run, now);
     reply_when_ready(sess, run, now);
@@ -275,7 +286,21 @@ fn on_event(
 ) -> Result<(), EngineError> {
     match ev {
         ServerEvent::Params(p, _) => {
-            let run_s = p.spec.send_seconds().unwrap_or(0.0);
+            if let Err(reason) = shared.cfg.caps.check(&p.spec) {
+                return Err(EngineError::Setup(format!("refused: {reason}")));
+            }
+            if let Some(ip) = addrs.peer {
+                let a = shared
+                    .cfg
+                    .policy
+                    .admit(ip, None, &p.spec, now)
+                    .map_err(|reason| EngineError::Setup(format!("refused: {reason}")))?;
+                run.admission = Some((a, shared.cfg.policy.clone()));
+            }
+            let run_s = p
+                .spec
+                .send_seconds()
+                .unwrap_or(shared.cfg.caps.max_duration.as_secs_f64());
             if let Some(a) = shared.active().as_mut() {
                 a.free_at = now + Duration::from_secs_f64(run_s) + shared.cfg.idle;
             }
@@ -427,6 +452,13 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
             sock: DataSock::Tcp(sock),
         })
         .collect();
+    if let Some(bps) = run.admission.as_ref().and_then(|(a, _)| a.pace_bps) {
+        for a in streams.iter().filter(|a| a.role == Role::Sender) {
+            if let Some(t) = a.sock.tcp() {
+                let _ = crate::net::set_pacing(&SockRef::from(t), bps);
+            }
+        }
+    }
     run.socks = streams
         .iter()
         .filter_map(|a| Some((a.role, a.sock.tcp()?.try_clone().ok()?)))
@@ -440,6 +472,30 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
         idle,
         Default::default(),
     ));
+}
+
+/// Ends a test that stalls, crawls or outlives its time bound (`guard::Watchdog`); until
+/// `TEST_END`, while the workers run.
+fn watch(run: &mut Run, now: Instant, shared: &Shared) -> Result<(), EngineError> {
+    if run.drain.is_some() {
+        return Ok(());
+    }
+    let moved = match (&run.side, &run.udp) {
+        (Some(s), _) if !s.is_done() => s.moved(Role::Sender) + s.moved(Role::Receiver),
+        (_, Some(u)) if !u.is_done() => u.moved(Role::Sender) + u.moved(Role::Receiver),
+        _ => return Ok(()),
+    };
+    let Some(p) = run.params.as_ref() else {
+        return Ok(());
+    };
+    let max_bytes = run
+        .admission
+        .as_ref()
+        .and_then(|(a, _)| Some((a.max_bytes?, a.rule.clone().unwrap_or_default())));
+    let w = run.watch.get_or_insert_with(|| {
+        Watchdog::new(&p.spec, &shared.cfg.caps, shared.cfg.idle, now).with_max_bytes(max_bytes)
+    });
+    w.observe(now, moved).map_err(EngineError::Setup)
 }
 
 /// After `TEST_END`: once the received bytes stop growing, stop the workers.

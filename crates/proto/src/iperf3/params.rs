@@ -194,9 +194,73 @@ fn rate_of(
     Ok(rate)
 }
 
+/// Parameters that must be non-negative numbers when present.
+const NUMBERS: [&str; 13] = [
+    "time",
+    "num",
+    "blockcount",
+    "len",
+    "parallel",
+    "window",
+    "MSS",
+    "omit",
+    "bandwidth",
+    "fqrate",
+    "burst",
+    "TOS",
+    "pacing_timer",
+];
+/// Parameters that must be strings when present.
+const STRINGS: [&str; 4] = ["congestion", "client_version", "title", "extra_data"];
+/// Parameters that iperf3 writes as `true` or as a number.
+const FLAGS: [&str; 11] = [
+    "tcp",
+    "udp",
+    "sctp",
+    "reverse",
+    "bidirectional",
+    "nodelay",
+    "get_server_output",
+    "udp_counters_64bit",
+    "zerocopy",
+    "repeating_payload",
+    "dont_fragment",
+];
+
+/// Refuses a parameter of the wrong JSON type or a negative number, as iperf3 3.18+ does
+/// (CVE-2024-53580, and the range checks after it), instead of reading it as absent.
+fn check_types(v: &Value) -> Result<(), (i32, Iperf3Error)> {
+    let Some(map) = v.as_object() else {
+        return Err(refuse(
+            errno::RECV_PARAMS,
+            "parameters are not a JSON object",
+        ));
+    };
+    for (key, x) in map {
+        let ok = if NUMBERS.contains(&key.as_str()) {
+            x.as_f64().is_some_and(|n| n.is_finite() && n >= 0.0)
+        } else if STRINGS.contains(&key.as_str()) {
+            x.is_string()
+        } else if FLAGS.contains(&key.as_str()) {
+            x.is_boolean() || x.as_f64().is_some_and(|n| n >= 0.0)
+        } else {
+            true
+        };
+        if !ok {
+            let name: String = key.chars().take(32).collect();
+            return Err(refuse(
+                errno::RECV_PARAMS,
+                format!("parameter '{name}' has the wrong type or a negative value"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads a client's parameters into a validated spec. The error carries the iperf3 error
 /// number to send back with `SERVER_ERROR`.
 pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
+    check_types(v)?;
     let protocol = protocol_of(v)?;
     if v.get("authtoken").is_some() {
         return Err(refuse(
@@ -357,6 +421,26 @@ mod tests {
             ),
             (
                 r#"{"tcp":true,"time":1,"congestion":"x; rm"}"#,
+                errno::RECV_PARAMS,
+            ),
+            // regression (hostile-client review): wrong types and negative values were read
+            // as absent and replaced by defaults
+            (r#"{"tcp":true,"time":1,"parallel":-1}"#, errno::RECV_PARAMS),
+            (r#"{"tcp":true,"time":1,"len":[]}"#, errno::RECV_PARAMS),
+            (
+                r#"{"udp":true,"time":1,"len":1400,"bandwidth":{}}"#,
+                errno::RECV_PARAMS,
+            ),
+            (r#"{"tcp":true,"time":"10"}"#, errno::RECV_PARAMS),
+            (r#"{"tcp":"yes","time":1}"#, errno::RECV_PARAMS),
+            (
+                r#"{"tcp":true,"time":1,"congestion":5}"#,
+                errno::RECV_PARAMS,
+            ),
+            (r#"[1,2]"#, errno::RECV_PARAMS),
+            // no time bound is no excuse for an absurd rate
+            (
+                r#"{"udp":true,"num":1000,"len":1400,"bandwidth":1e15}"#,
                 errno::RECV_PARAMS,
             ),
         ];

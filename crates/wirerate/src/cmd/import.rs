@@ -7,14 +7,19 @@ use std::process::ExitCode;
 
 use wirerate_store::{new_group_id, Store};
 
-use super::results::{open_for_write, read_entries, DB_HELP};
+use super::results::{open_for_write, read_entries_within, Entry, DB_HELP};
+
+/// The largest file `import` reads.
+pub const MAX_IMPORT_BYTES: u64 = 64 << 20;
 
 #[derive(clap::Args)]
 #[command(
     after_help = "Each file holds one result, a JSON array of results, results \
 appended one after another, or a `history --json` export (whose labels and groups are kept \
 unless --label is given). Runs already stored (`run` stores each run it makes) are \
-given the label named here or by the export.\n\nExit status: 0 all stored (or already present), 1 a file could \
+given the label named here or by the export.\n\nA file may hold at most 64 MiB. Every \
+run is checked before anything is stored: a known schema_version, a valid spec (parallel ≥ 1 \
+and the rest), and rates, times and loss a measurement can produce.\n\nExit status: 0 all stored (or already present), 1 a file could \
 not be read or the database written (files before it stay stored), 2 bad usage."
 )]
 pub struct Args {
@@ -32,7 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // read every file first, so a bad one stores nothing from the files after it either
     let mut per_file = Vec::new();
     for f in &args.files {
-        per_file.push(read_entries(f)?);
+        let entries = read_entries_within(f, MAX_IMPORT_BYTES)?;
+        check_entries(f, &entries)?;
+        per_file.push(entries);
     }
     let mut store = open_for_write(args.db)?;
     let (mut new, mut relabelled, mut old) = (0u64, 0u64, 0u64);
@@ -75,6 +82,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     crate::say!("{line}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a file with a run that no measurement could have produced.
+fn check_entries(path: &std::path::Path, entries: &[Entry]) -> anyhow::Result<()> {
+    for (i, e) in entries.iter().enumerate() {
+        if let Err(why) = e.result.check_plausible() {
+            let run = if entries.len() > 1 {
+                format!("run {}: ", i + 1)
+            } else {
+                String::new()
+            };
+            anyhow::bail!("{}: {run}{why}", path.display());
+        }
+    }
+    Ok(())
 }
 
 /// Gives a run that was already stored (`run --json >> file` stores each run as it goes) the

@@ -5,7 +5,6 @@ pub mod completions;
 pub mod findmax;
 pub mod history;
 pub mod import;
-pub mod iperf3_json;
 pub mod lab;
 pub mod repeat;
 pub mod report;

@@ -183,95 +183,40 @@ pub fn load_file(path: &Path) -> anyhow::Result<Sample> {
 
 /// The entries of a saved file; an error when it holds none.
 pub fn read_entries(path: &Path) -> anyhow::Result<Vec<Entry>> {
+    read_entries_within(path, MAX_FILE_BYTES)
+}
+
+/// [`read_entries`] with a cap on the file's size, checked before it is read.
+pub fn read_entries_within(path: &Path, max_bytes: u64) -> anyhow::Result<Vec<Entry>> {
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        anyhow::bail!("{shown}: larger than {} MiB", MAX_FILE_BYTES >> 20);
+    if meta.len() > max_bytes {
+        anyhow::bail!(
+            "{shown}: {} MiB is larger than the {} MiB a results file may hold",
+            meta.len().div_ceil(1 << 20),
+            max_bytes >> 20
+        );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {shown}"))?;
-    let entries = parse_entries(&text).with_context(|| format!("{shown}: not wirerate results"))?;
+    let entries = parse_entries(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{shown}: not wirerate results"))?;
     if entries.is_empty() {
         anyhow::bail!("{shown}: holds no runs");
     }
     Ok(entries)
 }
 
-/// The runs in a saved file's text, with their labels where an export carried them.
-pub fn parse_entries(text: &str) -> anyhow::Result<Vec<Entry>> {
-    // one document, an array, or a stream of documents (JSON lines, or pretty documents
-    // appended one after another by `run --json >> file`)
-    let mut values = Vec::new();
-    for (i, v) in serde_json::Deserializer::from_str(text)
-        .into_iter::<serde_json::Value>()
-        .enumerate()
-    {
-        match v {
-            Ok(serde_json::Value::Array(items)) if i == 0 => values.extend(items),
-            Ok(v) => values.push(v),
-            Err(e) if i == 0 => anyhow::bail!("{e}"),
-            Err(e) => anyhow::bail!("document {}: {e}", i + 1),
-        }
-    }
-    let many = values.len() > 1;
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            entry(v).map_err(|e| {
-                if many {
-                    anyhow::anyhow!("run {}: {e}", i + 1)
-                } else {
-                    anyhow::anyhow!("{e}")
-                }
-            })
-        })
-        .collect()
-}
-
-/// One run read from a file, with the label and group a `history --json` export gave it.
-pub struct Entry {
-    pub result: RunResult,
-    pub label: Option<String>,
-    pub group: Option<String>,
-}
-
-fn entry(v: serde_json::Value) -> anyhow::Result<Entry> {
-    if super::iperf3_json::is_iperf3(&v) {
-        let result = super::iperf3_json::to_result(&v)
-            .map_err(|e| anyhow::anyhow!("an iperf3 -J document: {e}"))?;
-        return Ok(Entry {
-            result,
-            label: None,
-            group: None,
-        });
-    }
-    match v {
-        serde_json::Value::Object(mut m)
-            if !m.contains_key("summary") && m.contains_key("result") =>
-        {
-            let text = |m: &mut serde_json::Map<String, serde_json::Value>, k: &str| {
-                m.remove(k).and_then(|v| v.as_str().map(str::to_string))
-            };
-            let (label, group) = (text(&mut m, "label"), text(&mut m, "group"));
-            let result = serde_json::from_value(m.remove("result").unwrap_or_default())?;
-            Ok(Entry {
-                result,
-                label,
-                group,
-            })
-        }
-        other => Ok(Entry {
-            result: serde_json::from_value(other)?,
-            label: None,
-            group: None,
-        }),
-    }
-}
+pub use wirerate_core::saved::{parse_entries, Entry};
 
 /// The runs in a saved file's text (see [`load_file`]).
 #[cfg(test)]
 pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
-    Ok(parse_entries(text)?.into_iter().map(|e| e.result).collect())
+    Ok(parse_entries(text)
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .map(|e| e.result)
+        .collect())
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` in UTC; "-" when not a sane time.

@@ -195,7 +195,7 @@ fn parse_rate_or_zero(s: &str) -> Result<f64, String> {
     parse_rate(s)
 }
 
-fn parse_rate(s: &str) -> Result<f64, String> {
+pub fn parse_rate(s: &str) -> Result<f64, String> {
     BitRate::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
@@ -414,6 +414,11 @@ pub fn target_for(a: &Net) -> anyhow::Result<Target> {
                 ServerConfig {
                     quiet: true,
                     idle,
+                    // the user's own machine: the spec's own bound on buffers is the limit
+                    caps: wirerate_engine::guard::Caps {
+                        max_test_memory: wirerate_core::spec::limits::MAX_BUFFERS,
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
             )?;

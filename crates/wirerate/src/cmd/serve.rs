@@ -1,18 +1,26 @@
 //! `wirerate serve`: a long-running server.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use wirerate_engine::guard::Caps;
+use wirerate_engine::limits::{Limits, Policy};
 use wirerate_engine::{Server, ServerConfig};
 
-use crate::cmd::run::DEFAULT_PORT;
+use crate::cmd::run::{parse_rate, parse_size, DEFAULT_PORT};
 use crate::exit::usage;
 
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "One test runs at a time; a second client is told at once that the server is busy \
-and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout.\n\n\
+and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout; \
+a test that moves no data for the idle timeout, or less than 1 KiB/s over two idle timeouts, is \
+ended as stalled. Every test is bounded in time (--max-duration, byte-count tests too), rate \
+(--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
+A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`."
 )]
 pub struct Args {
@@ -25,14 +33,66 @@ pub struct Args {
     /// Seconds a silent client is waited for before it is dropped
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub idle_timeout: f64,
+    /// Seconds a new connection has to send its opening bytes
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub handshake_timeout: f64,
+    /// Longest test served, warm-up included; tests that end by byte or block count are
+    /// ended when they reach it
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400.0)]
+    pub max_duration: f64,
+    /// Fastest rate a client may ask of one stream (SI: 10G = 10 000 000 000 bit/s)
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "1T")]
+    pub max_rate: f64,
+    /// Buffer memory one test may take on the server: streams × buffer size (IEC: 256M =
+    /// 268 435 456 bytes)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
+    pub max_test_memory: u64,
+    /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
+    #[arg(long, value_name = "FILE")]
+    pub limits: Option<PathBuf>,
+    /// Check a limits file, print its rules and exit
+    #[arg(long, value_name = "FILE", exclusive = true)]
+    pub check_limits: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &a.check_limits {
+        return match Limits::load(path) {
+            Ok(l) => {
+                print!("{}", l.describe());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("wirerate serve: {e}");
+                Ok(ExitCode::from(1))
+            }
+        };
+    }
+    let limits = match &a.limits {
+        Some(path) => Limits::load(path).map_err(anyhow::Error::msg)?,
+        None => Limits::default(),
+    };
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
+    if !(a.handshake_timeout.is_finite() && (0.1..=3600.0).contains(&a.handshake_timeout)) {
+        return usage("--handshake-timeout must be 0.1 to 3600 seconds");
+    }
+    if !(a.max_duration.is_finite() && (1.0..=86_400.0).contains(&a.max_duration)) {
+        return usage("--max-duration must be 1 to 86400 seconds");
+    }
+    if a.max_test_memory < 1 << 20 {
+        return usage("--max-test-memory must be at least 1M");
+    }
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
+        handshake: Duration::from_secs_f64(a.handshake_timeout),
+        caps: Caps {
+            max_duration: Duration::from_secs_f64(a.max_duration),
+            max_rate_bps: a.max_rate,
+            max_test_memory: a.max_test_memory,
+        },
+        policy: Arc::new(Policy::new(limits)),
         ..Default::default()
     };
     let server = match a.bind {

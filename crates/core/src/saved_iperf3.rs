@@ -6,14 +6,14 @@
 //! threads' CPU) stays None or zero, so no diagnosis is made from it: its rules would read
 //! the missing figures as measured.
 
-use serde_json::Value;
-use wirerate_core::evidence::IntervalTcp;
-use wirerate_core::result::{
+use crate::evidence::IntervalTcp;
+use crate::result::{
     CpuSide, CpuSummary, Env, Interval, IoSummary, StreamResult, StreamSide, Summary, TcpInfo,
     TcpSummary, Tool, UdpSummary, WireSummary, SCHEMA_VERSION,
 };
-use wirerate_core::spec::{Direction, End, Flow, Protocol};
-use wirerate_core::{RunResult, TestSpec};
+use crate::spec::{Direction, End, Flow, Protocol};
+use crate::{RunResult, TestSpec};
+use serde_json::Value;
 
 /// An iperf3 `-J` document: `start`, `intervals` and `end` at the top.
 pub fn is_iperf3(v: &Value) -> bool {
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn mapped_iperf3_results_follow_the_result_schema() {
         let schema: Value =
-            serde_json::from_str(include_str!("../../../../schema/result.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
         for d in [doc(), udp_doc()] {
             let v = serde_json::to_value(to_result(&d).unwrap()).unwrap();

@@ -1,0 +1,186 @@
+use super::*;
+
+const FILE: &str = r#"
+[[rule]]
+name = "lab"
+from = ["10.0.0.0/8", "fd00::/8"]
+
+[[rule]]
+name = "guests"
+from = ["203.0.113.0/24"]
+max_duration_s = 30
+max_rate = "100M"
+max_parallel = 4
+protocols = ["tcp"]
+directions = ["forward", "reverse"]
+tests_per_hour = 2
+
+[[rule]]
+name = "blocked"
+from = ["198.51.100.7"]
+refuse = true
+
+[default]
+max_duration_s = 10
+max_bytes = "1G"
+"#;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn ranges_match_by_prefix() {
+    let c = Cidr::parse("203.0.113.0/24").unwrap();
+    assert!(c.contains(ip("203.0.113.200")));
+    assert!(c.contains(ip("::ffff:203.0.113.9")));
+    assert!(!c.contains(ip("203.0.114.1")));
+    let c = Cidr::parse("10.128.0.0/9").unwrap();
+    assert!(c.contains(ip("10.200.1.1")) && !c.contains(ip("10.1.1.1")));
+    assert!(Cidr::parse("0.0.0.0/0").unwrap().contains(ip("1.2.3.4")));
+    assert!(Cidr::parse("fd00::/8").unwrap().contains(ip("fd12::1")));
+    for bad in ["10.0.0.0/33", "nonsense", "::/129", "1.2.3.4/x"] {
+        assert!(Cidr::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn the_first_matching_rule_decides_and_names_itself() {
+    let p = Policy::new(Limits::parse(FILE).unwrap());
+    let now = Instant::now();
+    let long = TestSpec {
+        end: End::Time { seconds: 60.0 },
+        ..Default::default()
+    };
+    let why = p.admit(ip("203.0.113.9"), None, &long, now).unwrap_err();
+    assert_eq!(
+        why,
+        "duration 60 s exceeds the 30 s limit of rule 'guests' for 203.0.113.0/24"
+    );
+    // the lab has no limits
+    assert!(p.admit(ip("10.1.2.3"), None, &long, now).is_ok());
+    let why = p.admit(ip("198.51.100.7"), None, &long, now).unwrap_err();
+    assert!(why.contains("not allowed by rule 'blocked'"), "{why}");
+    // everyone else: the default
+    let why = p.admit(ip("192.0.2.1"), None, &long, now).unwrap_err();
+    assert!(why.contains("rule 'default' for everyone else"), "{why}");
+    let huge = TestSpec {
+        end: End::Bytes { bytes: 2 << 30 },
+        ..Default::default()
+    };
+    assert!(p
+        .admit(ip("192.0.2.1"), None, &huge, now)
+        .unwrap_err()
+        .contains("limit of rule 'default'"));
+}
+
+#[test]
+fn every_kind_of_limit_refuses() {
+    let p = Policy::new(Limits::parse(FILE).unwrap());
+    let now = Instant::now();
+    let guest = ip("203.0.113.9");
+    let base = TestSpec {
+        end: End::Time { seconds: 5.0 },
+        direction: Direction::Reverse,
+        ..Default::default()
+    };
+    for (spec, word) in [
+        (
+            TestSpec {
+                parallel: 8,
+                ..base.clone()
+            },
+            "streams",
+        ),
+        (
+            TestSpec {
+                protocol: Protocol::Udp,
+                len_bytes: 1400,
+                rate_bps: Some(1e6),
+                ..base.clone()
+            },
+            "protocol udp",
+        ),
+        (
+            TestSpec {
+                direction: Direction::Bidir,
+                ..base.clone()
+            },
+            "direction bidir",
+        ),
+        (
+            TestSpec {
+                direction: Direction::Forward,
+                ..base.clone()
+            },
+            "unpaced upload",
+        ),
+    ] {
+        let why = p.admit(guest, None, &spec, now).unwrap_err();
+        assert!(why.contains(word), "{word}: {why}");
+    }
+    // two tests an hour, then the third waits
+    let ok = p.admit(guest, None, &base, now).unwrap();
+    assert_eq!(ok.pace_bps, Some(100e6));
+    p.release(&ok);
+    p.release(&p.admit(guest, None, &base, now).unwrap());
+    let why = p.admit(guest, None, &base, now).unwrap_err();
+    assert!(why.contains("2 tests per hour"), "{why}");
+    assert!(p.admit(guest, None, &base, now + HOUR).is_ok());
+}
+
+#[test]
+fn concurrent_tests_are_counted_until_released() {
+    let p = Policy::new(Limits::parse("[default]\nconcurrent = 1\n").unwrap());
+    let now = Instant::now();
+    let a = p
+        .admit(ip("192.0.2.1"), None, &TestSpec::default(), now)
+        .unwrap();
+    assert!(p
+        .admit(ip("192.0.2.2"), None, &TestSpec::default(), now)
+        .unwrap_err()
+        .contains("concurrent"));
+    p.release(&a);
+    assert!(p
+        .admit(ip("192.0.2.2"), None, &TestSpec::default(), now)
+        .is_ok());
+}
+
+#[test]
+fn users_select_rules() {
+    let l = Limits::parse(
+        "[[rule]]\nname = \"staff\"\nusers = [\"alice\"]\n\n[default]\nrefuse = true\n",
+    )
+    .unwrap();
+    let p = Policy::new(l);
+    let now = Instant::now();
+    let s = TestSpec::default();
+    assert!(p.admit(ip("192.0.2.1"), Some("alice"), &s, now).is_ok());
+    assert!(p.admit(ip("192.0.2.1"), Some("bob"), &s, now).is_err());
+    assert!(p.admit(ip("192.0.2.1"), None, &s, now).is_err());
+}
+
+#[test]
+fn bad_files_say_what_is_wrong() {
+    for (text, word) in [
+        ("[[rule]]\nfrom = [\"10.0.0.0/40\"]\n", "prefix"),
+        ("[[rule]]\nmax_duration_s = -1\n", "max_duration_s"),
+        ("[[rule]]\nmax_rate = \"fast\"\n", ""),
+        ("[[rule]]\nmax_parallel = 0\n", "max_parallel"),
+        ("[[rule]]\nspeed = 3\n", "unknown field"),
+        ("[[rule]]\nprotocols = [\"sctp\"]\n", ""),
+        ("not toml at all [", ""),
+    ] {
+        let e = Limits::parse(text).unwrap_err();
+        assert!(e.contains(word), "{text}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
+fn the_description_lists_every_rule() {
+    let d = Limits::parse(FILE).unwrap().describe();
+    assert!(d.contains("1. 'lab'; from 10.0.0.0/8, fd00::/8"), "{d}");
+    assert!(d.contains("2 tests per client per hour"), "{d}");
+    assert!(d.contains("default: 'default'; duration ≤ 10 s"), "{d}");
+}

@@ -1,0 +1,446 @@
+//! Regressions of the hostile-client review of `wirerate serve`: silent and crawling clients,
+//! tests without a time bound, absurd rates, handshake floods, memory that stayed held,
+//! malformed frames without an answer, and imports of impossible results. Each test runs the
+//! real binary over loopback and kills only the processes it started.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{run, stderr, ServerProc};
+use wirerate_core::spec::{Direction, End, Flow, Protocol};
+use wirerate_core::TestSpec;
+use wirerate_proto::data::DataHello;
+use wirerate_proto::{ClientEvent, ClientSession, ProtoError, Token};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn quick_test(port: u16) -> std::process::Output {
+    let p = port.to_string();
+    run(&["run", "127.0.0.1", "-p", &p, "-n", "4M", "--json"], LIMIT)
+}
+
+/// Seconds until a quick test succeeds, polling every 100 ms up to `limit`.
+fn seconds_until_served(port: u16, limit: Duration) -> f64 {
+    let t0 = Instant::now();
+    loop {
+        let out = quick_test(port);
+        if out.status.success() {
+            return t0.elapsed().as_secs_f64();
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "still not served after {limit:?}: {}",
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_client(args: &[&str]) -> Child {
+    common::wr()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn client")
+}
+
+/// Freezes a child we started (a client whose cable was pulled: its sockets stay open).
+fn freeze(c: &Child) {
+    // SAFETY: a signal to our own child, by its PID.
+    unsafe {
+        libc::kill(c.id() as i32, libc::SIGSTOP);
+    }
+}
+
+fn kill(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// A client speaking the protocol by hand: connects and sends `spec` unchecked.
+struct Raw {
+    ctl: TcpStream,
+    sess: ClientSession,
+}
+
+impl Raw {
+    fn start(port: u16, spec: &TestSpec) -> Raw {
+        let ctl = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = Raw {
+            ctl,
+            sess: ClientSession::new(spec, Instant::now(), Duration::from_secs(30)),
+        };
+        r.flush();
+        r
+    }
+
+    fn flush(&mut self) {
+        while let Some(b) = self.sess.poll_transmit() {
+            let _ = self.ctl.write_all(&b);
+        }
+    }
+
+    /// Reads the control connection for up to `wait`: the events, or the session's error.
+    fn poll(&mut self, wait: Duration) -> Result<Vec<ClientEvent>, ProtoError> {
+        self.ctl
+            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .unwrap();
+        let mut buf = [0u8; 65536];
+        let r = match self.ctl.read(&mut buf) {
+            Ok(0) => self.sess.handle_close().map(|()| Vec::new()),
+            Ok(n) => self.sess.handle_input(&buf[..n], Instant::now()),
+            Err(_) => Ok(Vec::new()),
+        };
+        self.flush();
+        r
+    }
+
+    fn until_accepted(&mut self) -> Result<Token, ProtoError> {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            for ev in self.poll(Duration::from_millis(200))? {
+                if let ClientEvent::Accepted(t, _) = ev {
+                    return Ok(t);
+                }
+            }
+        }
+        panic!("no answer to the spec");
+    }
+}
+
+fn reverse_spec(seconds: f64) -> TestSpec {
+    TestSpec {
+        direction: Direction::Reverse,
+        end: End::Time { seconds },
+        len_bytes: 128 << 10,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_silent_udp_uploader_frees_the_slot_within_the_idle_timeout() {
+    let srv = ServerProc::start(&["--idle-timeout", "1"]);
+    let p = srv.port.to_string();
+    let client = spawn_client(&["run", "127.0.0.1", "-p", &p, "-u", "-b", "20M", "-t", "60"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    freeze(&client);
+    let waited = seconds_until_served(srv.port, Duration::from_secs(6));
+    kill(client);
+    // the idle timeout (1 s), and a little for the quick test itself
+    assert!(
+        waited < 3.0,
+        "slot held {waited:.1} s after the client went silent"
+    );
+    let log = srv.stop();
+    assert!(log.contains("stalled"), "{log}");
+}
+
+#[test]
+fn a_reader_that_stops_reading_frees_the_slot_within_the_idle_timeout() {
+    let srv = ServerProc::start(&["--idle-timeout", "1"]);
+    let p = srv.port.to_string();
+    let client = spawn_client(&["run", "127.0.0.1", "-p", &p, "-R", "-t", "60"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    freeze(&client);
+    let waited = seconds_until_served(srv.port, Duration::from_secs(6));
+    kill(client);
+    assert!(
+        waited < 3.0,
+        "slot held {waited:.1} s by a reader that stopped"
+    );
+}
+
+#[test]
+fn a_reverse_reader_at_760_bytes_per_second_is_ended_as_stalled() {
+    let srv = ServerProc::start(&["--idle-timeout", "1"]);
+    let mut raw = Raw::start(srv.port, &reverse_spec(60.0));
+    let token = raw.until_accepted().unwrap();
+    let mut data = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    let hello = DataHello {
+        token,
+        flow: Flow::ServerToClient,
+        stream_id: 0,
+    };
+    data.write_all(&hello.emit()).unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0u8; 190];
+    let reason = loop {
+        assert!(t0.elapsed() < Duration::from_secs(15), "never ended");
+        let _ = data.read(&mut buf);
+        match raw.poll(Duration::from_millis(250)) {
+            Err(ProtoError::Refused(reason)) => break reason,
+            Err(e) => panic!("unexpected end: {e}"),
+            Ok(_) => {}
+        }
+    };
+    assert!(reason.contains("stalled"), "{reason}");
+    // two idle timeouts of crawling, after the socket buffers filled
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    drop(data);
+    seconds_until_served(srv.port, Duration::from_secs(3));
+}
+
+#[test]
+fn a_byte_count_test_ends_at_the_max_duration_and_busy_tells_the_truth() {
+    let srv = ServerProc::start(&["--idle-timeout", "1", "--max-duration", "3"]);
+    let p = srv.port.to_string();
+    let t0 = Instant::now();
+    let child = common::wr()
+        .args(["run", "127.0.0.1", "-p", &p, "-n", "1000T"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let busy = quick_test(srv.port);
+    let err = stderr(&busy);
+    let retry: f64 = err
+        .split("retry in ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry time: {err}"));
+    // about 2.2 s of the bound left, and the idle timeout for the reports
+    assert!((3.0..=4.0).contains(&retry), "retry in {retry} s: {err}");
+    let out = common::wait_bounded(child, Duration::from_secs(15));
+    let took = t0.elapsed();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("maximum duration of 3 s"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(took < Duration::from_secs(6), "ran {took:?}");
+    assert_eq!(busy.status.code(), Some(1));
+}
+
+#[test]
+fn an_absurd_rate_is_refused_by_the_server() {
+    let srv = ServerProc::start(&["--max-rate", "100M"]);
+    let spec = TestSpec {
+        protocol: Protocol::Udp,
+        len_bytes: 1400,
+        rate_bps: Some(1e15),
+        ..Default::default()
+    };
+    let mut raw = Raw::start(srv.port, &spec);
+    match raw.until_accepted() {
+        Err(ProtoError::Refused(r)) => assert!(r.contains("rate"), "{r}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // a real client over the operator's cap is told the cap
+    let p = srv.port.to_string();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-u", "-b", "200M", "-t", "1"],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("exceeds the server's maximum of 100"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_flood_of_pending_connections_does_not_keep_another_address_out() {
+    let srv = ServerProc::start(&["--idle-timeout", "5", "--handshake-timeout", "2"]);
+    let flood: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect(("127.0.0.1", srv.port)).unwrap())
+        .collect();
+    // beyond 8 pending from one address, a connection is told why at once
+    let mut last = flood.last().unwrap().try_clone().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut answer = Vec::new();
+    let _ = last.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.contains("too many pending connections from your address"),
+        "{answer:?}"
+    );
+    // a client from another address gets its test done while the flood holds its slots
+    let p = srv.port.to_string();
+    let t0 = Instant::now();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-B",
+            "127.0.0.2",
+            "-n",
+            "4M",
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    drop(flood);
+    let log = srv.stop();
+    // rejected connections are logged a few lines a second, the rest counted
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("too many pending"))
+        .count();
+    assert!((1..=10).contains(&lines), "{lines} lines:\n{log}");
+}
+
+#[test]
+fn junk_is_logged_at_a_bounded_rate() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut sink = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let _ = s.read_to_end(&mut sink);
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let log = srv.stop();
+    let rejected = log.lines().filter(|l| l.contains("bad magic")).count();
+    assert!(rejected <= 12, "{rejected} lines:\n{log}");
+    assert!(log.contains("suppressed"), "{log}");
+}
+
+#[test]
+fn a_malformed_frame_is_answered_with_a_reason() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.write_all(b"WRRT\x00\x01\x00\x00").unwrap();
+    s.write_all(&5u32.to_be_bytes()).unwrap();
+    s.write_all(b"{oops").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.contains("\"refused\""), "{text:?}");
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn buffers_are_bounded_by_default_and_freed_after_the_test() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let p = srv.port.to_string();
+    // 128 streams of 8 MiB: 1 GiB, over the default 256 MiB
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-R",
+            "-P",
+            "128",
+            "-l",
+            "8M",
+            "-t",
+            "1",
+        ],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("1024 MiB of server memory; the maximum is 256 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let base = vm_rss_kib(srv.child.id());
+    // the largest test the default allows, twice (the second used to reuse held heaps)
+    for _ in 0..2 {
+        let out = run(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-R",
+                "-P",
+                "32",
+                "-l",
+                "8M",
+                "-t",
+                "1",
+            ],
+            LIMIT,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let after = vm_rss_kib(srv.child.id());
+    assert!(
+        after < base + 48 * 1024,
+        "RSS {base} KiB before, {after} KiB after"
+    );
+}
+
+#[test]
+fn import_refuses_impossible_results_and_huge_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let dbs = db.to_str().unwrap();
+    let good = run(&["run", "-n", "1M", "--json", "--db", dbs], LIMIT);
+    assert!(good.status.success(), "{}", stderr(&good));
+    let doc: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
+    for (path, value, why) in [
+        (
+            "/summary/goodput_bps",
+            serde_json::json!(-5.0),
+            "goodput_bps",
+        ),
+        (
+            "/summary/goodput_bps",
+            serde_json::json!(1e308),
+            "goodput_bps",
+        ),
+        ("/schema_version", serde_json::json!(999), "schema_version"),
+        ("/spec/parallel", serde_json::json!(0), "parallel"),
+    ] {
+        let mut bad = doc.clone();
+        *bad.pointer_mut(path).unwrap() = value;
+        let f = dir.path().join("bad.json");
+        std::fs::write(&f, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let out = run(&["import", f.to_str().unwrap(), "--db", dbs], LIMIT);
+        assert_eq!(out.status.code(), Some(1), "{path}: {}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{path}: {}", stderr(&out));
+    }
+    // 65 MiB: refused by size before it is read
+    let big = dir.path().join("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(65 << 20).unwrap();
+    let out = run(&["import", big.to_str().unwrap(), "--db", dbs], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("64 MiB"), "{}", stderr(&out));
+    // a big array of junk fails at its first element
+    let junk = dir.path().join("junk.json");
+    let mut text = String::from("[1");
+    text.push_str(&",1".repeat(8 << 20));
+    text.push(']');
+    std::fs::write(&junk, text).unwrap();
+    let t0 = Instant::now();
+    let out = run(&["import", junk.to_str().unwrap(), "--db", dbs], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("run 1"), "{}", stderr(&out));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
