@@ -39,6 +39,8 @@ pub struct ServerConfig {
     /// No log lines (the embedded server).
     pub quiet: bool,
     pub name: String,
+    /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
+    pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +50,7 @@ impl Default for ServerConfig {
             max_pending: 1000,
             quiet: false,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
+            on_test_end: None,
         }
     }
 }
@@ -72,6 +75,12 @@ impl Shared {
     pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
         if !self.cfg.quiet {
             eprintln!("wirerate serve: {msg}");
+        }
+    }
+
+    pub(crate) fn test_ended(&self, ok: bool) {
+        if let Some(tx) = &self.cfg.on_test_end {
+            let _ = tx.send(ok);
         }
     }
 
@@ -238,7 +247,9 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             crr: None,
         });
     }
-    match run_session(sock, token, rx, shared) {
+    let outcome = run_session(sock, token, rx, shared);
+    let ok = outcome.is_ok();
+    match outcome {
         Ok((spec, goodput)) => shared.log(format_args!(
             "served {who}: {} {}, {} stream(s), goodput {}",
             match spec.protocol {
@@ -256,6 +267,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
         Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
     }
     *shared.active() = None;
+    shared.test_ended(ok);
 }
 
 fn set_free_at(shared: &Shared, spec: &TestSpec) {
@@ -293,6 +305,7 @@ impl Running {
                 RunContext {
                     token: Some(self.token),
                     crr: self.crr.clone(),
+                    ..Default::default()
                 },
             ));
         }

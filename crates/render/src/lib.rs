@@ -3,6 +3,7 @@
 //! Promise: renderers read the result model and compute nothing; every figure they print
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
+pub mod intervals;
 pub mod json;
 pub mod latency;
 pub mod stats;

@@ -98,7 +98,9 @@ pub(crate) fn handle_conn(
             return shared.log(format_args!("busy: denied iperf3 client {who}"));
         }
     }
-    match run_session(sock, rx, shared) {
+    let outcome = run_session(sock, rx, shared);
+    let ok = outcome.is_ok();
+    match outcome {
         Ok((p, goodput)) => shared.log(format_args!(
             "served iperf3 client {who} ({}): {} {}, {} stream(s), goodput {}",
             p.client_version.as_deref().unwrap_or("unknown version"),
@@ -117,6 +119,7 @@ pub(crate) fn handle_conn(
         Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
     *shared.active() = None;
+    shared.test_ended(ok);
 }
 
 /// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.

@@ -1,10 +1,13 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod compare;
+pub mod daemon;
 pub mod findmax;
+pub mod habits;
 pub mod history;
 pub mod import;
 pub mod lab;
+pub mod live;
 pub mod repeat;
 pub mod results;
 pub mod rr;
