@@ -140,10 +140,9 @@ pub fn assemble(
 /// (both sides cut intervals on the same schedule from their own start).
 fn attach_tcp_samples(intervals: &mut [crate::result::Interval], a: &SideReport, b: &SideReport) {
     for s in a.tcp_samples.iter().chain(&b.tcp_samples) {
-        if let Some(iv) = intervals
-            .iter_mut()
-            .find(|iv| iv.flow == s.flow && (iv.start_s - s.start_s).abs() < 1e-6)
-        {
+        if let Some(iv) = intervals.iter_mut().find(|iv| {
+            iv.flow == s.flow && iv.stream == s.stream && (iv.start_s - s.start_s).abs() < 1e-6
+        }) {
             iv.tcp = Some(s.tcp.clone());
         }
     }

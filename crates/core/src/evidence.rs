@@ -217,6 +217,10 @@ pub struct IntervalTcp {
     pub sndbuf_limited_us: Option<u64>,
     /// Largest congestion window (segments) and mean smoothed RTT at the interval's end.
     pub snd_cwnd: Option<u64>,
+    /// The largest congestion window in bytes (segments × the sender's MSS), as iperf3's
+    /// Cwnd column shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snd_cwnd_bytes: Option<u64>,
     pub rtt_us: Option<f64>,
     /// Sum of the streams' delivery rates at the interval's end.
     pub delivery_rate_bps: Option<u64>,
@@ -233,6 +237,10 @@ pub struct IntervalTcp {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TcpSample {
     pub flow: crate::spec::Flow,
+    /// The one stream sampled, or None for the flow's senders together (as in
+    /// [`crate::result::Interval::stream`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
     pub start_s: f64,
     pub end_s: f64,
     pub tcp: IntervalTcp,
@@ -265,6 +273,7 @@ pub fn interval_tcp(before: &[Option<TcpInfo>], after: &[Option<TcpInfo>]) -> In
         rwnd_limited_us: delta(|t| t.rwnd_limited_us),
         sndbuf_limited_us: delta(|t| t.sndbuf_limited_us),
         snd_cwnd: gauges(|t| t.snd_cwnd).max(),
+        snd_cwnd_bytes: gauges(|t| t.snd_cwnd?.checked_mul(t.snd_mss?)).max(),
         rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<u64>() as f64 / rtts.len() as f64),
         delivery_rate_bps: gauges(|t| t.delivery_rate_bps).reduce(u64::saturating_add),
         app_limited: pairs()
@@ -287,6 +296,7 @@ mod tests {
             snd_cwnd: Some(cwnd),
             rtt_us: Some(rtt),
             snd_wnd: Some(cwnd * 1000),
+            snd_mss: Some(1000),
             ..Default::default()
         }
     }
@@ -304,6 +314,7 @@ mod tests {
         assert_eq!(s.rwnd_limited_us, Some(300));
         assert_eq!(s.sndbuf_limited_us, None);
         assert_eq!(s.snd_cwnd, Some(30));
+        assert_eq!(s.snd_cwnd_bytes, Some(30_000));
         assert_eq!(s.rtt_us, Some(50.0));
         assert_eq!(s.snd_wnd_bytes, Some(10_000));
         // a counter that went backwards (a new socket) counts from zero, never negative

@@ -219,6 +219,11 @@ impl WireSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub flow: Flow,
+    /// One stream's share of the flow (its id), for tests of more than one stream; None
+    /// (absent in JSON) for the flow's sum over its streams, the figure every reader of
+    /// intervals sums or plots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
     pub start_s: f64,
     pub end_s: f64,
     pub bytes: u64,

@@ -185,6 +185,7 @@ fn intervals(v: &Value, flow: Flow, udp: bool) -> Vec<Interval> {
                 packets: if udp { count(sum, "packets") } else { None },
                 loss_percent: if udp { num(sum, "lost_percent") } else { None },
                 rr: None,
+                stream: None,
                 tcp,
                 bottleneck: None,
             })

@@ -69,6 +69,11 @@ pub mod limits {
     pub const MAX_RATE_BPS: f64 = 1e12;
     /// The fastest link a spec may state: 10 Tbit/s.
     pub const MAX_LINK_BPS: f64 = 1e13;
+    /// Streams per flow that get interval reports of their own; a test of more streams
+    /// reports each flow's sums only, so reports stay bounded.
+    pub const MAX_STREAM_INTERVALS: u32 = 128;
+    /// The highest CPU number a spec may pin threads to.
+    pub const MAX_CPU: u32 = 1023;
 }
 
 /// A validated description of one test.
@@ -108,6 +113,22 @@ pub struct TestSpec {
     /// request/response test or a message-size sweep.
     #[serde(default, skip_serializing_if = "TestKind::is_stream")]
     pub test: TestKind,
+    /// Interval reports per stream beside each flow's sum (tests of more than one stream,
+    /// up to [`limits::MAX_STREAM_INTERVALS`]). Asked for by the client, so a peer that does
+    /// not know the field sends sums only, as before.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stream_intervals: bool,
+    /// IP type of service (IPv4 TOS byte, IPv6 traffic class) of the data sockets, both
+    /// sides; the DSCP is its upper six bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// The CPU the server's stream threads are pinned to (`-A N,M`: M).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<u32>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The kind of test a spec asks for. Request/response and sweep tests carry their own
@@ -200,6 +221,9 @@ impl Default for TestSpec {
             send_mode: SendMode::Copy,
             recv_mode: RecvMode::Copy,
             test: TestKind::Stream,
+            stream_intervals: false,
+            tos: None,
+            server_cpu: None,
         }
     }
 }
@@ -326,6 +350,9 @@ impl TestSpec {
                 "zero-copy sending and discarding receivers are for TCP",
             ));
         }
+        if self.server_cpu.is_some_and(|c| c > limits::MAX_CPU) {
+            return Err(invalid(format!("CPU numbers go to {}", limits::MAX_CPU)));
+        }
         for (name, v, max) in [
             ("link rate", self.link_bps, limits::MAX_LINK_BPS),
             ("rate", self.rate_bps, limits::MAX_RATE_BPS),
@@ -358,6 +385,14 @@ impl TestSpec {
                 Some(base + extra)
             }
         }
+    }
+
+    /// Whether the streams of a flow report intervals of their own.
+    pub fn per_stream_intervals(&self) -> bool {
+        self.stream_intervals
+            && self.parallel > 1
+            && self.parallel <= limits::MAX_STREAM_INTERVALS
+            && self.test.is_stream()
     }
 
     /// Seconds the senders run, warm-up included, when the test ends by time.

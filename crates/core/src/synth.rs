@@ -72,6 +72,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
         intervals: (0..intervals)
             .map(|i| Interval {
                 flow: Flow::ClientToServer,
+                stream: None,
                 start_s: i as f64,
                 end_s: i as f64 + 1.0,
                 bytes: bytes / 10,

@@ -3,9 +3,12 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wirerate_core::evidence::TcpSample;
 use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
@@ -30,6 +33,12 @@ pub struct ClientConfig {
     /// Set (by a Ctrl-C handler, say) to end a running test early: both sides stop sending
     /// and report what they measured until then.
     pub interrupt: Option<&'static AtomicBool>,
+    /// `--cport`: the data streams' local ports, from this one upwards.
+    pub cport: Option<u16>,
+    /// `-A`: the CPU this side's stream threads are pinned to.
+    pub cpu: Option<u32>,
+    /// `-F`: the file the client's senders send, or its receivers write to.
+    pub file: Option<Arc<PathBuf>>,
 }
 
 impl Default for ClientConfig {
@@ -39,6 +48,9 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(5),
             bind: None,
             interrupt: None,
+            cport: None,
+            cpu: None,
+            file: None,
         }
     }
 }
@@ -47,6 +59,9 @@ impl Default for ClientConfig {
 pub trait Observer {
     fn started(&mut self) {}
     fn interval(&mut self, _interval: &Interval) {}
+    /// A TCP sample this side's senders took over an interval; the peer's intervals of
+    /// the same flow, stream and start carry the bytes.
+    fn tcp_sample(&mut self, _sample: &TcpSample) {}
     /// Called about every 20 ms while the test runs.
     fn tick(&mut self, _elapsed_s: f64) {}
 }
@@ -143,6 +158,8 @@ pub fn run_test(
                             RunContext {
                                 token: session_token,
                                 crr: None,
+                                cpu: cfg.cpu,
+                                file: cfg.file.clone(),
                             },
                         ));
                         obs.started();
@@ -177,12 +194,19 @@ pub fn run_test(
                     obs.interval(&iv);
                     shown += 1;
                 }
+                for sample in s.new_tcp_samples() {
+                    obs.tcp_sample(&sample);
+                }
                 if let Some(t0) = started {
                     obs.tick(now.duration_since(t0).as_secs_f64());
                 }
                 if s.is_done() {
+                    let given = s.given_tcp_samples();
                     if let Some(s) = side.take() {
                         let report = s.finish();
+                        for sample in report.tcp_samples.iter().skip(given) {
+                            obs.tcp_sample(sample);
+                        }
                         for iv in report.intervals.iter().skip(shown) {
                             obs.interval(iv);
                         }
@@ -216,6 +240,15 @@ pub fn run_test(
     }
 }
 
+/// The any-address of `addr`'s family.
+fn unspecified(addr: SocketAddr) -> IpAddr {
+    if addr.is_ipv4() {
+        IpAddr::from([0u8; 4])
+    } else {
+        IpAddr::from([0u16; 8])
+    }
+}
+
 fn open_streams(
     addr: SocketAddr,
     bind: Option<SocketAddr>,
@@ -224,28 +257,39 @@ fn open_streams(
     cfg: &ClientConfig,
 ) -> Result<Vec<Attached>, EngineError> {
     let mut out = Vec::new();
-    for &flow in spec.direction.flows() {
-        for id in 0..spec.parallel {
-            let mut sock = connect(addr, bind, Some(spec), cfg.connect_timeout)?;
-            let hello = DataHello {
-                token,
-                flow,
-                stream_id: id,
-            };
-            sock.set_write_timeout(Some(cfg.idle))
-                .and_then(|()| sock.write_all(&hello.emit()))
-                .map_err(EngineError::io("opening a data stream"))?;
-            let role = match flow {
-                Flow::ClientToServer => Role::Sender,
-                Flow::ServerToClient => Role::Receiver,
-            };
-            out.push(Attached {
-                flow,
-                id,
-                role,
-                sock: DataSock::Tcp(sock),
-            });
-        }
+    for (index, (flow, id)) in spec
+        .direction
+        .flows()
+        .iter()
+        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+        .enumerate()
+    {
+        let bind = match cfg.cport {
+            Some(_) => Some(SocketAddr::new(
+                bind.map_or(unspecified(addr), |b| b.ip()),
+                crate::net::data_port(cfg.cport, index)?,
+            )),
+            None => bind,
+        };
+        let mut sock = connect(addr, bind, Some(spec), cfg.connect_timeout)?;
+        let hello = DataHello {
+            token,
+            flow,
+            stream_id: id,
+        };
+        sock.set_write_timeout(Some(cfg.idle))
+            .and_then(|()| sock.write_all(&hello.emit()))
+            .map_err(EngineError::io("opening a data stream"))?;
+        let role = match flow {
+            Flow::ClientToServer => Role::Sender,
+            Flow::ServerToClient => Role::Receiver,
+        };
+        out.push(Attached {
+            flow,
+            id,
+            role,
+            sock: DataSock::Tcp(sock),
+        });
     }
     Ok(out)
 }
@@ -265,7 +309,15 @@ fn open_udp_streams(
         .iter()
         .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
         .collect();
-    let set = client_setup(addr.ip(), ports, &order, cfg.bind, token, cfg.idle)?;
+    let set = client_setup(
+        addr.ip(),
+        ports,
+        &order,
+        cfg.bind,
+        cfg.cport,
+        token,
+        cfg.idle,
+    )?;
     let proofs = set
         .iter()
         .map(|u| UdpProof {

@@ -34,7 +34,50 @@ pub fn apply_options(sock: &SockRef<'_>, spec: &TestSpec) -> Result<(), EngineEr
     if let Some(cc) = &spec.congestion {
         set_congestion(sock, cc)?;
     }
+    if let Some(tos) = spec.tos {
+        set_tos(sock, tos).map_err(EngineError::io("setting IP_TOS"))?;
+    }
     Ok(())
+}
+
+/// Sets the IP type of service (IPv4) and traffic class (IPv6) of a socket. A dual-stack
+/// IPv6 socket carries IPv4 packets too, so it gets both; the option of the other family
+/// is best effort.
+pub fn set_tos(sock: &SockRef<'_>, tos: u8) -> io::Result<()> {
+    let v4 = set_int_opt(sock, libc::IPPROTO_IP, libc::IP_TOS, i32::from(tos));
+    let v6 = set_int_opt(sock, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, i32::from(tos));
+    v4.or(v6)
+}
+
+/// asm-generic/socket.h (x86, arm and the others but mips, parisc, sparc); the libc crate
+/// does not export it.
+const SO_MAX_PACING_RATE: i32 = 47;
+
+/// Caps a TCP sender's rate (SO_MAX_PACING_RATE, bytes per second): the kernel paces
+/// the stream's packets, as `-b` does for TCP.
+pub fn set_pacing_rate(sock: &SockRef<'_>, bits_per_s: f64) -> io::Result<()> {
+    let bytes = (bits_per_s / 8.0).round();
+    // 64-bit kernels read a u64 when given one (a 32-bit value caps near 34 Gbit/s)
+    let v: u64 = if bytes >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        bytes as u64
+    };
+    // SAFETY: passes a pointer to a live u64 and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MAX_PACING_RATE,
+            (&v as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// The buffers the kernel set on a socket after `-w` asked for `asked` bytes.
@@ -114,6 +157,11 @@ pub fn connect(
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
     if let Some(b) = bind {
+        if b.port() != 0 {
+            // a fixed port (--cport) is used again by the next test while the last one's
+            // connections linger in TIME_WAIT
+            sock.set_reuse_address(true).map_err(err)?;
+        }
         sock.bind(&b.into()).map_err(err)?;
     }
     if let Some(spec) = spec {
@@ -126,6 +174,13 @@ pub fn connect(
     }
     sock.connect_timeout(&addr.into(), timeout).map_err(err)?;
     Ok(sock.into())
+}
+
+/// The local port of the `index`-th data stream: `--cport` upwards, or 0 (any).
+pub fn data_port(cport: Option<u16>, index: usize) -> Result<u16, EngineError> {
+    let Some(base) = cport else { return Ok(0) };
+    u16::try_from(usize::from(base) + index)
+        .map_err(|_| EngineError::Setup(format!("--cport {base}: stream {index} has no port left")))
 }
 
 /// Reads exactly `buf.len()` bytes, or fails once `deadline` passes.

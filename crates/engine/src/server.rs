@@ -51,6 +51,8 @@ pub struct ServerConfig {
     /// No log lines (the embedded server).
     pub quiet: bool,
     pub name: String,
+    /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
+    pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +66,7 @@ impl Default for ServerConfig {
             policy: Arc::new(Policy::default()),
             quiet: false,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
+            on_test_end: None,
         }
     }
 }
@@ -142,6 +145,12 @@ impl Shared {
             shared: self.clone(),
             ip,
         })
+    }
+
+    pub(crate) fn test_ended(&self, ok: bool) {
+        if let Some(tx) = &self.cfg.on_test_end {
+            let _ = tx.send(ok);
+        }
     }
 
     pub(crate) fn active(&self) -> MutexGuard<'_, Option<Active>> {
@@ -376,7 +385,9 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
-    match run_session(sock, token, rx, shared) {
+    let outcome = run_session(sock, token, rx, shared);
+    let ok = outcome.is_ok();
+    match outcome {
         Ok((spec, goodput)) => shared.log(format_args!(
             "served {who}: {} {}, {} stream(s), goodput {}",
             match spec.protocol {
@@ -395,6 +406,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
     }
     *shared.active() = None;
     crate::net::trim_freed_memory();
+    shared.test_ended(ok);
 }
 
 /// When the slot should be free again, for the busy answer: a timed test's length, a count
@@ -450,6 +462,7 @@ impl Running {
                 RunContext {
                     token: Some(self.token),
                     crr: self.crr.clone(),
+                    ..Default::default()
                 },
             ));
         }

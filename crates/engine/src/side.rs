@@ -62,6 +62,12 @@ pub struct RunContext {
     pub token: Option<Token>,
     /// The server's routing of CRR connections.
     pub crr: Option<Arc<CrrRoute>>,
+    /// The client: the CPU its stream threads are pinned to (the server takes its own
+    /// from the spec).
+    pub cpu: Option<u32>,
+    /// The client: a file its senders send instead of the pattern, or its receivers write
+    /// what they receive to.
+    pub file: Option<Arc<std::path::PathBuf>>,
 }
 
 /// Round trips the rr workers reported for one interval, merged over flows.
@@ -82,6 +88,7 @@ pub struct Attached {
 
 struct Worker {
     flow: Flow,
+    id: u32,
     role: Role,
     counters: Arc<Counters>,
     handle: Option<JoinHandle<StreamReport>>,
@@ -108,6 +115,8 @@ pub struct SideRun {
     /// TCP_INFO of each worker's socket at the last interval boundary (senders only).
     tcp_prev: Vec<Option<TcpInfo>>,
     tcp_samples: Vec<TcpSample>,
+    /// TCP samples already handed out by [`SideRun::new_tcp_samples`].
+    samples_given: usize,
     /// What rr and sweep workers send: interval and whole-test histograms, sweep figures.
     msgs: Receiver<SideMsg>,
     rr_pending: BTreeMap<u64, RrPending>,
@@ -147,6 +156,11 @@ impl SideRun {
                 DataSock::Udp(u, ..) => u.try_clone().map(OwnedFd::from),
             };
             let tcp = matches!(a.sock, DataSock::Tcp(_));
+            if let (Some(tos), DataSock::Udp(u, ..)) = (spec.tos, &a.sock) {
+                // TCP sockets had it before they connected; best effort, as the kernel
+                // may refuse a class (a refusal shows in the packets, not here)
+                let _ = crate::net::set_tos(&SockRef::from(u), tos);
+            }
             let counters = Arc::new(Counters::default());
             let plan = Plan {
                 id: a.id,
@@ -158,6 +172,7 @@ impl SideRun {
                 counters: counters.clone(),
                 stop: stop.clone(),
                 peer_done: peer_done.clone(),
+                file: ctx.file.clone(),
             };
             let sock = a.sock;
             let (tx, ctx) = (msg_tx.clone(), ctx.clone());
@@ -167,6 +182,7 @@ impl SideRun {
                 .ok();
             workers.push(Worker {
                 flow: a.flow,
+                id: a.id,
                 role: a.role,
                 counters,
                 handle,
@@ -202,6 +218,7 @@ impl SideRun {
             evidence,
             tcp_prev,
             tcp_samples: Vec::new(),
+            samples_given: 0,
             msgs,
             rr_pending: BTreeMap::new(),
             rr_total: None,
@@ -259,6 +276,7 @@ impl SideRun {
             let bytes = p.transactions * request;
             out.push(Interval {
                 flow: Flow::ClientToServer,
+                stream: None,
                 start_s,
                 end_s: p.end_s,
                 bytes,
@@ -319,7 +337,20 @@ impl SideRun {
         out
     }
 
-    /// TCP_INFO of this side's sending streams over one interval, one sample per flow.
+    /// How many TCP samples [`SideRun::new_tcp_samples`] handed out.
+    pub fn given_tcp_samples(&self) -> usize {
+        self.samples_given
+    }
+
+    /// TCP samples taken since the last call: what a live report joins to its intervals.
+    pub fn new_tcp_samples(&mut self) -> Vec<TcpSample> {
+        let new = self.tcp_samples[self.samples_given.min(self.tcp_samples.len())..].to_vec();
+        self.samples_given = self.tcp_samples.len();
+        new
+    }
+
+    /// TCP_INFO of this side's sending streams over one interval, one sample per flow
+    /// and, where streams report their own intervals, one per stream.
     fn sample_tcp(&mut self, start_s: f64, end_s: f64) {
         let now: Vec<Option<TcpInfo>> = self
             .workers
@@ -329,6 +360,20 @@ impl SideRun {
                 _ => None,
             })
             .collect();
+        if self.spec.per_stream_intervals() {
+            for (i, w) in self.workers.iter().enumerate() {
+                if let Some(after) = &now[i] {
+                    let before = self.tcp_prev.get(i).cloned().flatten();
+                    self.tcp_samples.push(TcpSample {
+                        flow: w.flow,
+                        stream: Some(w.id),
+                        start_s,
+                        end_s,
+                        tcp: interval_tcp(&[before], std::slice::from_ref(&Some(after.clone()))),
+                    });
+                }
+            }
+        }
         for &flow in self.spec.direction.flows() {
             let of_flow = |v: &[Option<TcpInfo>]| -> Vec<Option<TcpInfo>> {
                 self.workers
@@ -344,6 +389,7 @@ impl SideRun {
             }
             self.tcp_samples.push(TcpSample {
                 flow,
+                stream: None,
                 start_s,
                 end_s,
                 tcp: interval_tcp(&of_flow(&self.tcp_prev), &after),
@@ -352,16 +398,27 @@ impl SideRun {
         self.tcp_prev = now;
     }
 
+    /// What each flow's receivers took in, summed; where streams report their own
+    /// intervals, each stream's count comes first, then its flow's sum.
     fn received_by_flow(&self) -> Vec<Received> {
+        let per_stream = self.spec.per_stream_intervals();
+        let mut streams: Vec<Received> = Vec::new();
         let mut out: Vec<Received> = Vec::new();
         for w in self.workers.iter().filter(|w| w.role == Role::Receiver) {
             let c = &w.counters;
             let r = Received {
                 flow: w.flow,
+                stream: None,
                 bytes: c.bytes.load(Ordering::Relaxed),
                 packets: c.packets.load(Ordering::Relaxed),
                 span: c.span.load(Ordering::Relaxed),
             };
+            if per_stream {
+                streams.push(Received {
+                    stream: Some(w.id),
+                    ..r
+                });
+            }
             match out.iter_mut().find(|x| x.flow == w.flow) {
                 Some(x) => {
                     x.bytes += r.bytes;
@@ -370,6 +427,16 @@ impl SideRun {
                 }
                 None => out.push(r),
             }
+        }
+        if per_stream {
+            // each flow's streams by id, then its sum: the order the lines are printed in
+            streams.sort_by_key(|s| s.stream);
+            let mut ordered = Vec::with_capacity(streams.len() + out.len());
+            for sum in out {
+                ordered.extend(streams.iter().filter(|s| s.flow == sum.flow).copied());
+                ordered.push(sum);
+            }
+            return ordered;
         }
         out
     }
@@ -478,6 +545,24 @@ impl SideRun {
 /// Runs one stream's worker: the bulk, rr or sweep worker its test and role call for.
 fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> StreamReport {
     let spec = plan.spec.clone();
+    let client_side = matches!(
+        (plan.flow, plan.role),
+        (Flow::ClientToServer, Role::Sender) | (Flow::ServerToClient, Role::Receiver)
+    );
+    let cpu = if client_side {
+        ctx.cpu
+    } else {
+        spec.server_cpu
+    };
+    if let Some(cpu) = cpu {
+        if let Err(e) = pin_thread(cpu) {
+            // the stream closes unused: its peer ends at once, and the test fails saying why
+            let t0 = ThreadTimes::now();
+            let side = if client_side { "client" } else { "server" };
+            let msg = format!("cannot pin the {side}'s stream thread to CPU {cpu}: {e}");
+            return crate::stream::Tally::new(&plan).report(&plan, t0, Some(msg));
+        }
+    }
     match (&spec.test, plan.role, sock) {
         (TestKind::Rr(rr), Role::Sender, DataSock::Tcp(s)) => match (rr.mode, ctx.token) {
             (RrMode::Crr, Some(token)) => rr::run_crr_client(s, token, plan, tx),
@@ -502,6 +587,26 @@ fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> Str
     }
 }
 
+/// Pins the calling thread to one CPU (`-A`).
+fn pin_thread(cpu: u32) -> std::io::Result<()> {
+    let cpu = cpu as usize;
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it (the index
+    // is checked above), and sched_setaffinity reads exactly its size. Pid 0 is this thread.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Cuts received byte counts into intervals of fixed length from the side's start.
 struct IntervalClock {
     start: Instant,
@@ -517,6 +622,8 @@ struct IntervalClock {
 #[derive(Debug, Clone, Copy)]
 struct Received {
     flow: Flow,
+    /// A stream's own count, or None for the flow's sum.
+    stream: Option<u32>,
     bytes: u64,
     packets: u64,
     span: u64,
@@ -538,7 +645,10 @@ impl IntervalClock {
     fn cut(&mut self, start_s: f64, end_s: f64, received: &[Received]) -> Vec<Interval> {
         let mut out = Vec::new();
         for r in received {
-            let prev = self.last.iter().find(|x| x.flow == r.flow);
+            let prev = self
+                .last
+                .iter()
+                .find(|x| x.flow == r.flow && x.stream == r.stream);
             let bytes = r.bytes.saturating_sub(prev.map_or(0, |p| p.bytes));
             let udp = (r.span > 0).then(|| {
                 let packets = r.packets.saturating_sub(prev.map_or(0, |p| p.packets));
@@ -547,6 +657,7 @@ impl IntervalClock {
             });
             out.push(Interval {
                 flow: r.flow,
+                stream: r.stream,
                 start_s,
                 end_s,
                 bytes,

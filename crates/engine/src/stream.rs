@@ -2,8 +2,10 @@
 //! one buffer; the receiver reads into one buffer. Per call they do one clock read and two
 //! relaxed atomic adds, so the control thread can sample progress without locks.
 
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +43,9 @@ pub struct Plan {
     pub stop: Arc<AtomicBool>,
     /// Set when the peer has reported: its senders are done (UDP receivers drain and stop).
     pub peer_done: Arc<AtomicBool>,
+    /// `-F`: a TCP sender sends this file's bytes (from its start, again at its end)
+    /// instead of the pattern; a TCP receiver appends what it reads to it.
+    pub file: Option<Arc<PathBuf>>,
 }
 
 /// Running tallies, turned into a report at the end.
@@ -170,6 +175,21 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
         },
     };
+    if let (Some(rate), None) = (spec.rate_bps, &error) {
+        if let Err(e) = crate::net::set_pacing_rate(&SockRef::from(&sock), rate) {
+            error = Some(format!("cannot pace the stream (SO_MAX_PACING_RATE): {e}"));
+            remaining = 0;
+        }
+    }
+    let mut source = match plan.file.as_deref().map(|p| FileSource::open(p, len)) {
+        None => None,
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            error = Some(e);
+            remaining = 0;
+            None
+        }
+    };
     let mut off = 0usize; // progress inside the current block (only for --blocks)
     let mut deadline = Deadline::new(plan.start, end_at, plan.idle);
     while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
@@ -177,8 +197,17 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
         if !deadline.arm(&sock, now) {
             break;
         }
-        let want = (len - off).min(usize::try_from(remaining).unwrap_or(usize::MAX));
-        let data = &buf[off..off + want];
+        let max = usize::try_from(remaining).unwrap_or(usize::MAX);
+        let data = match source.as_mut() {
+            Some(f) => match f.next(max) {
+                Ok(d) => d,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            },
+            None => &buf[off..off + (len - off).min(max)],
+        };
         let written = match splicer.as_mut() {
             Some(s) => s.send(&sock, data),
             None => sock.write(data),
@@ -189,7 +218,9 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
                 last_progress = Instant::now();
                 t.add(n, last_progress, &plan.counters);
                 remaining -= n as u64;
-                if blocks {
+                if let Some(f) = source.as_mut() {
+                    f.consumed(n);
+                } else if blocks {
                     off = (off + n) % len;
                 }
             }
@@ -321,6 +352,62 @@ fn write_step(idle: Duration) -> Duration {
     (idle / 4).max(Duration::from_millis(1))
 }
 
+/// `-F` on a sender: the file's bytes, read `len` at a time, from its start again after
+/// its end (a test longer than the file sends it more than once).
+struct FileSource {
+    file: File,
+    name: String,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl FileSource {
+    fn open(path: &std::path::Path, len: usize) -> Result<FileSource, String> {
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        Ok(FileSource {
+            file,
+            name,
+            buf: vec![0; len],
+            start: 0,
+            end: 0,
+        })
+    }
+
+    /// The next bytes to send, at most `max`.
+    fn next(&mut self, max: usize) -> Result<&[u8], String> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = self.fill()?;
+        }
+        let end = self.end.min(self.start.saturating_add(max));
+        Ok(&self.buf[self.start..end])
+    }
+
+    /// Reads the next block, rewinding once at the end of the file.
+    fn fill(&mut self) -> Result<usize, String> {
+        use std::io::Seek;
+        for _ in 0..2 {
+            match self.file.read(&mut self.buf) {
+                Ok(0) => {
+                    self.file
+                        .rewind()
+                        .map_err(|e| format!("cannot rewind {}: {e}", self.name))?;
+                }
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("reading {}: {e}", self.name)),
+            }
+        }
+        Err(format!("{} is empty: nothing to send", self.name))
+    }
+
+    fn consumed(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+    }
+}
+
 /// Waits (bounded) until the peer closes, so the kernel has seen every ACK.
 fn wait_for_close(sock: &mut TcpStream, idle: Duration) {
     let _ = sock.set_read_timeout(Some(idle));
@@ -344,7 +431,18 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let mut t = Tally::new(&plan);
     let mut error = None;
     let discard = plan.spec.recv_mode == RecvMode::Discard;
-    loop {
+    // -F: what is received is written to the file (opened, and emptied, by the client)
+    let mut sink = match plan.file.as_deref() {
+        None => None,
+        Some(p) => match std::fs::OpenOptions::new().append(true).open(p) {
+            Ok(f) => Some((f, p.display().to_string())),
+            Err(e) => {
+                error = Some(format!("cannot write {}: {e}", p.display()));
+                None
+            }
+        },
+    };
+    while error.is_none() {
         let got = if discard {
             crate::zerocopy::discard(&sock, &mut buf)
         } else {
@@ -360,6 +458,12 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
                     t.still_warm_up(queued_bytes(&sock));
                 }
                 batch.after_read(&sock, n, now);
+                if let Some((f, name)) = sink.as_mut() {
+                    if let Err(e) = f.write_all(&buf[..n]) {
+                        error = Some(format!("writing {name}: {e}"));
+                        break;
+                    }
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {

@@ -305,6 +305,7 @@ pub fn client_setup(
     ports: &[u16],
     streams: &[(Flow, u32)],
     bind: Option<IpAddr>,
+    cport: Option<u16>,
     token: Token,
     idle: Duration,
 ) -> Result<Vec<ClientUdp>, EngineError> {
@@ -316,13 +317,15 @@ pub fn client_setup(
         )));
     }
     let mut out = Vec::new();
-    for (&(flow, id), &port) in streams.iter().zip(ports) {
+    for (i, (&(flow, id), &port)) in streams.iter().zip(ports).enumerate() {
         let local = bind.unwrap_or(if server.is_ipv4() {
             IpAddr::from([0u8; 4])
         } else {
             IpAddr::from([0u16; 8])
         });
-        let sock = UdpSocket::bind((local, 0)).map_err(EngineError::io("binding a UDP socket"))?;
+        let local_port = crate::net::data_port(cport, i)?;
+        let sock = UdpSocket::bind((local, local_port))
+            .map_err(EngineError::io("binding a UDP socket"))?;
         sock.connect((server, port))
             .map_err(EngineError::io("connecting a UDP socket"))?;
         let nonce = hello_until_challenge(&sock, token, id, idle)?;

@@ -98,6 +98,8 @@ pub(crate) struct Parts {
     intervals: Vec<Interval>,
     samples: Vec<TcpSample>,
     interval_s: f64,
+    /// Intervals per interval tick: one per flow, and one per stream where streams report
+    /// their own.
     flows: usize,
     started: Option<Instant>,
 }
@@ -110,7 +112,12 @@ impl Parts {
     /// The test started now: from here on parts are taken, as many as its time allows.
     pub(crate) fn start(&mut self, spec: &TestSpec, now: Instant) {
         self.interval_s = spec.interval_s;
-        self.flows = spec.direction.flows().len();
+        let per_flow = if spec.per_stream_intervals() {
+            1 + spec.parallel as usize
+        } else {
+            1
+        };
+        self.flows = spec.direction.flows().len() * per_flow;
         self.started = Some(now);
     }
 
@@ -179,6 +186,7 @@ mod tests {
             } else {
                 Flow::ServerToClient
             },
+            stream: None,
             start_s: i as f64 * 0.25,
             end_s: (i + 1) as f64 * 0.25,
             bytes: i as u64 * 1000,
@@ -195,6 +203,7 @@ mod tests {
             tcp_samples: (0..samples)
                 .map(|i| TcpSample {
                     flow: Flow::ClientToServer,
+                    stream: None,
                     start_s: i as f64 * 0.25,
                     end_s: (i + 1) as f64 * 0.25,
                     tcp: IntervalTcp {
@@ -303,5 +312,32 @@ mod tests {
             t0,
         );
         assert!(none.add(report(1, 0).intervals, Vec::new(), now).is_err());
+    }
+
+    #[test]
+    fn streams_with_their_own_intervals_may_send_one_per_stream_more() {
+        let spec = TestSpec {
+            interval_s: 1.0,
+            parallel: 4,
+            stream_intervals: true,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let now = t0 + Duration::from_secs(10);
+        let mut parts = Parts::default();
+        parts.start(&spec, t0);
+        // 10 s in: about 14 ticks of four streams and their sum, 70 at most
+        assert!(parts.add(report(60, 0).intervals, Vec::new(), now).is_ok());
+        assert!(parts.add(report(20, 0).intervals, Vec::new(), now).is_err());
+        // asked for, but one stream: sums only
+        let mut one = Parts::default();
+        one.start(
+            &TestSpec {
+                parallel: 1,
+                ..spec
+            },
+            t0,
+        );
+        assert!(one.add(report(20, 0).intervals, Vec::new(), now).is_err());
     }
 }

@@ -5,6 +5,7 @@
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
 pub mod export;
+pub mod intervals;
 pub mod json;
 pub mod latency;
 pub mod stats;

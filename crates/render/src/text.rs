@@ -460,6 +460,7 @@ mod tests {
     fn interval_line_has_units() {
         let iv = Interval {
             flow: Flow::ClientToServer,
+            stream: None,
             start_s: 0.0,
             end_s: 1.0,
             bytes: 1 << 30,

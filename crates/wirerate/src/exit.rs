@@ -138,12 +138,83 @@ pub fn ignore_sigpipe() {
     }
 }
 
+/// What output lines start with: `-T`'s title, and with `--timestamps` the wall time.
+struct Prefix {
+    title: Option<String>,
+    timestamps: bool,
+}
+
+static PREFIX: std::sync::OnceLock<Prefix> = std::sync::OnceLock::new();
+
+/// Sets the title that starts every line of the text report, and whether live lines start
+/// with the time. Once per process.
+pub fn set_prefix(title: Option<String>, timestamps: bool) {
+    let _ = PREFIX.set(Prefix { title, timestamps });
+}
+
+/// The title's part of a line's prefix (`TITLE:  `), or nothing.
+pub fn title_prefix() -> String {
+    PREFIX
+        .get()
+        .and_then(|p| p.title.as_deref())
+        .map_or_else(String::new, |t| format!("{t}:  "))
+}
+
+/// Every line of `text` with the title in front.
+pub fn with_title(text: &str) -> String {
+    let t = title_prefix();
+    if t.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 32);
+    for l in text.split_inclusive('\n') {
+        out.push_str(&t);
+        out.push_str(l);
+    }
+    out
+}
+
+/// The local wall-clock time, `YYYY-MM-DD HH:MM:SS.mmm`.
+fn wall_time() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = libc::time_t::try_from(now.as_secs()).unwrap_or(0);
+    // SAFETY: localtime_r reads one time_t and fills the tm we own; a zeroed tm is valid.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&secs, &mut tm).is_null() {
+            return format!("{secs}.{:03}", now.subsec_millis());
+        }
+        tm
+    };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        now.subsec_millis()
+    )
+}
+
 /// Writes one line to stdout. A reader that went away (`| head`) ends the program cleanly,
 /// as a closed pipe should, instead of a panic.
 pub fn say(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    let mut line = title_prefix();
+    if PREFIX.get().is_some_and(|p| p.timestamps) {
+        line.push_str(&wall_time());
+        line.push(' ');
+    }
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+    let written = out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.write_fmt(args))
+        .and_then(|()| out.write_all(b"\n"));
+    if let Err(e) = written {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }

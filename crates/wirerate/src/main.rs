@@ -61,9 +61,25 @@ enum Command {
     Man(cmd::completions::ManArgs),
 }
 
+/// iperf3's way in: `wirerate -c HOST …` is `wirerate run HOST …` and `wirerate -s …` is
+/// `wirerate serve …` (`--client`, `--server` too), when the option comes first.
+fn iperf3_argv(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let host_follows = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .is_some_and(|h| !h.starts_with('-'));
+    match first {
+        "-c" | "--client" if host_follows => args[1] = "run".into(),
+        "-s" | "--server" => args[1] = "serve".into(),
+        _ => {}
+    }
+    args
+}
+
 fn main() -> ExitCode {
     exit::ignore_sigpipe();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(iperf3_argv(std::env::args_os().collect())) {
         Ok(c) => c,
         Err(e) => return exit::clap_error(e),
     };

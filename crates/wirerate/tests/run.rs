@@ -277,7 +277,8 @@ fn bad_flags_exit_2_with_one_line() {
 fn missing_arguments_are_named_in_the_one_line_error() {
     // clap lists the missing names on the lines after its message; they must not be cut
     for (args, name) in [
-        (vec!["run", "127.0.0.1", "-b", "100M"], "--udp"),
+        // (-b needs no -u since TCP is paced too)
+        (vec!["run", "--max-runs", "3"], "--until-ci"),
         (vec!["show"], "<RUN>"),
         (vec!["compare", "k"], "<B>"),
         (vec!["lab", "exec"], "<NODE>"),

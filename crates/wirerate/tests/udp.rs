@@ -175,7 +175,8 @@ fn udp_flags_are_checked() {
     for args in [
         vec!["run", "-u", "-l", "20"],
         vec!["run", "-u", "-l", "70000"],
-        vec!["run", "-b", "10M"],
+        // (-b without -u paces TCP: tests/habits.rs)
+        vec!["run", "-b", "10Q"],
         vec!["run", "-u", "-b", "fast"],
     ] {
         let out = run(&args, LIMIT);

@@ -22,7 +22,8 @@ pub fn interval_bottlenecks(r: &mut RunResult) {
     let protocol = r.spec.protocol;
     let mut last: Vec<(Flow, Bottleneck)> = Vec::new();
     for iv in r.intervals.iter_mut() {
-        if iv.omitted {
+        // a stream's own interval is a share of its flow's: the flow's carries the mark
+        if iv.omitted || iv.stream.is_some() {
             iv.bottleneck = None;
             continue;
         }

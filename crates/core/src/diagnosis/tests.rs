@@ -651,6 +651,7 @@ fn intervals_mark_where_the_limit_changes() {
     r.streams[0].sender = side(9.8);
     let iv = |start: f64, omitted: bool, rwnd_us: u64| Interval {
         flow: Flow::ClientToServer,
+        stream: None,
         start_s: start,
         end_s: start + 1.0,
         bytes: 1,
@@ -700,6 +701,7 @@ fn interval_retransmits_count_only_when_the_run_saw_loss() {
     r.streams[0].sender = side(9.8);
     r.intervals = vec![Interval {
         flow: Flow::ClientToServer,
+        stream: None,
         start_s: 0.0,
         end_s: 1.0,
         bytes: 1,

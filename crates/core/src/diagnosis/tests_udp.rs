@@ -235,6 +235,7 @@ fn udp_intervals_with_loss_carry_the_runs_location() {
     udp(&mut r).socket_drops = Some(100_000);
     let iv = |start: f64, loss: f64| Interval {
         flow: Flow::ClientToServer,
+        stream: None,
         start_s: start,
         end_s: start + 1.0,
         bytes: 1,

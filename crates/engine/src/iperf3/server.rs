@@ -102,7 +102,9 @@ pub(crate) fn handle_conn(
             return shared.log(format_args!("busy: denied iperf3 client {who}"));
         }
     }
-    match run_session(sock, rx, shared) {
+    let outcome = run_session(sock, rx, shared);
+    let ok = outcome.is_ok();
+    match outcome {
         Ok((p, goodput)) => shared.log(format_args!(
             "served iperf3 client {who} ({}): {} {}, {} stream(s), goodput {}",
             p.client_version.as_deref().unwrap_or("unknown version"),
@@ -122,6 +124,7 @@ pub(crate) fn handle_conn(
     }
     *shared.active() = None;
     crate::net::trim_freed_memory();
+    shared.test_ended(ok);
 }
 
 /// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.

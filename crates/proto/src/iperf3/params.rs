@@ -96,6 +96,10 @@ pub fn params_json(spec: &TestSpec, client_version: &str) -> Value {
     if let Some(mss) = spec.mss_bytes {
         m.insert("MSS".into(), json!(mss));
     }
+    if let Some(tos) = spec.tos {
+        // iperf3's -S: the server sets it on its data sockets too
+        m.insert("TOS".into(), json!(tos));
+    }
     if spec.nodelay {
         m.insert("nodelay".into(), Value::Bool(true));
     }
@@ -313,6 +317,10 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         },
         recv_mode: RecvMode::Copy,
         test: Default::default(),
+        stream_intervals: false,
+        // an iperf3 client's -S
+        tos: count(v, "TOS").and_then(|t| u8::try_from(t).ok()),
+        server_cpu: None,
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

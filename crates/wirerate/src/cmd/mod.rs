@@ -2,10 +2,13 @@
 
 pub mod compare;
 pub mod completions;
+pub mod daemon;
 pub mod findmax;
+pub mod habits;
 pub mod history;
 pub mod import;
 pub mod lab;
+pub mod live;
 pub mod repeat;
 pub mod report;
 pub mod results;

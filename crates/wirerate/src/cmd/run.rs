@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::result::Interval;
 use wirerate_core::spec::{End, RecvMode, SendMode, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
@@ -19,6 +18,8 @@ use wirerate_proto::ProtoError;
 use wirerate_render::export::{self, Output};
 use wirerate_render::text;
 
+use crate::cmd::habits::{ClientArgs, OutputArgs};
+use crate::cmd::live::Printer;
 use crate::cmd::results::StoreArgs;
 use crate::exit::usage;
 use crate::link::link_facts;
@@ -52,8 +53,9 @@ impl From<Format> for export::Format {
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Sizes (-n, -l, -w) take K, M, G, T as powers of 1024: 128K = 131072 bytes.\n\
-Rates (--link) take K, M, G, T as powers of 1000: 10M = 10000000 bit/s.\n\
+Rates (-b, --link) take K, M, G, T as powers of 1000: 10M = 10000000 bit/s.\n\
 Goodput is what the receiving application got, over the receiver's window.\n\n\
+iperf3's spellings: `wirerate -c HOST ...` is `wirerate run HOST ...`; -J is --json.\n\n\
 Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or a stream broke; or the result could not be stored), 2 bad usage, 130 interrupted (Ctrl-C: the figures until then are printed and stored)."
 )]
 pub struct Args {
@@ -88,8 +90,9 @@ pub struct Args {
     /// Loss limit in percent for --find-max
     #[arg(long, value_name = "PCT", default_value_t = 0.1, requires = "find_max")]
     pub loss: f64,
-    /// Target rate of each UDP stream, paced evenly; 0 for unpaced (default 1M)
-    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero, requires = "udp")]
+    /// Target rate of each stream. UDP: paced evenly (default 1M; 0 unpaced). TCP: the
+    /// kernel paces each stream (SO_MAX_PACING_RATE; default unpaced)
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero)]
     pub bitrate: Option<f64>,
     /// Zero-copy sending: vmsplice the buffer into a pipe and splice it to the socket
     /// instead of write() (TCP; reported in the result's spec.send_mode)
@@ -157,7 +160,7 @@ pub struct Args {
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub link: Option<f64>,
     /// Print one JSON document instead of the human report
-    #[arg(long, conflicts_with = "format")]
+    #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
     /// Output format
     #[arg(long, value_enum)]
@@ -182,6 +185,10 @@ pub struct Args {
     pub max_runs: u32,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub habits: ClientArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -212,10 +219,12 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         }
     }
     let protocol = if a.udp { Protocol::Udp } else { Protocol::Tcp };
-    let end = match (a.time, a.bytes, a.blocks) {
-        (_, Some(bytes), _) => End::Bytes { bytes },
-        (_, _, Some(blocks)) => End::Blocks { blocks },
-        (Some(seconds), _, _) => End::Time { seconds },
+    let end = match (a.time, a.bytes, a.blocks, file_bytes(a)?) {
+        (_, Some(bytes), _, _) => End::Bytes { bytes },
+        (_, _, Some(blocks), _) => End::Blocks { blocks },
+        (Some(seconds), _, _, _) => End::Time { seconds },
+        // -F: the file once
+        (_, _, _, Some(bytes)) => End::Bytes { bytes },
         _ => End::Time { seconds: 10.0 },
     };
     let spec = TestSpec {
@@ -243,7 +252,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         interval_s: a.interval,
         link_bps: a.link,
         rate_bps: match protocol {
-            Protocol::Tcp => None,
+            Protocol::Tcp => a.bitrate.filter(|&r| r > 0.0),
             Protocol::Udp => match a.bitrate {
                 Some(0.0) => None,
                 Some(r) => Some(r),
@@ -261,6 +270,9 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
             RecvMode::Copy
         },
         test: Default::default(),
+        stream_intervals: a.parallel > 1,
+        tos: a.habits.tos,
+        server_cpu: a.habits.affinity.and_then(|c| c.server),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -275,8 +287,33 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         if let Err(e) = wirerate_proto::iperf3::check_spec(&spec) {
             return usage(e);
         }
+        let h = &a.habits;
+        for (given, flag) in [(h.cport.is_some(), "--cport"), (h.affinity.is_some(), "-A")] {
+            if given {
+                return usage(format!("{flag} is not available with --iperf3"));
+            }
+        }
     }
+    let streams = a.parallel * spec.direction.flows().len() as u32;
+    a.habits
+        .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
     Ok(spec)
+}
+
+/// `-F` on a sending client with neither -t nor -n: the file's size, sent once.
+fn file_bytes(a: &Args) -> anyhow::Result<Option<u64>> {
+    let Some(path) = a.habits.file.as_ref().filter(|_| !a.reverse) else {
+        return Ok(None);
+    };
+    let meta = std::fs::metadata(path)
+        .map_err(|e| crate::exit::UsageError(format!("-F {}: {e}", path.display())))?;
+    if !meta.is_file() || meta.len() == 0 {
+        return usage(format!(
+            "-F {}: not a file with data; with -t or -n any readable file is sent in a loop",
+            path.display()
+        ));
+    }
+    Ok(Some(meta.len()))
 }
 
 fn resolve(host: &str, port: u16, v4: bool, v6: bool) -> anyhow::Result<SocketAddr> {
@@ -293,54 +330,6 @@ fn resolve(host: &str, port: u16, v4: bool, v6: bool) -> anyhow::Result<SocketAd
                 if v4 { "IPv4" } else { "IPv6" }
             )
         })
-}
-
-/// Prints interval lines (text) and a progress line on a terminal.
-struct Printer {
-    text: bool,
-    progress: bool,
-    total_s: Option<f64>,
-    shown_progress: bool,
-    /// Said once under the interval header: why some intervals will not come.
-    note: Option<&'static str>,
-}
-
-impl Observer for Printer {
-    fn started(&mut self) {
-        if self.text {
-            crate::say!("{}", text::interval_header());
-            if let Some(note) = self.note {
-                crate::say!("{note}");
-            }
-        }
-    }
-
-    fn interval(&mut self, iv: &Interval) {
-        if self.text {
-            self.clear_progress();
-            crate::say!("{}", text::interval(iv));
-        }
-    }
-
-    fn tick(&mut self, elapsed_s: f64) {
-        if self.progress {
-            let total = self
-                .total_s
-                .map_or_else(String::new, |t| format!(" of {t:.0} s"));
-            eprint!("\r  running: {elapsed_s:.1} s{total}   ");
-            let _ = std::io::stderr().flush();
-            self.shown_progress = true;
-        }
-    }
-}
-
-impl Printer {
-    fn clear_progress(&mut self) {
-        if self.shown_progress {
-            eprint!("\r{:40}\r", "");
-            self.shown_progress = false;
-        }
-    }
 }
 
 /// Where the tests go: a resolved server, or the embedded one.
@@ -379,6 +368,7 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
     };
     let mut t = target_for(&net)?;
     t.iperf3 = a.iperf3;
+    a.habits.apply_client(&mut t.cfg);
     Ok(t)
 }
 
@@ -505,6 +495,10 @@ pub struct Silent;
 impl Observer for Silent {}
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &a.output.logfile {
+        crate::cmd::habits::redirect_output(path)?;
+    }
+    a.habits.apply_output();
     // validate flags before touching the network; the datagram size is settled below
     spec_from(&a, 1472)?;
     if a.find_max && !a.udp {
@@ -553,17 +547,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             a.store.label.as_deref(),
         );
     }
-    let mut printer = Printer {
-        text: text_out,
-        progress: text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal(),
-        total_s: spec.send_seconds(),
-        shown_progress: false,
-        note: (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then_some(
+    let progress = text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal();
+    let mut printer = Printer::new(&spec, text_out, progress, !t.iperf3).with_note(
+        (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then_some(
             "(the iperf3 server gives no intervals of what it receives: client→server is in the summary only)",
         ),
-    };
+    );
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
+    printer.finish(&result);
     emit(&result, format)?;
     let stored = match store.as_mut() {
         Some(store) => save(store, &result, a.store.label.as_deref(), None),
@@ -645,7 +637,12 @@ pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option
 
 pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
     let mut out = crate::exit::stdout();
-    write!(out, "{}", export::exporter(format.into()).run(r))?;
+    let text = export::exporter(format.into()).run(r);
+    match format {
+        Format::Json => write!(out, "{text}")?,
+        // -T prefixes every line of the human and ttcp reports
+        Format::Text | Format::Ttcp => write!(out, "{}", crate::exit::with_title(&text))?,
+    }
     out.flush()?;
     Ok(())
 }

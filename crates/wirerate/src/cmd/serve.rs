@@ -21,7 +21,8 @@ a test that moves no data for the idle timeout, or less than 1 KiB/s over two id
 ended as stalled. Every test is bounded in time (--max-duration, byte-count tests too), rate \
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
 A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
-iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`."
+iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
+`wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
 pub struct Args {
     /// Port to listen on (control and data connections)
@@ -53,6 +54,17 @@ pub struct Args {
     /// Check a limits file, print its rules and exit
     #[arg(long, value_name = "FILE", exclusive = true)]
     pub check_limits: Option<PathBuf>,
+    /// Serve one test, then exit (0 if it completed, 1 if it failed)
+    #[arg(short = '1', long)]
+    pub one_off: bool,
+    /// Run in the background, detached from the terminal (output to --logfile, if given)
+    #[arg(short = 'D', long)]
+    pub daemon: bool,
+    /// Write the server's process id to FILE (removed when -1 ends the server)
+    #[arg(short = 'I', long, value_name = "FILE")]
+    pub pidfile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub output: crate::cmd::habits::OutputArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -84,8 +96,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.max_test_memory < 1 << 20 {
         return usage("--max-test-memory must be at least 1M");
     }
+    if let Some(path) = &a.output.logfile {
+        crate::cmd::habits::redirect_output(path)?;
+    }
+    let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
+        on_test_end: a.one_off.then_some(ended_tx),
         handshake: Duration::from_secs_f64(a.handshake_timeout),
         caps: Caps {
             max_duration: Duration::from_secs_f64(a.max_duration),
@@ -105,6 +122,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .or_else(|_| Server::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), a.port), cfg))?,
     };
     eprintln!("wirerate serve: listening on {}", server.local_addr()?);
-    server.serve();
-    Ok(ExitCode::SUCCESS)
+    // before any thread exists: fork keeps only the calling thread
+    if a.daemon {
+        super::daemon::detach(a.pidfile.as_deref(), a.output.logfile.is_some())?;
+    } else if let Some(p) = &a.pidfile {
+        super::daemon::write_pidfile(p, std::process::id())?;
+    }
+    if !a.one_off {
+        server.serve();
+        return Ok(ExitCode::SUCCESS);
+    }
+    server.spawn()?;
+    let ok = ended.recv().unwrap_or(false);
+    if let Some(p) = &a.pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -1,0 +1,123 @@
+//! Interval lines as iperf3 users read them: one line per stream and a `[SUM]` line per
+//! flow when a test has more than one stream, and the senders' retransmits (`Retr`) and
+//! congestion window (`Cwnd`) where this side took them.
+
+use wirerate_core::result::Interval;
+use wirerate_core::units::{format_bps, format_bytes};
+
+use crate::text::flow_name;
+
+/// Which columns interval lines carry besides the flow, span, bytes and goodput.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Columns {
+    /// The stream column: `[  0]` for a stream's own line, `[SUM]` for the flow's sum.
+    pub streams: bool,
+    /// Retr and Cwnd of the flow's TCP senders.
+    pub tcp: bool,
+}
+
+/// The column header of interval lines.
+pub fn header(c: Columns) -> String {
+    let mut h = format!("{:<15}", "flow");
+    if c.streams {
+        h.push_str(&format!(" {:>5}", "[ ID]"));
+    }
+    h.push_str(&format!(
+        " {:>15} {:>12} {:>15}",
+        "interval", "received", "goodput"
+    ));
+    if c.tcp {
+        h.push_str(&format!(" {:>6} {:>10}", "Retr", "Cwnd"));
+    }
+    h
+}
+
+/// One interval line. A flow's sum in a test of many streams shows its retransmits but
+/// no window (the streams' windows are on their own lines), as iperf3's `[SUM]` does.
+pub fn line(iv: &Interval, c: Columns) -> String {
+    let mut l = format!("{:<15}", flow_name(iv.flow));
+    if c.streams {
+        match iv.stream {
+            Some(id) => l.push_str(&format!(" [{id:>3}]")),
+            None => l.push_str(" [SUM]"),
+        }
+    }
+    l.push_str(&format!(
+        " {:>15} {:>12} {:>15}",
+        format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
+        format_bytes(iv.bytes),
+        format_bps(iv.bps)
+    ));
+    if c.tcp {
+        let tcp = iv.tcp.as_ref();
+        let retr = tcp
+            .and_then(|t| t.retransmits)
+            .map_or_else(String::new, |r| r.to_string());
+        let sum_of_many = c.streams && iv.stream.is_none();
+        let cwnd = tcp
+            .and_then(|t| t.snd_cwnd_bytes)
+            .filter(|_| !sum_of_many)
+            .map_or_else(String::new, format_bytes);
+        l.push_str(&format!(" {retr:>6} {cwnd:>10}"));
+    }
+    if let (Some(p), Some(loss)) = (iv.packets, iv.loss_percent) {
+        l.push_str(&format!("  {p} datagrams, loss {loss:.2} %"));
+    }
+    if iv.omitted {
+        l.push_str("  (omitted)");
+    }
+    l.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirerate_core::evidence::IntervalTcp;
+    use wirerate_core::spec::Flow;
+
+    fn iv(stream: Option<u32>) -> Interval {
+        Interval {
+            flow: Flow::ClientToServer,
+            stream,
+            start_s: 1.0,
+            end_s: 2.0,
+            bytes: 1 << 30,
+            bps: 8.589934592e9,
+            omitted: false,
+            packets: None,
+            loss_percent: None,
+            tcp: Some(IntervalTcp {
+                retransmits: Some(7),
+                snd_cwnd_bytes: Some(3 << 20),
+                ..Default::default()
+            }),
+            bottleneck: None,
+            rr: None,
+        }
+    }
+
+    #[test]
+    fn stream_and_sum_lines_as_iperf3_shows_them() {
+        let c = Columns {
+            streams: true,
+            tcp: true,
+        };
+        let h = header(c);
+        assert!(h.contains("[ ID]") && h.ends_with("Retr       Cwnd"), "{h}");
+        let s = line(&iv(Some(3)), c);
+        assert!(s.starts_with("client→server   [  3]"), "{s}");
+        assert!(s.ends_with("     7   3.00 MiB"), "{s}");
+        let sum = line(&iv(None), c);
+        assert!(sum.contains("[SUM]") && sum.ends_with(" 7"), "{sum}");
+        // the columns line up
+        assert_eq!(h.chars().count(), s.chars().count(), "{h}\n{s}");
+    }
+
+    #[test]
+    fn one_stream_without_samples_keeps_the_plain_line() {
+        let mut one = iv(None);
+        one.tcp = None;
+        let l = line(&one, Columns::default());
+        assert_eq!(l, crate::text::interval(&one));
+    }
+}

@@ -1,0 +1,201 @@
+//! What `run` prints while a test runs: interval lines (per stream with a `[SUM]` line when
+//! streams report their own, and the TCP senders' Retr and Cwnd), and a progress line on a
+//! terminal when intervals are off.
+//!
+//! The bytes of an interval come from the side that receives; the TCP sample of the same
+//! span from the side that sends. For the flows the client sends, the server's intervals
+//! wait here until the client's own sample of that flow, stream and start is in (both
+//! sides cut intervals on the same schedule), so each line is printed whole, at most one
+//! interval late. Samples of the flows the server sends come only with its final report:
+//! those figures are in the result (`intervals[].tcp`), not on the live lines.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+use wirerate_core::evidence::TcpSample;
+use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
+use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
+use wirerate_engine::Observer;
+use wirerate_render::intervals::{self, Columns};
+
+/// Prints interval lines (text) and a progress line on a terminal.
+pub struct Printer {
+    text: bool,
+    progress: bool,
+    total_s: Option<f64>,
+    shown_progress: bool,
+    /// Said once under the interval header: why some intervals will not come.
+    note: Option<&'static str>,
+    cols: Columns,
+    /// The flows whose lines wait for this side's TCP sample.
+    joined: Vec<Flow>,
+    pending: VecDeque<Interval>,
+    samples: VecDeque<TcpSample>,
+    /// The most lines (or samples) of one interval tick: beyond a few ticks' worth, a
+    /// line waits no longer.
+    per_tick: usize,
+    /// The start of the last line printed, per flow: what the final result adds.
+    last_start: Vec<(Flow, f64)>,
+}
+
+const EPS: f64 = 1e-6;
+
+impl Printer {
+    /// `local_samples`: this side sends its TCP samples live (a wirerate server, not an
+    /// iperf3 one).
+    pub fn new(spec: &TestSpec, text: bool, progress: bool, local_samples: bool) -> Printer {
+        let tcp = spec.protocol == Protocol::Tcp && spec.test.is_stream();
+        let sends = spec.direction != Direction::Reverse;
+        let joined = if tcp && sends && local_samples {
+            vec![Flow::ClientToServer]
+        } else {
+            Vec::new()
+        };
+        let streams = spec.per_stream_intervals();
+        let per_tick = spec.direction.flows().len()
+            * if streams {
+                1 + spec.parallel as usize
+            } else {
+                1
+            };
+        Printer {
+            text,
+            progress,
+            total_s: spec.send_seconds(),
+            shown_progress: false,
+            note: None,
+            cols: Columns {
+                streams,
+                tcp: !joined.is_empty(),
+            },
+            joined,
+            pending: VecDeque::new(),
+            samples: VecDeque::new(),
+            per_tick,
+            last_start: Vec::new(),
+        }
+    }
+
+    pub fn with_note(mut self, note: Option<&'static str>) -> Printer {
+        self.note = note;
+        self
+    }
+
+    pub fn clear_progress(&mut self) {
+        if self.shown_progress {
+            eprint!("\r{:40}\r", "");
+            self.shown_progress = false;
+        }
+    }
+
+    fn print(&mut self, iv: &Interval) {
+        self.clear_progress();
+        crate::say!("{}", intervals::line(iv, self.cols));
+        match self.last_start.iter_mut().find(|(f, _)| *f == iv.flow) {
+            Some((_, s)) => *s = iv.start_s,
+            None => self.last_start.push((iv.flow, iv.start_s)),
+        }
+    }
+
+    /// Prints the waiting lines whose samples are in, in the order they came; a line whose
+    /// sample will not come (a later one of its flow is in, or too many wait) goes without.
+    fn drain(&mut self) {
+        while let Some(head) = self.pending.front() {
+            let key = |s: &TcpSample| {
+                s.flow == head.flow
+                    && s.stream == head.stream
+                    && (s.start_s - head.start_s).abs() < EPS
+            };
+            let found = self.samples.iter().position(key);
+            let overtaken = self
+                .samples
+                .iter()
+                .any(|s| s.flow == head.flow && s.start_s > head.start_s + EPS);
+            if found.is_none() && !overtaken && self.pending.len() <= 4 * self.per_tick {
+                return;
+            }
+            let Some(mut iv) = self.pending.pop_front() else {
+                return;
+            };
+            if let Some(s) = found.and_then(|i| self.samples.remove(i)) {
+                iv.tcp = Some(s.tcp);
+            }
+            self.print(&iv);
+        }
+    }
+
+    /// After the test: the lines still waiting, with the samples the result joined to
+    /// them, and the intervals that never came live (the server's last, partial one).
+    pub fn finish(&mut self, r: &RunResult) {
+        if !self.text {
+            return;
+        }
+        let joined = |iv: &Interval| {
+            r.intervals.iter().find(|x| {
+                x.flow == iv.flow && x.stream == iv.stream && (x.start_s - iv.start_s).abs() < EPS
+            })
+        };
+        while let Some(mut iv) = self.pending.pop_front() {
+            if iv.tcp.is_none() {
+                iv.tcp = joined(&iv).and_then(|x| x.tcp.clone());
+            }
+            self.print(&iv);
+        }
+        let last = self.last_start.clone();
+        for iv in &r.intervals {
+            let seen = last
+                .iter()
+                .find(|(f, _)| *f == iv.flow)
+                .is_some_and(|(_, s)| iv.start_s <= s + EPS);
+            if !seen && iv.rr.is_none() {
+                self.print(iv);
+            }
+        }
+    }
+}
+
+impl Observer for Printer {
+    fn started(&mut self) {
+        if self.text {
+            crate::say!("{}", intervals::header(self.cols));
+            if let Some(note) = self.note {
+                crate::say!("{note}");
+            }
+        }
+    }
+
+    fn interval(&mut self, iv: &Interval) {
+        if !self.text {
+            return;
+        }
+        if self.joined.contains(&iv.flow) {
+            self.pending.push_back(iv.clone());
+            self.drain();
+        } else {
+            self.print(iv);
+        }
+    }
+
+    fn tcp_sample(&mut self, s: &TcpSample) {
+        if !self.text || !self.joined.contains(&s.flow) {
+            return;
+        }
+        self.samples.push_back(s.clone());
+        while self.samples.len() > 4 * self.per_tick {
+            self.samples.pop_front();
+        }
+        self.drain();
+    }
+
+    fn tick(&mut self, elapsed_s: f64) {
+        if self.progress {
+            let total = self
+                .total_s
+                .map_or_else(String::new, |t| format!(" of {t:.0} s"));
+            eprint!("\r  running: {elapsed_s:.1} s{total}   ");
+            let _ = std::io::stderr().flush();
+            self.shown_progress = true;
+        }
+    }
+}
