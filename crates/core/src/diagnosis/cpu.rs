@@ -24,9 +24,21 @@ fn busiest_thread(r: &RunResult, sending: bool) -> Option<(ThreadLoad, Host)> {
         } else {
             Host::receiving(flow)
         };
+        let n = view::streams_of(r, flow).count().max(1);
         for s in view::streams_of(r, flow) {
             let side = if sending { &s.sender } else { &s.receiver };
-            if let Some(t) = thread_load(side) {
+            // a side that does not measure its threads: its process's CPU over its streams
+            // (iperf3 reports the process only)
+            let t = thread_load(side).or_else(|| {
+                host.cpu(r)
+                    .map(|c| c.process_percent / n as f64)
+                    .filter(|p| p.is_finite() && *p > 0.0)
+                    .map(|p| ThreadLoad {
+                        percent: p.min(100.0),
+                        source: "the peer's process CPU",
+                    })
+            });
+            if let Some(t) = t {
                 if best.is_none_or(|(b, _)| t.percent > b.percent) {
                     best = Some((t, host));
                 }

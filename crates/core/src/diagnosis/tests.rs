@@ -824,3 +824,31 @@ fn a_lossless_idle_sender_far_below_the_wire_is_held_by_its_congestion_control()
     r.summary.wire.efficiency = Some(0.99);
     assert_eq!(diagnose(&r).bottleneck, Bottleneck::Wire);
 }
+
+#[test]
+fn an_iperf3_peer_is_judged_by_its_process_cpu_not_by_zeros() {
+    // an iperf3 server reports no per-stream CPU (zeros) but its process's: 98 % of a core
+    let mut r = tcp_run();
+    r.evidence.server = None;
+    for s in &mut r.streams {
+        s.receiver.user_s = 0.0;
+        s.receiver.sys_s = 0.0;
+        s.receiver.run_s = None;
+        s.receiver.wait_s = None;
+    }
+    if let Some(c) = r.summary.cpu.remote.as_mut() {
+        c.process_percent = 98.0;
+    }
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::ReceiverCpu, "{d:#?}");
+    // and a quiet one is not read as a thread at 0 %
+    if let Some(c) = r.summary.cpu.remote.as_mut() {
+        c.process_percent = 0.0;
+    }
+    let d = diagnose(&r);
+    assert!(
+        !evidence_text(&d).contains("receiving thread at 0 %"),
+        "{}",
+        evidence_text(&d)
+    );
+}

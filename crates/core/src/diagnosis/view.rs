@@ -115,6 +115,11 @@ pub(super) struct ThreadLoad {
 /// The larger of the thread's user + system time and its scheduler run time, over the
 /// stream's counted window, capped at one core.
 pub(super) fn thread_load(s: &StreamSide) -> Option<ThreadLoad> {
+    // a peer that does not measure its stream threads (iperf3) reports zeros: unknown, not
+    // idle (a thread that moved data always used some CPU)
+    if s.run_s.is_none() && s.user_s == 0.0 && s.sys_s == 0.0 {
+        return None;
+    }
     let cpu = percent(s.user_s + s.sys_s, s.seconds).map(|p| ThreadLoad {
         percent: p,
         source: "getrusage",
