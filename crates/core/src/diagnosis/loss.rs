@@ -2,8 +2,8 @@
 //! rate held to NDT's thresholds and the Mathis bound, and reordering as a note.
 
 use super::rules::{
-    item, Analysis, Fig, Finding, HEAVY_LOSS, LOSS_RATE, MATHIS_SLACK, RETRANSMITS_PER_S,
-    SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
+    item, Analysis, Fig, Finding, HEAVY_LOSS, LOSS_RATE, MATHIS_SLACK, NEAR_WIRE_EFFICIENCY,
+    RETRANSMITS_PER_S, SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
 };
 use super::text::{micros, pct, rate};
 use super::view::{self, counter, percent, Host};
@@ -195,11 +195,13 @@ fn real_loss(r: &RunResult, l: &FlowLoss) -> RealLoss {
     // (only for light loss: at a percent or more, loss holds any sender back, whatever a
     // tiny RTT makes of the bound)
     let rare = p < HEAVY_LOSS && bound.is_some_and(|b| b > MATHIS_SLACK * l.goodput_bps);
+    // at (or within a few percent of) the wire, light loss is how a loss-based sender
+    // finds the link's rate, not what holds it below it
     let at_wire = r
         .summary
         .wire
         .efficiency
-        .is_some_and(|e| e >= WIRE_EFFICIENCY);
+        .is_some_and(|e| e >= WIRE_EFFICIENCY || (e >= NEAR_WIRE_EFFICIENCY && p < HEAVY_LOSS));
     if rare || at_wire {
         score = score.min(SYMPTOM_SCORE);
     }

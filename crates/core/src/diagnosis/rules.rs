@@ -11,6 +11,9 @@ use crate::RunResult;
 
 /// Goodput at this share of the wire model or more: the wire is the limit.
 pub const WIRE_EFFICIENCY: f64 = 0.97;
+/// Near the wire: from this share the wire is still the verdict (at medium confidence),
+/// and light loss is taken as the sender finding the link's rate (our own margin).
+pub const NEAR_WIRE_EFFICIENCY: f64 = 0.93;
 /// A stream thread at this share of one core or more is saturated (% of a core).
 pub const THREAD_SATURATED_PERCENT: f64 = 90.0;
 /// ... and from this share on, the evidence is as strong as it gets.

@@ -1,7 +1,9 @@
 //! TCP rules: the wire, the receiver's window and the sender's buffer (the kernel's
 //! tcp_chrono shares of busy time). Loss is in `loss`.
 
-use super::rules::{item, ramp, Fig, Finding, BUFFER_LIMITED_PERCENT, WIRE_EFFICIENCY};
+use super::rules::{
+    item, ramp, Fig, Finding, BUFFER_LIMITED_PERCENT, NEAR_WIRE_EFFICIENCY, WIRE_EFFICIENCY,
+};
 use super::text::{flag_size, micros, pct, rate, size};
 use super::view::{self, percent, Host};
 use super::{Bottleneck, EvidenceItem};
@@ -23,6 +25,10 @@ pub(super) fn wire(r: &RunResult) -> Option<Finding> {
     let full = if udp_loss { 0.9 } else { 1.0 };
     let score = if eff >= WIRE_EFFICIENCY {
         (0.85 + 0.15 * ((eff - WIRE_EFFICIENCY) / 0.02).clamp(0.0, 1.0)).min(full)
+    } else if eff >= NEAR_WIRE_EFFICIENCY {
+        // near the wire: a verdict, but not a confident one
+        (0.6 + 0.2 * (eff - NEAR_WIRE_EFFICIENCY) / (WIRE_EFFICIENCY - NEAR_WIRE_EFFICIENCY))
+            .min(full)
     } else if eff >= 0.9 {
         0.2 + 0.3 * (eff - 0.9) / (WIRE_EFFICIENCY - 0.9)
     } else {
