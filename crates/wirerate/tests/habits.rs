@@ -249,7 +249,20 @@ fn tos_and_cport_reach_the_data_sockets() {
 #[test]
 fn tcp_bitrate_paces_each_stream() {
     let out = run(
-        &["run", "-t", "2", "-b", "50M", "-P", "2", "-J", "--no-store"],
+        // a second of warm-up: the paced streams' ramp is not what is checked
+        &[
+            "run",
+            "-t",
+            "3",
+            "-O",
+            "1",
+            "-b",
+            "50M",
+            "-P",
+            "2",
+            "-J",
+            "--no-store",
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", stderr(&out));
