@@ -15,7 +15,7 @@ mod error;
 pub mod guard;
 pub mod iperf3;
 pub mod limits;
-mod logline;
+pub mod logline;
 pub mod net;
 pub mod rr;
 pub mod server;

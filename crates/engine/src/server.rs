@@ -27,7 +27,9 @@ use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
+use crate::limits::Reload;
 use crate::limits::{Admission, Policy};
+use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, TestNote};
 use crate::net::{apply_options, random_token, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
@@ -50,6 +52,10 @@ pub struct ServerConfig {
     pub policy: Arc<Policy>,
     /// No log lines (the embedded server).
     pub quiet: bool,
+    /// Text sentences or one JSON object per line.
+    pub log_format: LogFormat,
+    /// Reload the limits file when SIGHUP has set this flag.
+    pub reload: Option<Reload>,
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
@@ -65,6 +71,8 @@ impl Default for ServerConfig {
             caps: Caps::default(),
             policy: Arc::new(Policy::default()),
             quiet: false,
+            log_format: LogFormat::Text,
+            reload: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
         }
@@ -98,24 +106,41 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A line that is not about a decision (an accept failure and the like).
     pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
-        if !self.cfg.quiet {
-            eprintln!("wirerate serve: {msg}");
+        let ev = Event::new(Kind::Notice, None).reason(msg.to_string());
+        self.record(&ev, Some(msg));
+    }
+
+    /// A decision: the event as JSON, or the sentence (if any) as text.
+    pub(crate) fn record(&self, ev: &Event, text: Option<std::fmt::Arguments<'_>>) {
+        if self.cfg.quiet {
+            return;
+        }
+        match (self.cfg.log_format, text) {
+            (LogFormat::Json, _) => eprintln!("{}", ev.to_json()),
+            (LogFormat::Text, Some(msg)) => eprintln!("wirerate serve: {msg}"),
+            (LogFormat::Text, None) => {}
         }
     }
 
     /// Logs a rejection: at most a few lines a second per source, then a count of the rest.
-    pub(crate) fn log_rejected(&self, from: Option<IpAddr>, msg: std::fmt::Arguments<'_>) {
+    pub(crate) fn log_rejected(
+        &self,
+        from: Option<IpAddr>,
+        ev: Event,
+        msg: std::fmt::Arguments<'_>,
+    ) {
         if self.cfg.quiet {
             return;
         }
         if let Some(suppressed) = self.log_limit.admit(from, Instant::now()) {
             if suppressed > 0 {
-                eprintln!(
-                    "wirerate serve: suppressed {suppressed} line(s) about rejected connections"
-                );
+                self.log(format_args!(
+                    "suppressed {suppressed} line(s) about rejected connections"
+                ));
             }
-            eprintln!("wirerate serve: {msg}");
+            self.record(&ev, Some(msg));
         }
     }
 
@@ -216,9 +241,19 @@ impl Server {
 
     /// Accepts connections until the process ends.
     pub fn serve(self) {
-        for conn in self.listener.incoming() {
-            match conn {
-                Ok(sock) => self.dispatch(sock),
+        loop {
+            if self.shared.cfg.reload.is_some() {
+                // wake now and then so a reload is done (and logged) soon after SIGHUP
+                let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
+                // before the new connection is heard, so it meets the reloaded rules
+                self.reload_if_asked();
+                if !ready {
+                    continue;
+                }
+            }
+            match self.listener.accept() {
+                Ok((sock, _)) => self.dispatch(sock),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // out of descriptors and the like: wait a moment instead of spinning
                     self.shared.log(format_args!("accept failed: {e}"));
@@ -236,13 +271,26 @@ impl Server {
             .map_err(EngineError::io("starting the server thread"))
     }
 
+    /// SIGHUP: the limits file is read again; a file that fails to parse keeps the old
+    /// rules. Running tests keep what they were admitted with.
+    fn reload_if_asked(&self) {
+        if let Some(r) = &self.shared.cfg.reload {
+            if let Some(ev) = r.reload_now(&self.shared.cfg.policy) {
+                self.shared.record(&ev.0, Some(format_args!("{}", ev.1)));
+            }
+        }
+    }
+
     fn dispatch(&self, sock: TcpStream) {
         let shared = self.shared.clone();
         let ip = sock.peer_addr().ok().map(|a| a.ip());
         let pending = match shared.claim_pending(ip) {
             Ok(p) => p,
             Err(reason) => {
-                shared.log_rejected(ip, format_args!("refused {}: {reason}", peer(&sock)));
+                let who = peer(&sock);
+                let ev = Event::new(Kind::Connection, Some(who.clone()))
+                    .decided(Decision::Refused, Some(reason.into()));
+                shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
                 return refuse_at_once(sock, reason);
             }
         };
@@ -313,7 +361,9 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
     match routed {
         Err(reason) => {
             drop(pending);
-            shared.log_rejected(ip, format_args!("rejected {who}: {reason}"));
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.clone()));
+            shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
             // a wirerate peer with the wrong version learns why; others see a short answer
             if pre.starts_with(&wirerate_proto::frame::MAGIC) {
                 refuse_at_once(sock, &reason);
@@ -328,8 +378,11 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 .and_then(|hello| route_data(hello, sock, shared));
             drop(pending);
             if let Err(reason) = r {
+                let ev = Event::new(Kind::Connection, Some(who.clone()))
+                    .decided(Decision::Refused, Some(format!("data stream: {reason}")));
                 shared.log_rejected(
                     ip,
+                    ev,
                     format_args!("rejected data stream from {who}: {reason}"),
                 );
             }
@@ -373,7 +426,12 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = sock.write_all(&busy_reply(retry));
             drop(slot);
-            shared.log(format_args!("busy: told {who} to retry in {retry:.0} s"));
+            let ev = Event::new(Kind::Connection, Some(who.into()))
+                .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
+            shared.record(
+                &ev,
+                Some(format_args!("busy: told {who} to retry in {retry:.0} s")),
+            );
             return;
         }
         *slot = Some(Active {
@@ -385,10 +443,17 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
-    let outcome = run_session(sock, token, rx, shared);
+    shared.record(
+        &Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None),
+        None,
+    );
+    let mut note = TestNote::default();
+    let outcome = run_session(sock, token, rx, shared, &mut note);
     let ok = outcome.is_ok();
+    let ev = note.event(who, outcome.as_ref().err().map(EngineError::full));
+    let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
-        Ok((spec, goodput)) => shared.log(format_args!(
+        Ok((spec, goodput)) => text(format_args!(
             "served {who}: {} {}, {} stream(s), goodput {}",
             match spec.protocol {
                 Protocol::Tcp => "TCP",
@@ -402,7 +467,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             spec.parallel,
             wirerate_core::units::format_bps(goodput)
         )),
-        Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
+        Err(e) => text(format_args!("ended test with {who}: {}", e.full())),
     }
     *shared.active() = None;
     crate::net::trim_freed_memory();
@@ -438,6 +503,8 @@ struct Running {
     caps: Caps,
     /// What the operator's rules let through; released when the test ends.
     admission: Option<(Admission, Arc<Policy>)>,
+    /// What the log line about the test will say.
+    note: TestNote,
 }
 
 impl Running {
@@ -486,6 +553,7 @@ fn run_session(
     token: Token,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
+    note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
     let idle = shared.cfg.idle;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
@@ -507,6 +575,7 @@ fn run_session(
         watch: None,
         caps: shared.cfg.caps,
         admission: None,
+        note: TestNote::default(),
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -521,6 +590,7 @@ fn run_session(
             break Err(e);
         }
     };
+    *note = std::mem::take(&mut run.note);
     result?;
     let spec = run
         .spec
@@ -529,9 +599,13 @@ fn run_session(
     // the figure the client will see, for the log line
     let goodput = match (&run.peer_report, &run.local_report) {
         (Some(client), Some(server)) => {
-            assemble(&spec, client, server, Context::default())
-                .summary
-                .goodput_bps
+            let s = assemble(&spec, client, server, Context::default()).summary;
+            note.result = Some(ResultShort {
+                goodput_bps: s.goodput_bps,
+                bytes: s.bytes,
+                seconds: s.seconds,
+            });
+            s.goodput_bps
         }
         _ => 0.0,
     };
@@ -616,14 +690,19 @@ fn on_event(
 ) -> Result<(), EngineError> {
     match ev {
         ServerEvent::Spec(spec) => {
+            run.note.spec = Some(SpecShort::of(&spec));
             if let Err(reason) = shared.cfg.caps.check(&spec) {
+                run.note.refused = Some(reason.clone());
                 sess.refuse(&reason);
                 return Err(EngineError::Setup(format!("refused: {reason}")));
             }
             if let Some(ip) = run.peer_ip {
-                match shared.cfg.policy.admit(ip, None, &spec, Instant::now()) {
+                let admitted = shared.cfg.policy.admit(ip, None, &spec, Instant::now());
+                run.note.rule = shared.cfg.policy.rule_name(ip, None);
+                match admitted {
                     Ok(a) => run.admission = Some((a, shared.cfg.policy.clone())),
                     Err(reason) => {
+                        run.note.refused = Some(reason.clone());
                         sess.refuse(&reason);
                         return Err(EngineError::Setup(format!("refused: {reason}")));
                     }
