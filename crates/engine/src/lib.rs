@@ -22,6 +22,7 @@ pub mod server;
 mod side;
 mod stream;
 mod sweep;
+pub mod tls;
 pub mod ttcp;
 mod udp;
 mod zerocopy;

@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Reload the limits file when SIGHUP has set this flag.
     pub reload: Option<Reload>,
+    /// TLS on the control connection, required of every wirerate client when set.
+    pub tls: Option<crate::tls::ServerTls>,
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
@@ -73,6 +75,7 @@ impl Default for ServerConfig {
             quiet: false,
             log_format: LogFormat::Text,
             reload: None,
+            tls: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
         }
@@ -387,10 +390,51 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 );
             }
         }
+        Ok(p) if p.channel == Channel::TlsControl => {
+            let ctl = start_tls(sock, shared, deadline);
+            drop(pending);
+            match ctl {
+                Ok(ctl) => control(ctl, shared, &who),
+                Err(reason) => {
+                    let ev = Event::new(Kind::Connection, Some(who.clone()))
+                        .decided(Decision::Refused, Some(reason.clone()));
+                    shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
+                }
+            }
+        }
+        Ok(_) if shared.cfg.tls.is_some() => {
+            drop(pending);
+            let reason = "this server requires TLS on the control connection (run --tls)";
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.into()));
+            shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
+            refuse_at_once(sock, reason);
+        }
         Ok(_) => {
             drop(pending);
-            control(sock, shared, &who);
+            control(Control::new(sock), shared, &who);
         }
+    }
+}
+
+/// The TLS handshake of a control connection, and the preamble inside it.
+fn start_tls(mut sock: TcpStream, shared: &Shared, deadline: Instant) -> Result<Control, String> {
+    let Some(tls) = &shared.cfg.tls else {
+        let reason = "this server does not offer TLS";
+        refuse_at_once(sock, reason);
+        return Err(reason.into());
+    };
+    let _ = sock.set_write_timeout(Some(shared.cfg.handshake));
+    sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+        .map_err(|e| format!("TLS: {e}"))?;
+    let mut conn = crate::tls::accept(&mut sock, tls, deadline)?;
+    let mut pre = [0u8; PREAMBLE_LEN];
+    conn.read_exact_by(&mut sock, &mut pre, deadline)
+        .map_err(|e| format!("no preamble inside TLS: {e}"))?;
+    match Preamble::parse(&pre) {
+        Ok(p) if p.channel == Channel::Control => Ok(Control::with_tls(sock, conn)),
+        Ok(_) => Err("inside TLS, a preamble that is not for control".into()),
+        Err(e) => Err(format!("inside TLS: {e}")),
     }
 }
 
@@ -408,7 +452,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 }
 
 /// Claims the test slot (or answers busy) and runs the session.
-fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
+fn control(mut ctl: Control, shared: &Shared, who: &str) {
     let token = match random_token() {
         Ok(t) => t,
         Err(e) => return shared.log(format_args!("{}", e.full())),
@@ -423,8 +467,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
                 .as_secs_f64()
                 .ceil()
                 .max(1.0);
-            let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = sock.write_all(&busy_reply(retry));
+            let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
             drop(slot);
             let ev = Event::new(Kind::Connection, Some(who.into()))
                 .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
@@ -440,7 +483,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             free_at: Instant::now() + shared.cfg.idle,
             iperf3: None,
             crr: None,
-            peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
+            peer_ip: ctl.sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
     shared.record(
@@ -448,7 +491,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
         None,
     );
     let mut note = TestNote::default();
-    let outcome = run_session(sock, token, rx, shared, &mut note);
+    let outcome = run_session(ctl, token, rx, shared, &mut note);
     let ok = outcome.is_ok();
     let ev = note.event(who, outcome.as_ref().err().map(EngineError::full));
     let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
@@ -549,16 +592,15 @@ impl Drop for Running {
 }
 
 fn run_session(
-    sock: TcpStream,
+    mut ctl: Control,
     token: Token,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
     note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
     let idle = shared.cfg.idle;
-    let local_ip = sock.local_addr().ok().map(|a| a.ip());
-    let peer_ip = sock.peer_addr().ok().map(|a| a.ip());
-    let mut ctl = Control::new(sock);
+    let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
+    let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
     let mut sess = ServerSession::new(Instant::now(), idle, token, &shared.cfg.name);
     let mut run = Running {
         spec: None,

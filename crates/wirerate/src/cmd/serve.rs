@@ -71,6 +71,8 @@ pub struct Args {
     #[arg(short = 'I', long, value_name = "FILE")]
     pub pidfile: Option<std::path::PathBuf>,
     #[command(flatten)]
+    pub tls: crate::cmd::tls::ServerTlsArgs,
+    #[command(flatten)]
     pub output: crate::cmd::habits::OutputArgs,
 }
 
@@ -112,6 +114,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }
+    let tls = a.tls.server()?;
     let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
@@ -131,6 +134,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             flag: crate::interrupt::install_reload(),
             limits: a.limits.clone(),
         }),
+        tls: tls.clone(),
         ..Default::default()
     };
     let server = match a.bind {
@@ -142,7 +146,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         )
         .or_else(|_| Server::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), a.port), cfg))?,
     };
-    let listening = format!("listening on {}", server.local_addr()?);
+    let mut listening = format!("listening on {}", server.local_addr()?);
+    if let Some(t) = &tls {
+        listening.push_str(&format!(", TLS key fingerprint SHA256:{}", t.fingerprint));
+    }
     match a.log_format {
         LogFormatArg::Text => eprintln!("wirerate serve: {listening}"),
         LogFormatArg::Json => eprintln!(
