@@ -185,6 +185,48 @@ pub fn format_bytes(n: u64) -> String {
     }
 }
 
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` in UTC; "-" when not a sane time.
+pub fn utc(unix_s: f64) -> String {
+    if !(unix_s.is_finite() && (0.0..253_402_300_800.0).contains(&unix_s)) {
+        return "-".to_string();
+    }
+    let secs = unix_s as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_date(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01, via 400-year eras of
+/// 146 097 days counted from 0000-03-01 (so the leap day ends each year).
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Seconds since the epoch as RFC 3339 in UTC with milliseconds
+/// (`2026-11-23T11:45:43.120Z`); "-" when not a sane time.
+pub fn rfc3339(unix_s: f64) -> String {
+    let day = utc(unix_s);
+    if day == "-" {
+        return day;
+    }
+    let ms = ((unix_s.fract() * 1000.0) as u32).min(999);
+    format!("{}.{ms:03}Z", day.replacen(' ', "T", 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +261,17 @@ mod tests {
         }
         assert!(Bytes::parse("99999999999T").is_err());
         assert!(BitRate::parse("0").is_err());
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0.0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00");
+        assert_eq!(utc(830_916_000.0), "1996-05-01 02:00:00");
+        assert_eq!(utc(1_700_000_000.0), "2023-11-14 22:13:20");
+        assert_eq!(utc(f64::NAN), "-");
+        assert_eq!(rfc3339(1_700_000_000.25), "2023-11-14T22:13:20.250Z");
+        assert_eq!(rfc3339(-1.0), "-");
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct ClientConfig {
     pub cpu: Option<u32>,
     /// `-F`: the file the client's senders send, or its receivers write to.
     pub file: Option<Arc<PathBuf>>,
+    /// TLS on the control connection, and the server key it accepts.
+    pub tls: Option<crate::tls::ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -51,6 +53,7 @@ impl Default for ClientConfig {
             cport: None,
             cpu: None,
             file: None,
+            tls: None,
         }
     }
 }
@@ -94,8 +97,11 @@ pub fn run_test(
     let bind = cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let sock = connect(addr, bind, None, cfg.connect_timeout)?;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
-    let mut ctl = Control::new(sock);
     let mut sess = ClientSession::new(spec, Instant::now(), cfg.idle);
+    let mut ctl = match &cfg.tls {
+        Some(tls) => start_tls(sock, tls, cfg.idle, &mut sess)?,
+        None => Control::new(sock),
+    };
     let mut side: Option<SideRun> = None;
     let mut local: Option<SideReport> = None;
     let mut remote: Option<SideReport> = None;
@@ -339,4 +345,48 @@ fn open_udp_streams(
         })
         .collect();
     Ok((streams, proofs))
+}
+
+/// Asks for TLS, and does the handshake when the server agrees. A server without TLS
+/// answers with a refusal, which is returned as the session reads it.
+fn start_tls(
+    mut sock: std::net::TcpStream,
+    tls: &crate::tls::ClientTls,
+    idle: Duration,
+    sess: &mut ClientSession,
+) -> Result<Control, EngineError> {
+    use wirerate_proto::{Channel, Preamble};
+    let deadline = Instant::now() + idle;
+    let _ = sock.set_write_timeout(Some(idle));
+    sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+        .map_err(EngineError::io("asking the server for TLS"))?;
+    let mut pre = [0u8; wirerate_proto::frame::PREAMBLE_LEN];
+    crate::net::read_exact_by(&mut sock, &mut pre, deadline)
+        .map_err(EngineError::io("waiting for the server's TLS answer"))?;
+    match Preamble::parse(&pre) {
+        Ok(p) if p.channel == Channel::TlsControl => {
+            let conn = tls
+                .connect(&mut sock, deadline)
+                .map_err(EngineError::Setup)?;
+            Ok(Control::with_tls(sock, conn))
+        }
+        _ => {
+            // the server's refusal follows its preamble
+            let mut ctl = Control::new(sock);
+            sess.handle_input(&pre, Instant::now())?;
+            let until = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < until {
+                match ctl.read(Duration::from_millis(100)) {
+                    Ok(Input::Bytes(n)) => {
+                        sess.handle_input(ctl.bytes(n), Instant::now())?;
+                    }
+                    Ok(Input::Nothing) => {}
+                    _ => break,
+                }
+            }
+            Err(EngineError::Setup(
+                "the server does not offer TLS on the control connection".into(),
+            ))
+        }
+    }
 }

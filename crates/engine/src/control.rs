@@ -5,6 +5,8 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::tls::Tls;
+
 /// The result of one bounded read.
 pub enum Input {
     Bytes(usize),
@@ -14,6 +16,8 @@ pub enum Input {
 
 pub struct Control {
     pub sock: TcpStream,
+    /// TLS over `sock`, when the control connection has it.
+    pub tls: Option<Box<Tls>>,
     buf: Box<[u8; 64 * 1024]>,
 }
 
@@ -22,7 +26,24 @@ impl Control {
         let _ = sock.set_nodelay(true);
         Control {
             sock,
+            tls: None,
             buf: Box::new([0u8; 64 * 1024]),
+        }
+    }
+
+    /// A control connection whose TLS handshake is done.
+    pub fn with_tls(sock: TcpStream, tls: Tls) -> Control {
+        let mut c = Control::new(sock);
+        c.tls = Some(Box::new(tls));
+        c
+    }
+
+    /// Writes `data` (through TLS if on) within `timeout`.
+    pub fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
+        self.sock.set_write_timeout(Some(timeout))?;
+        match &mut self.tls {
+            Some(t) => t.write_all(&mut self.sock, data),
+            None => self.sock.write_all(data),
         }
     }
 
@@ -32,9 +53,8 @@ impl Control {
         mut next: impl FnMut() -> Option<Vec<u8>>,
         timeout: Duration,
     ) -> io::Result<()> {
-        self.sock.set_write_timeout(Some(timeout))?;
         while let Some(frame) = next() {
-            self.sock.write_all(&frame)?;
+            self.write_all(&frame, timeout)?;
         }
         Ok(())
     }
@@ -43,7 +63,11 @@ impl Control {
     pub fn read(&mut self, wait: Duration) -> io::Result<Input> {
         self.sock
             .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-        match self.sock.read(&mut self.buf[..]) {
+        let got = match &mut self.tls {
+            Some(t) => t.read(&mut self.sock, &mut self.buf[..]),
+            None => self.sock.read(&mut self.buf[..]),
+        };
+        match got {
             Ok(0) => Ok(Input::Closed),
             Ok(n) => Ok(Input::Bytes(n)),
             Err(e)
@@ -56,7 +80,15 @@ impl Control {
             {
                 Ok(Input::Nothing)
             }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(Input::Closed),
+            // a TLS peer that closes without close_notify: a close all the same
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                Ok(Input::Closed)
+            }
             Err(e) => Err(e),
         }
     }

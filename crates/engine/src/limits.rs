@@ -5,6 +5,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,8 @@ use serde::Deserialize;
 use wirerate_core::spec::{Direction, End, Protocol};
 use wirerate_core::units::{format_bps, BitRate, Bytes};
 use wirerate_core::TestSpec;
+
+use crate::logline::{Event, Kind};
 
 /// An address range: a network address and a prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,6 +476,14 @@ impl Policy {
         })
     }
 
+    /// The name of the rule that applies to a client now, for the log.
+    pub fn rule_name(&self, ip: IpAddr, user: Option<&str>) -> Option<String> {
+        self.lock()
+            .limits
+            .rule_for(ip, user)
+            .map(|(_, r, _)| r.name.clone())
+    }
+
     /// The admitted test has ended.
     pub fn release(&self, a: &Admission) {
         if let Some(i) = a.index {
@@ -480,6 +492,39 @@ impl Policy {
                 *n = n.saturating_sub(1);
             }
         }
+    }
+}
+
+/// `serve` reloads its files when SIGHUP has set `flag` (the handler does nothing else).
+#[derive(Debug, Clone)]
+pub struct Reload {
+    pub flag: &'static AtomicBool,
+    pub limits: Option<PathBuf>,
+}
+
+impl Reload {
+    /// When asked, reads the limits file again and puts it in force; a file that fails to
+    /// load keeps the rules in force. The log line to write, if there was a reload.
+    pub fn reload_now(&self, policy: &Policy) -> Option<(Event, String)> {
+        if !self.flag.swap(false, Ordering::SeqCst) {
+            return None;
+        }
+        let path = self.limits.as_ref()?;
+        let ev = Event::new(Kind::Reload, None);
+        Some(match Limits::load(path) {
+            Ok(l) => {
+                let n = l.rules.len();
+                policy.replace(l);
+                let text = format!("reloaded {}: {n} rule(s)", path.display());
+                (ev.reason(text.clone()), text)
+            }
+            Err(e) => {
+                let text = format!("reload failed, the old rules stay: {e}");
+                let mut ev = ev;
+                ev.error = Some(text.clone());
+                (ev, text)
+            }
+        })
     }
 }
 

@@ -1,11 +1,18 @@
-//! Rate limits for log lines about rejected connections: a prober must not be able to fill
-//! the operator's disk. Each source may log a few lines a second; the rest are counted and
-//! the count is logged with the next line that is let through.
+//! The server's log lines. Each decision (a connection let in, refused or told busy; a test
+//! served, refused or failed) is one [`Event`]; `--log-format json` writes it as one JSON
+//! line, text keeps the human sentence. Lines about rejected connections are rate-limited:
+//! a prober must not be able to fill the operator's disk. Each source may log a few lines a
+//! second; the rest are counted and the count is logged with the next line let through.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use wirerate_core::spec::{Direction, End, Protocol};
+use wirerate_core::units::rfc3339;
+use wirerate_core::TestSpec;
 
 /// Lines per source per second that are always logged.
 pub const LINES_PER_SECOND: u32 = 5;
@@ -52,6 +59,166 @@ impl RateLimit {
     }
 }
 
+/// How the server writes its log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What a log line is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A new connection and what became of it.
+    Connection,
+    /// A test: refused, served, or failed.
+    Test,
+    /// The limits (or users) file reloaded on SIGHUP, or kept because the new one is bad.
+    Reload,
+    /// Anything else the server has to say (an accept failure and the like).
+    Notice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Accepted,
+    Refused,
+    Busy,
+}
+
+/// A test's spec in short.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpecShort {
+    pub protocol: Protocol,
+    pub direction: Direction,
+    pub parallel: u32,
+    pub seconds: Option<f64>,
+    pub bytes: Option<u64>,
+}
+
+impl SpecShort {
+    pub fn of(spec: &TestSpec) -> SpecShort {
+        let (seconds, bytes) = match spec.end {
+            End::Time { seconds } => (Some(seconds), None),
+            End::Bytes { bytes } => (None, Some(bytes)),
+            End::Blocks { blocks } => (
+                None,
+                Some(
+                    blocks
+                        .saturating_mul(spec.len_bytes)
+                        .saturating_mul(u64::from(spec.parallel)),
+                ),
+            ),
+        };
+        SpecShort {
+            protocol: spec.protocol,
+            direction: spec.direction,
+            parallel: spec.parallel,
+            seconds,
+            bytes,
+        }
+    }
+}
+
+/// A served test's result in short, as the client will see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResultShort {
+    pub goodput_bps: f64,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// One log line. Every field is written, null when it does not apply, so a reader can rely
+/// on the shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub time: String,
+    pub event: Kind,
+    pub peer: Option<String>,
+    pub user: Option<String>,
+    pub decision: Option<Decision>,
+    pub rule: Option<String>,
+    pub reason: Option<String>,
+    pub spec: Option<SpecShort>,
+    pub result: Option<ResultShort>,
+    pub error: Option<String>,
+}
+
+impl Event {
+    pub fn new(event: Kind, peer: Option<String>) -> Event {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        Event {
+            time: rfc3339(now),
+            event,
+            peer,
+            user: None,
+            decision: None,
+            rule: None,
+            reason: None,
+            spec: None,
+            result: None,
+            error: None,
+        }
+    }
+
+    pub fn reason(mut self, reason: String) -> Event {
+        self.reason = Some(reason);
+        self
+    }
+
+    pub fn decided(mut self, d: Decision, reason: Option<String>) -> Event {
+        self.decision = Some(d);
+        self.reason = reason;
+        self
+    }
+
+    /// The line as JSON; serializing plain data cannot fail, but if it did the line would
+    /// still say something.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// What a test's log line will say, gathered while it is set up and run.
+#[derive(Debug, Clone, Default)]
+pub struct TestNote {
+    pub spec: Option<SpecShort>,
+    pub rule: Option<String>,
+    pub user: Option<String>,
+    /// Why the spec was refused (by a cap or a rule).
+    pub refused: Option<String>,
+    pub result: Option<ResultShort>,
+}
+
+impl TestNote {
+    /// The test's line: refused with the reason, or accepted with its result or its error.
+    /// A connection that never sent a spec has no decision, only its error.
+    pub fn event(&self, peer: &str, error: Option<String>) -> Event {
+        let mut ev = Event::new(Kind::Test, Some(peer.to_string()));
+        ev.spec = self.spec.clone();
+        ev.rule = self.rule.clone();
+        ev.user = self.user.clone();
+        match (&self.refused, &self.spec) {
+            (Some(why), _) => ev.decided(Decision::Refused, Some(why.clone())),
+            (None, Some(_)) => {
+                ev.result = self.result.clone();
+                ev.error = error;
+                ev.decided(Decision::Accepted, None)
+            }
+            (None, None) => {
+                ev.error = error;
+                ev
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +233,29 @@ mod tests {
         // another source is not silenced by the first
         assert_eq!(r.admit(Some(IpAddr::from([127, 0, 0, 2])), t0), Some(0));
         assert_eq!(r.admit(ip, t0 + Duration::from_secs(1)), Some(95));
+    }
+
+    #[test]
+    fn events_are_one_json_line_with_every_field() {
+        let spec = TestSpec {
+            end: End::Bytes { bytes: 1 << 20 },
+            parallel: 2,
+            ..Default::default()
+        };
+        let mut e = Event::new(Kind::Test, Some("127.0.0.1:4000".into()))
+            .decided(Decision::Refused, Some("too \"big\"\n".into()));
+        e.spec = Some(SpecShort::of(&spec));
+        e.rule = Some("guests".into());
+        let line = e.to_json();
+        assert!(!line.contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["event"], "test");
+        assert_eq!(v["decision"], "refused");
+        assert_eq!(v["rule"], "guests");
+        assert_eq!(v["reason"], "too \"big\"\n");
+        assert_eq!(v["spec"]["bytes"], 1 << 20);
+        assert_eq!(v["spec"]["parallel"], 2);
+        assert!(v["user"].is_null() && v["result"].is_null());
+        assert!(v["time"].as_str().unwrap().ends_with('Z'));
     }
 }

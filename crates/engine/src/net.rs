@@ -301,3 +301,17 @@ pub fn set_pacing(sock: &SockRef<'_>, bps: f64) -> Result<(), EngineError> {
     }
     Ok(())
 }
+
+/// Waits until `fd` is readable (a listener: a connection is waiting) or `timeout` passes.
+/// Whether it became readable; an interrupted or failed wait counts as not yet.
+pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one live pollfd and a count of one; poll only writes its `revents`.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    rc > 0 && pfd.revents & libc::POLLIN != 0
+}

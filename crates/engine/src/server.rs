@@ -27,7 +27,9 @@ use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
+use crate::limits::Reload;
 use crate::limits::{Admission, Policy};
+use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, TestNote};
 use crate::net::{apply_options, random_token, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
@@ -50,6 +52,12 @@ pub struct ServerConfig {
     pub policy: Arc<Policy>,
     /// No log lines (the embedded server).
     pub quiet: bool,
+    /// Text sentences or one JSON object per line.
+    pub log_format: LogFormat,
+    /// Reload the limits file when SIGHUP has set this flag.
+    pub reload: Option<Reload>,
+    /// TLS on the control connection, required of every wirerate client when set.
+    pub tls: Option<crate::tls::ServerTls>,
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
@@ -65,6 +73,9 @@ impl Default for ServerConfig {
             caps: Caps::default(),
             policy: Arc::new(Policy::default()),
             quiet: false,
+            log_format: LogFormat::Text,
+            reload: None,
+            tls: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
         }
@@ -98,24 +109,41 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A line that is not about a decision (an accept failure and the like).
     pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
-        if !self.cfg.quiet {
-            eprintln!("wirerate serve: {msg}");
+        let ev = Event::new(Kind::Notice, None).reason(msg.to_string());
+        self.record(&ev, Some(msg));
+    }
+
+    /// A decision: the event as JSON, or the sentence (if any) as text.
+    pub(crate) fn record(&self, ev: &Event, text: Option<std::fmt::Arguments<'_>>) {
+        if self.cfg.quiet {
+            return;
+        }
+        match (self.cfg.log_format, text) {
+            (LogFormat::Json, _) => eprintln!("{}", ev.to_json()),
+            (LogFormat::Text, Some(msg)) => eprintln!("wirerate serve: {msg}"),
+            (LogFormat::Text, None) => {}
         }
     }
 
     /// Logs a rejection: at most a few lines a second per source, then a count of the rest.
-    pub(crate) fn log_rejected(&self, from: Option<IpAddr>, msg: std::fmt::Arguments<'_>) {
+    pub(crate) fn log_rejected(
+        &self,
+        from: Option<IpAddr>,
+        ev: Event,
+        msg: std::fmt::Arguments<'_>,
+    ) {
         if self.cfg.quiet {
             return;
         }
         if let Some(suppressed) = self.log_limit.admit(from, Instant::now()) {
             if suppressed > 0 {
-                eprintln!(
-                    "wirerate serve: suppressed {suppressed} line(s) about rejected connections"
-                );
+                self.log(format_args!(
+                    "suppressed {suppressed} line(s) about rejected connections"
+                ));
             }
-            eprintln!("wirerate serve: {msg}");
+            self.record(&ev, Some(msg));
         }
     }
 
@@ -216,9 +244,19 @@ impl Server {
 
     /// Accepts connections until the process ends.
     pub fn serve(self) {
-        for conn in self.listener.incoming() {
-            match conn {
-                Ok(sock) => self.dispatch(sock),
+        loop {
+            if self.shared.cfg.reload.is_some() {
+                // wake now and then so a reload is done (and logged) soon after SIGHUP
+                let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
+                // before the new connection is heard, so it meets the reloaded rules
+                self.reload_if_asked();
+                if !ready {
+                    continue;
+                }
+            }
+            match self.listener.accept() {
+                Ok((sock, _)) => self.dispatch(sock),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // out of descriptors and the like: wait a moment instead of spinning
                     self.shared.log(format_args!("accept failed: {e}"));
@@ -236,13 +274,26 @@ impl Server {
             .map_err(EngineError::io("starting the server thread"))
     }
 
+    /// SIGHUP: the limits file is read again; a file that fails to parse keeps the old
+    /// rules. Running tests keep what they were admitted with.
+    fn reload_if_asked(&self) {
+        if let Some(r) = &self.shared.cfg.reload {
+            if let Some(ev) = r.reload_now(&self.shared.cfg.policy) {
+                self.shared.record(&ev.0, Some(format_args!("{}", ev.1)));
+            }
+        }
+    }
+
     fn dispatch(&self, sock: TcpStream) {
         let shared = self.shared.clone();
         let ip = sock.peer_addr().ok().map(|a| a.ip());
         let pending = match shared.claim_pending(ip) {
             Ok(p) => p,
             Err(reason) => {
-                shared.log_rejected(ip, format_args!("refused {}: {reason}", peer(&sock)));
+                let who = peer(&sock);
+                let ev = Event::new(Kind::Connection, Some(who.clone()))
+                    .decided(Decision::Refused, Some(reason.into()));
+                shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
                 return refuse_at_once(sock, reason);
             }
         };
@@ -313,7 +364,9 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
     match routed {
         Err(reason) => {
             drop(pending);
-            shared.log_rejected(ip, format_args!("rejected {who}: {reason}"));
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.clone()));
+            shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
             // a wirerate peer with the wrong version learns why; others see a short answer
             if pre.starts_with(&wirerate_proto::frame::MAGIC) {
                 refuse_at_once(sock, &reason);
@@ -328,16 +381,60 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 .and_then(|hello| route_data(hello, sock, shared));
             drop(pending);
             if let Err(reason) = r {
+                let ev = Event::new(Kind::Connection, Some(who.clone()))
+                    .decided(Decision::Refused, Some(format!("data stream: {reason}")));
                 shared.log_rejected(
                     ip,
+                    ev,
                     format_args!("rejected data stream from {who}: {reason}"),
                 );
             }
         }
+        Ok(p) if p.channel == Channel::TlsControl => {
+            let ctl = start_tls(sock, shared, deadline);
+            drop(pending);
+            match ctl {
+                Ok(ctl) => control(ctl, shared, &who),
+                Err(reason) => {
+                    let ev = Event::new(Kind::Connection, Some(who.clone()))
+                        .decided(Decision::Refused, Some(reason.clone()));
+                    shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
+                }
+            }
+        }
+        Ok(_) if shared.cfg.tls.is_some() => {
+            drop(pending);
+            let reason = "this server requires TLS on the control connection (run --tls)";
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.into()));
+            shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
+            refuse_at_once(sock, reason);
+        }
         Ok(_) => {
             drop(pending);
-            control(sock, shared, &who);
+            control(Control::new(sock), shared, &who);
         }
+    }
+}
+
+/// The TLS handshake of a control connection, and the preamble inside it.
+fn start_tls(mut sock: TcpStream, shared: &Shared, deadline: Instant) -> Result<Control, String> {
+    let Some(tls) = &shared.cfg.tls else {
+        let reason = "this server does not offer TLS";
+        refuse_at_once(sock, reason);
+        return Err(reason.into());
+    };
+    let _ = sock.set_write_timeout(Some(shared.cfg.handshake));
+    sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+        .map_err(|e| format!("TLS: {e}"))?;
+    let mut conn = crate::tls::accept(&mut sock, tls, deadline)?;
+    let mut pre = [0u8; PREAMBLE_LEN];
+    conn.read_exact_by(&mut sock, &mut pre, deadline)
+        .map_err(|e| format!("no preamble inside TLS: {e}"))?;
+    match Preamble::parse(&pre) {
+        Ok(p) if p.channel == Channel::Control => Ok(Control::with_tls(sock, conn)),
+        Ok(_) => Err("inside TLS, a preamble that is not for control".into()),
+        Err(e) => Err(format!("inside TLS: {e}")),
     }
 }
 
@@ -355,7 +452,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 }
 
 /// Claims the test slot (or answers busy) and runs the session.
-fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
+fn control(mut ctl: Control, shared: &Shared, who: &str) {
     let token = match random_token() {
         Ok(t) => t,
         Err(e) => return shared.log(format_args!("{}", e.full())),
@@ -370,10 +467,14 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
                 .as_secs_f64()
                 .ceil()
                 .max(1.0);
-            let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = sock.write_all(&busy_reply(retry));
+            let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
             drop(slot);
-            shared.log(format_args!("busy: told {who} to retry in {retry:.0} s"));
+            let ev = Event::new(Kind::Connection, Some(who.into()))
+                .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
+            shared.record(
+                &ev,
+                Some(format_args!("busy: told {who} to retry in {retry:.0} s")),
+            );
             return;
         }
         *slot = Some(Active {
@@ -382,13 +483,20 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             free_at: Instant::now() + shared.cfg.idle,
             iperf3: None,
             crr: None,
-            peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
+            peer_ip: ctl.sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
-    let outcome = run_session(sock, token, rx, shared);
+    shared.record(
+        &Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None),
+        None,
+    );
+    let mut note = TestNote::default();
+    let outcome = run_session(ctl, token, rx, shared, &mut note);
     let ok = outcome.is_ok();
+    let ev = note.event(who, outcome.as_ref().err().map(EngineError::full));
+    let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
-        Ok((spec, goodput)) => shared.log(format_args!(
+        Ok((spec, goodput)) => text(format_args!(
             "served {who}: {} {}, {} stream(s), goodput {}",
             match spec.protocol {
                 Protocol::Tcp => "TCP",
@@ -402,7 +510,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             spec.parallel,
             wirerate_core::units::format_bps(goodput)
         )),
-        Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
+        Err(e) => text(format_args!("ended test with {who}: {}", e.full())),
     }
     *shared.active() = None;
     crate::net::trim_freed_memory();
@@ -438,6 +546,8 @@ struct Running {
     caps: Caps,
     /// What the operator's rules let through; released when the test ends.
     admission: Option<(Admission, Arc<Policy>)>,
+    /// What the log line about the test will say.
+    note: TestNote,
 }
 
 impl Running {
@@ -482,15 +592,15 @@ impl Drop for Running {
 }
 
 fn run_session(
-    sock: TcpStream,
+    mut ctl: Control,
     token: Token,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
+    note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
     let idle = shared.cfg.idle;
-    let local_ip = sock.local_addr().ok().map(|a| a.ip());
-    let peer_ip = sock.peer_addr().ok().map(|a| a.ip());
-    let mut ctl = Control::new(sock);
+    let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
+    let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
     let mut sess = ServerSession::new(Instant::now(), idle, token, &shared.cfg.name);
     let mut run = Running {
         spec: None,
@@ -507,6 +617,7 @@ fn run_session(
         watch: None,
         caps: shared.cfg.caps,
         admission: None,
+        note: TestNote::default(),
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
@@ -521,6 +632,7 @@ fn run_session(
             break Err(e);
         }
     };
+    *note = std::mem::take(&mut run.note);
     result?;
     let spec = run
         .spec
@@ -529,9 +641,13 @@ fn run_session(
     // the figure the client will see, for the log line
     let goodput = match (&run.peer_report, &run.local_report) {
         (Some(client), Some(server)) => {
-            assemble(&spec, client, server, Context::default())
-                .summary
-                .goodput_bps
+            let s = assemble(&spec, client, server, Context::default()).summary;
+            note.result = Some(ResultShort {
+                goodput_bps: s.goodput_bps,
+                bytes: s.bytes,
+                seconds: s.seconds,
+            });
+            s.goodput_bps
         }
         _ => 0.0,
     };
@@ -616,14 +732,19 @@ fn on_event(
 ) -> Result<(), EngineError> {
     match ev {
         ServerEvent::Spec(spec) => {
+            run.note.spec = Some(SpecShort::of(&spec));
             if let Err(reason) = shared.cfg.caps.check(&spec) {
+                run.note.refused = Some(reason.clone());
                 sess.refuse(&reason);
                 return Err(EngineError::Setup(format!("refused: {reason}")));
             }
             if let Some(ip) = run.peer_ip {
-                match shared.cfg.policy.admit(ip, None, &spec, Instant::now()) {
+                let admitted = shared.cfg.policy.admit(ip, None, &spec, Instant::now());
+                run.note.rule = shared.cfg.policy.rule_name(ip, None);
+                match admitted {
                     Ok(a) => run.admission = Some((a, shared.cfg.policy.clone())),
                     Err(reason) => {
+                        run.note.refused = Some(reason.clone());
                         sess.refuse(&reason);
                         return Err(EngineError::Setup(format!("refused: {reason}")));
                     }

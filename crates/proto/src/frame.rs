@@ -49,6 +49,9 @@ pub enum ProtoError {
 pub enum Channel {
     Control,
     Data,
+    /// A control connection that goes on in TLS 1.3: the server answers with the same
+    /// preamble, then the TLS handshake starts, and inside it the control channel as usual.
+    TlsControl,
 }
 
 /// The first 8 bytes of every connection.
@@ -71,6 +74,7 @@ impl Preamble {
         let c = match self.channel {
             Channel::Control => 0,
             Channel::Data => 1,
+            Channel::TlsControl => 2,
         };
         [MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], v[0], v[1], c, 0]
     }
@@ -92,6 +96,7 @@ impl Preamble {
         let channel = match b[6] {
             0 => Channel::Control,
             1 => Channel::Data,
+            2 => Channel::TlsControl,
             c => return Err(ProtoError::BadChannel(c)),
         };
         Ok(Preamble { version, channel })

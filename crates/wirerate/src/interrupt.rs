@@ -35,3 +35,25 @@ pub fn install() -> &'static AtomicBool {
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
+
+static HANGUP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sighup(_signal: libc::c_int) {
+    HANGUP.store(true, Ordering::SeqCst);
+}
+
+/// SIGHUP for `serve`: the handler only sets the flag it returns; the server's accept loop
+/// sees it and reloads its files.
+pub fn install_reload() -> &'static AtomicBool {
+    // SAFETY: as in `install`: a zeroed sigaction with its fields set, and a handler that
+    // only stores to a lock-free atomic. SA_RESTART keeps the running test's blocking calls
+    // from seeing EINTR.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sighup as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut());
+    }
+    &HANGUP
+}

@@ -22,6 +22,7 @@ use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::guard::Watchdog;
 use crate::limits::{Admission, Policy};
+use crate::logline::{Decision, Event, Kind, SpecShort, TestNote};
 use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
 use crate::server::{peer, Active, Pending, Shared};
 use crate::side::{Attached, DataSock, SideRun};
@@ -59,7 +60,11 @@ pub(crate) fn handle_conn(
     drop(pending);
     let cookie = match cookie {
         Ok(c) => c,
-        Err(reason) => return shared.log_rejected(ip, format_args!("rejected {who}: {reason}")),
+        Err(reason) => {
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.clone()));
+            return shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
+        }
     };
     let token = match random_token() {
         Ok(t) => t,
@@ -99,13 +104,23 @@ pub(crate) fn handle_conn(
         }
         Err(None) => {
             deny(&mut sock);
-            return shared.log(format_args!("busy: denied iperf3 client {who}"));
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Busy, Some("iperf3 client".into()));
+            return shared.record(&ev, Some(format_args!("busy: denied iperf3 client {who}")));
         }
     }
-    let outcome = run_session(sock, rx, shared);
+    shared.record(
+        &Event::new(Kind::Connection, Some(who.clone()))
+            .decided(Decision::Accepted, Some("iperf3 client".into())),
+        None,
+    );
+    let mut note = TestNote::default();
+    let outcome = run_session(sock, rx, shared, &mut note);
     let ok = outcome.is_ok();
+    let ev = note.event(&who, outcome.as_ref().err().map(EngineError::full));
+    let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
-        Ok((p, goodput)) => shared.log(format_args!(
+        Ok((p, goodput)) => text(format_args!(
             "served iperf3 client {who} ({}): {} {}, {} stream(s), goodput {}",
             p.client_version.as_deref().unwrap_or("unknown version"),
             match p.spec.protocol {
@@ -120,7 +135,7 @@ pub(crate) fn handle_conn(
             p.spec.parallel,
             goodput.map_or_else(|| "n/a".into(), wirerate_core::units::format_bps)
         )),
-        Err(e) => shared.log(format_args!("ended iperf3 test with {who}: {}", e.full())),
+        Err(e) => text(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
     *shared.active() = None;
     crate::net::trim_freed_memory();
@@ -154,6 +169,7 @@ struct Run {
     replied: bool,
     watch: Option<Watchdog>,
     admission: Option<(Admission, std::sync::Arc<Policy>)>,
+    note: TestNote,
 }
 
 impl Drop for Run {
@@ -187,6 +203,7 @@ fn run_session(
     sock: TcpStream,
     rx: Receiver<(Instant, TcpStream)>,
     shared: &Shared,
+    note: &mut TestNote,
 ) -> Result<(Params, Option<f64>), EngineError> {
     let idle = shared.cfg.idle;
     let addrs = Addrs {
@@ -203,6 +220,7 @@ fn run_session(
             break;
         }
         if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, &addrs, shared) {
+            *note = std::mem::take(&mut run.note);
             sess.terminate();
             let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
             return Err(e);
@@ -213,6 +231,16 @@ fn run_session(
         .take()
         .ok_or_else(|| EngineError::Setup("no parameters".into()))?;
     let goodput = goodput(&params.spec, &run);
+    *note = std::mem::take(&mut run.note);
+    if let (Some(g), Some(local)) = (goodput, &run.local) {
+        let bytes = local.streams.iter().map(|s| s.bytes).sum();
+        let seconds = local.streams.iter().map(|s| s.seconds).fold(0.0, f64::max);
+        note.result = Some(crate::logline::ResultShort {
+            goodput_bps: g,
+            bytes,
+            seconds,
+        });
+    }
     Ok((params, goodput))
 }
 
@@ -289,15 +317,18 @@ fn on_event(
 ) -> Result<(), EngineError> {
     match ev {
         ServerEvent::Params(p, _) => {
+            run.note.spec = Some(SpecShort::of(&p.spec));
             if let Err(reason) = shared.cfg.caps.check(&p.spec) {
+                run.note.refused = Some(reason.clone());
                 return Err(EngineError::Setup(format!("refused: {reason}")));
             }
             if let Some(ip) = addrs.peer {
-                let a = shared
-                    .cfg
-                    .policy
-                    .admit(ip, None, &p.spec, now)
-                    .map_err(|reason| EngineError::Setup(format!("refused: {reason}")))?;
+                let admitted = shared.cfg.policy.admit(ip, None, &p.spec, now);
+                run.note.rule = shared.cfg.policy.rule_name(ip, None);
+                let a = admitted.map_err(|reason| {
+                    run.note.refused = Some(reason.clone());
+                    EngineError::Setup(format!("refused: {reason}"))
+                })?;
                 run.admission = Some((a, shared.cfg.policy.clone()));
             }
             let run_s = p

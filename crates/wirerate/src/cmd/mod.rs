@@ -17,5 +17,6 @@ pub mod run;
 pub mod serve;
 pub mod show;
 pub mod sweep;
+pub mod tls;
 pub mod ttcp;
 pub mod wire;

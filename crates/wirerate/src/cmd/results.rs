@@ -219,49 +219,11 @@ pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
         .collect())
 }
 
-/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` in UTC; "-" when not a sane time.
-pub fn utc(unix_s: f64) -> String {
-    if !(unix_s.is_finite() && (0.0..253_402_300_800.0).contains(&unix_s)) {
-        return "-".to_string();
-    }
-    let secs = unix_s as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_date(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count from 1970-01-01, via 400-year eras of
-/// 146 097 days counted from 0000-03-01 (so the leap day ends each year).
-fn civil_date(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
+pub use wirerate_core::units::utc;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0.0), "1970-01-01 00:00:00");
-        assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00");
-        assert_eq!(utc(830_916_000.0), "1996-05-01 02:00:00");
-        assert_eq!(utc(1_700_000_000.0), "2023-11-14 22:13:20");
-        assert_eq!(utc(f64::NAN), "-");
-    }
 
     #[test]
     fn store_args_open_or_skip() {

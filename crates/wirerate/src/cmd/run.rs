@@ -138,6 +138,8 @@ pub struct Args {
     /// Local address to bind to
     #[arg(short = 'B', long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
+    #[command(flatten)]
+    pub tls: crate::cmd::tls::ClientTlsArgs,
     /// Seconds of warm-up sent at the start and not counted
     #[arg(
         short = 'O',
@@ -368,6 +370,9 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
     };
     let mut t = target_for(&net)?;
     t.iperf3 = a.iperf3;
+    if let Some(h) = &a.host {
+        t.cfg.tls = a.tls.client(&format!("{h}:{port}"))?;
+    }
     a.habits.apply_client(&mut t.cfg);
     Ok(t)
 }

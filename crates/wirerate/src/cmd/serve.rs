@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wirerate_engine::guard::Caps;
-use wirerate_engine::limits::{Limits, Policy};
+use wirerate_engine::limits::{Limits, Policy, Reload};
+use wirerate_engine::logline::{Event, Kind, LogFormat};
 use wirerate_engine::{Server, ServerConfig};
 
 use crate::cmd::run::{parse_rate, parse_size, DEFAULT_PORT};
@@ -21,6 +22,8 @@ a test that moves no data for the idle timeout, or less than 1 KiB/s over two id
 ended as stalled. Every test is bounded in time (--max-duration, byte-count tests too), rate \
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
 A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
+SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
+file that fails to load keeps the old rules (one log line says why).\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
@@ -51,6 +54,10 @@ pub struct Args {
     /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
     #[arg(long, value_name = "FILE")]
     pub limits: Option<PathBuf>,
+    /// Log lines: text sentences, or one JSON object per connection and per test
+    /// (docs/server.md)
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
+    pub log_format: LogFormatArg,
     /// Check a limits file, print its rules and exit
     #[arg(long, value_name = "FILE", exclusive = true)]
     pub check_limits: Option<PathBuf>,
@@ -64,7 +71,15 @@ pub struct Args {
     #[arg(short = 'I', long, value_name = "FILE")]
     pub pidfile: Option<std::path::PathBuf>,
     #[command(flatten)]
+    pub tls: crate::cmd::tls::ServerTlsArgs,
+    #[command(flatten)]
     pub output: crate::cmd::habits::OutputArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormatArg {
+    Text,
+    Json,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -99,6 +114,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }
+    let tls = a.tls.server()?;
     let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
@@ -110,6 +126,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             max_test_memory: a.max_test_memory,
         },
         policy: Arc::new(Policy::new(limits)),
+        log_format: match a.log_format {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        },
+        reload: Some(Reload {
+            flag: crate::interrupt::install_reload(),
+            limits: a.limits.clone(),
+        }),
+        tls: tls.clone(),
         ..Default::default()
     };
     let server = match a.bind {
@@ -121,7 +146,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         )
         .or_else(|_| Server::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), a.port), cfg))?,
     };
-    eprintln!("wirerate serve: listening on {}", server.local_addr()?);
+    let mut listening = format!("listening on {}", server.local_addr()?);
+    if let Some(t) = &tls {
+        listening.push_str(&format!(", TLS key fingerprint SHA256:{}", t.fingerprint));
+    }
+    match a.log_format {
+        LogFormatArg::Text => eprintln!("wirerate serve: {listening}"),
+        LogFormatArg::Json => eprintln!(
+            "{}",
+            Event::new(Kind::Notice, None).reason(listening).to_json()
+        ),
+    }
     // before any thread exists: fork keeps only the calling thread
     if a.daemon {
         super::daemon::detach(a.pidfile.as_deref(), a.output.logfile.is_some())?;

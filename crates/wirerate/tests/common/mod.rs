@@ -102,7 +102,11 @@ pub struct ServerProc {
 
 impl ServerProc {
     pub fn start(extra: &[&str]) -> ServerProc {
-        let port = free_port();
+        ServerProc::start_on(free_port(), extra)
+    }
+
+    /// A server on a given port (one that a stopped server used, say).
+    pub fn start_on(port: u16, extra: &[&str]) -> ServerProc {
         let p = port.to_string();
         let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p];
         args.extend_from_slice(extra);

@@ -1,0 +1,449 @@
+//! TLS 1.3 on the control connection (rustls). The server has one key and a self-signed
+//! certificate, made on first start and kept in its state directory, or the operator's own;
+//! clients know it by the SHA-256 fingerprint of the certificate, pinned (`--server-
+//! fingerprint`) or remembered on first use, as SSH does. No certificate authority and no
+//! host name are involved: the fingerprint is the server's identity.
+//!
+//! Data streams stay plain TCP and UDP: encrypting them would measure the cipher.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+
+/// The name in the self-signed certificate and the one clients ask for; never checked.
+const NAME: &str = "wirerate";
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The fingerprint of a certificate: SHA-256 of its DER bytes, in lowercase hex.
+pub fn fingerprint(cert: &[u8]) -> String {
+    Sha256::digest(cert)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A fingerprint as a user may write it: hex with or without colons, any case, and an
+/// optional `SHA256:` in front.
+pub fn normalize_fingerprint(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let t = t.strip_prefix("SHA256:").unwrap_or(t);
+    let hex: String = t.chars().filter(|c| *c != ':').collect::<String>();
+    if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(hex.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "'{s}' is not a SHA-256 fingerprint (64 hex digits)"
+        ))
+    }
+}
+
+/// The server's side: its TLS configuration and the fingerprint clients will see.
+#[derive(Clone)]
+pub struct ServerTls {
+    pub config: Arc<rustls::ServerConfig>,
+    pub fingerprint: String,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServerTls({})", self.fingerprint)
+    }
+}
+
+impl ServerTls {
+    /// The operator's certificate (PEM, the server's first) and key (PEM).
+    pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| format!("{}: {e}", cert.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: {e}", cert.display()))?;
+        let key =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+        ServerTls::new(certs, key)
+    }
+
+    /// The key and certificate in `dir` (`tls-key.pem`, `tls-cert.pem`), made there first
+    /// when absent. The key file is readable by its owner only.
+    pub fn load_or_create(dir: &Path) -> Result<ServerTls, String> {
+        let (cert, key) = (dir.join("tls-cert.pem"), dir.join("tls-key.pem"));
+        if !cert.exists() || !key.exists() {
+            create(dir, &cert, &key)?;
+        }
+        ServerTls::from_files(&cert, &key)
+    }
+
+    fn new(
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<ServerTls, String> {
+        let leaf = certs
+            .first()
+            .ok_or("the certificate file holds no certificate")?;
+        let fingerprint = fingerprint(leaf);
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| format!("the TLS key and certificate: {e}"))?;
+        Ok(ServerTls {
+            config: Arc::new(config),
+            fingerprint,
+        })
+    }
+}
+
+fn create(dir: &Path, cert: &Path, key: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let made = rcgen::generate_simple_self_signed(vec![NAME.to_string()])
+        .map_err(|e| format!("making a TLS key: {e}"))?;
+    let write = |path: &Path, mode: u32, text: &str| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    write(key, 0o600, &made.key_pair.serialize_pem())?;
+    write(cert, 0o644, &made.cert.pem())
+}
+
+/// The default state directory: `$XDG_STATE_HOME/wirerate`, else `~/.local/state/wirerate`.
+pub fn default_state_dir() -> Option<PathBuf> {
+    match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => Some(PathBuf::from(d).join("wirerate")),
+        None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/wirerate")),
+    }
+}
+
+/// Completes the server's side of a handshake by `deadline`.
+pub fn accept(sock: &mut TcpStream, tls: &ServerTls, deadline: Instant) -> Result<Tls, String> {
+    let conn =
+        rustls::ServerConnection::new(tls.config.clone()).map_err(|e| format!("TLS: {e}"))?;
+    let mut conn = Tls::Server(conn);
+    handshake(sock, &mut conn, deadline)?;
+    Ok(conn)
+}
+
+fn handshake(sock: &mut TcpStream, conn: &mut Tls, deadline: Instant) -> Result<(), String> {
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("TLS handshake timed out".into());
+        }
+        let _ = sock.set_read_timeout(Some(left));
+        let _ = sock.set_write_timeout(Some(left));
+        let done = match conn {
+            Tls::Server(c) => c.complete_io(sock),
+            Tls::Client(c) => c.complete_io(sock),
+        };
+        match done {
+            Ok((0, 0)) if conn.wants_read() => return Err("TLS handshake: the peer closed".into()),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err("TLS handshake timed out".into())
+            }
+            Err(e) => {
+                let e = e.to_string();
+                let e = e.strip_prefix("unexpected error: ").unwrap_or(&e);
+                return Err(format!("TLS handshake: {e}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Called with the fingerprint of a server met for the first time (no pin): it records it,
+/// or says why it cannot, which ends the handshake.
+pub type FirstUse = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// The client's side: which server key it will accept.
+#[derive(Clone, Default)]
+pub struct ClientTls {
+    /// The fingerprint the server must have, and where the pin comes from ("given with
+    /// --server-fingerprint"); None accepts any key and tells `first_use`.
+    pub pin: Option<(String, String)>,
+    pub first_use: Option<FirstUse>,
+    /// The fingerprint the server showed, once it has.
+    pub seen: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClientTls(pin {:?})", self.pin)
+    }
+}
+
+impl ClientTls {
+    pub fn connect(&self, sock: &mut TcpStream, deadline: Instant) -> Result<Tls, String> {
+        let verifier = Pinned {
+            pin: self.pin.clone(),
+            first_use: self.first_use.clone(),
+            seen: self.seen.clone(),
+            provider: provider(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        let name = ServerName::try_from(NAME).map_err(|e| e.to_string())?;
+        let conn = rustls::ClientConnection::new(Arc::new(config), name)
+            .map_err(|e| format!("TLS: {e}"))?;
+        let mut conn = Tls::Client(conn);
+        handshake(sock, &mut conn, deadline)?;
+        Ok(conn)
+    }
+
+    pub fn seen(&self) -> Option<String> {
+        self.seen.lock().ok().and_then(|s| s.clone())
+    }
+}
+
+/// Accepts the server's certificate by its fingerprint alone, and checks that the server
+/// holds its key (the handshake signature) as any TLS client does.
+struct Pinned {
+    pin: Option<(String, String)>,
+    first_use: Option<FirstUse>,
+    seen: Arc<Mutex<Option<String>>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pinned({:?})", self.pin)
+    }
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let got = fingerprint(end_entity);
+        if let Ok(mut s) = self.seen.lock() {
+            *s = Some(got.clone());
+        }
+        match (&self.pin, &self.first_use) {
+            (Some((want, _)), _) if *want == got => Ok(ServerCertVerified::assertion()),
+            (Some((want, from)), _) => Err(rustls::Error::General(format!(
+                "refused: the server's key is SHA256:{got}, not SHA256:{want}, {from}"
+            ))),
+            (None, Some(record)) => record(&got)
+                .map(|()| ServerCertVerified::assertion())
+                .map_err(rustls::Error::General),
+            (None, None) => Ok(ServerCertVerified::assertion()),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        // only TLS 1.3 is offered
+        Err(rustls::Error::PeerIncompatible(
+            rustls::PeerIncompatible::Tls12NotOffered,
+        ))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A control connection's TLS state, either side.
+pub enum Tls {
+    Server(rustls::ServerConnection),
+    Client(rustls::ClientConnection),
+}
+
+impl Tls {
+    fn is_handshaking(&self) -> bool {
+        match self {
+            Tls::Server(c) => c.is_handshaking(),
+            Tls::Client(c) => c.is_handshaking(),
+        }
+    }
+
+    fn wants_read(&self) -> bool {
+        match self {
+            Tls::Server(c) => c.wants_read(),
+            Tls::Client(c) => c.wants_read(),
+        }
+    }
+
+    /// Reads plaintext through TLS over `sock`.
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Tls::Server(c) => rustls::Stream::new(c, sock).read(buf),
+            Tls::Client(c) => rustls::Stream::new(c, sock).read(buf),
+        }
+    }
+
+    /// Reads exactly `buf.len()` bytes of plaintext by `deadline`; TLS keeps what follows.
+    pub fn read_exact_by(
+        &mut self,
+        sock: &mut TcpStream,
+        buf: &mut [u8],
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let mut got = 0;
+        while got < buf.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("timed out".into());
+            }
+            let _ = sock.set_read_timeout(Some(left));
+            match self.read(sock, &mut buf[got..]) {
+                Ok(0) => return Err("closed".into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes all of `data` through TLS over `sock`, and what TLS has queued.
+    pub fn write_all(&mut self, sock: &mut TcpStream, data: &[u8]) -> io::Result<()> {
+        match self {
+            Tls::Server(c) => {
+                let mut s = rustls::Stream::new(c, sock);
+                s.write_all(data)?;
+                s.flush()
+            }
+            Tls::Client(c) => {
+                let mut s = rustls::Stream::new(c, sock);
+                s.write_all(data)?;
+                s.flush()
+            }
+        }
+    }
+
+    /// Keying material both ends derive from this session alone (RFC 8446 §7.5).
+    pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), String> {
+        let r = match self {
+            Tls::Server(c) => c.export_keying_material(&mut *out, label, None).map(|_| ()),
+            Tls::Client(c) => c.export_keying_material(&mut *out, label, None).map(|_| ()),
+        };
+        r.map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_read_in_the_usual_spellings() {
+        let fp = fingerprint(b"x");
+        assert_eq!(fp.len(), 64);
+        let colons: Vec<String> = fp
+            .as_bytes()
+            .chunks(2)
+            .map(|c| String::from_utf8_lossy(c).to_uppercase())
+            .collect();
+        assert_eq!(normalize_fingerprint(&colons.join(":")).unwrap(), fp);
+        assert_eq!(normalize_fingerprint(&format!("SHA256:{fp}")).unwrap(), fp);
+        assert!(normalize_fingerprint("abcd").is_err());
+        assert!(normalize_fingerprint(&"g".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn a_made_key_is_kept_and_found_again() {
+        let dir = std::env::temp_dir().join(format!("wr-tls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let a = ServerTls::load_or_create(&dir).unwrap();
+        let b = ServerTls::load_or_create(&dir).unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("tls-key.pem"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The cost of a handshake to the server: `cargo test -p wirerate-engine --release
+    /// handshakes_per_second -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn handshakes_per_second() {
+        let dir = std::env::temp_dir().join(format!("wr-tls-rate-{}", std::process::id()));
+        let srv = ServerTls::load_or_create(&dir).unwrap();
+        let fp = srv.fingerprint.clone();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        const N: u32 = 300;
+        let t = std::thread::spawn(move || {
+            for _ in 0..N {
+                let (mut s, _) = l.accept().unwrap();
+                let deadline = Instant::now() + std::time::Duration::from_secs(5);
+                accept(&mut s, &srv, deadline).unwrap();
+            }
+        });
+        let client = ClientTls {
+            pin: Some((fp, "test".into())),
+            ..Default::default()
+        };
+        let start = Instant::now();
+        for _ in 0..N {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let deadline = Instant::now() + std::time::Duration::from_secs(5);
+            client.connect(&mut s, deadline).unwrap();
+        }
+        t.join().unwrap();
+        let rate = f64::from(N) / start.elapsed().as_secs_f64();
+        println!("{rate:.0} TLS handshakes/s (client and server on one host)");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
