@@ -193,6 +193,10 @@ pub struct UdpSummary {
     pub foreign_datagrams: u64,
     /// Target rate per stream, when paced.
     pub target_bps: Option<f64>,
+    /// Datagrams per second: sent over the senders' window, received (unique) over the
+    /// receivers' window. None where the window is empty or the peer did not say.
+    pub sent_pps: Option<f64>,
+    pub received_pps: Option<f64>,
 }
 
 /// What the wire could carry and how close the test came. Null where unknown.
