@@ -159,6 +159,37 @@ impl Shared {
     }
 }
 
+/// The test slot, held by the one session running: dropping it (when the session ends, on
+/// any error, or while a panic unwinds) frees the slot and tells `serve -1`, so no path
+/// leaves the server busy.
+pub(crate) struct SlotGuard<'a> {
+    shared: &'a Shared,
+    completed: bool,
+}
+
+impl<'a> SlotGuard<'a> {
+    /// Takes charge of a slot the caller has just filled.
+    pub(crate) fn new(shared: &'a Shared) -> SlotGuard<'a> {
+        SlotGuard {
+            shared,
+            completed: false,
+        }
+    }
+
+    /// The test completed; without this, its end is reported as failed.
+    pub(crate) fn completed(&mut self) {
+        self.completed = true;
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *self.shared.active() = None;
+        crate::net::trim_freed_memory();
+        self.shared.test_ended(self.completed);
+    }
+}
+
 /// A connection counted as pending until it is routed (dropped).
 pub(crate) struct Pending {
     shared: Arc<Shared>,
@@ -385,8 +416,11 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
             peer_ip: sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
+    let mut slot = SlotGuard::new(shared);
     let outcome = run_session(sock, token, rx, shared);
-    let ok = outcome.is_ok();
+    if outcome.is_ok() {
+        slot.completed();
+    }
     match outcome {
         Ok((spec, goodput)) => shared.log(format_args!(
             "served {who}: {} {}, {} stream(s), goodput {}",
@@ -404,9 +438,7 @@ fn control(mut sock: TcpStream, shared: &Shared, who: &str) {
         )),
         Err(e) => shared.log(format_args!("ended test with {who}: {}", e.full())),
     }
-    *shared.active() = None;
-    crate::net::trim_freed_memory();
-    shared.test_ended(ok);
+    drop(slot);
 }
 
 /// When the slot should be free again, for the busy answer: a timed test's length, a count
@@ -441,7 +473,7 @@ struct Running {
 }
 
 impl Running {
-    fn start_side(&mut self) {
+    fn start_side(&mut self) -> Result<(), EngineError> {
         if let Some(spec) = &self.spec {
             let max_bytes = self
                 .admission
@@ -464,8 +496,9 @@ impl Running {
                     crr: self.crr.clone(),
                     ..Default::default()
                 },
-            ));
+            )?);
         }
+        Ok(())
     }
 }
 
@@ -487,6 +520,8 @@ fn run_session(
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
 ) -> Result<(TestSpec, f64), EngineError> {
+    #[cfg(test)]
+    tests::maybe_panic(shared);
     let idle = shared.cfg.idle;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = sock.peer_addr().ok().map(|a| a.ip());
@@ -705,7 +740,7 @@ fn attach_tcp(
                 sock: DataSock::Tcp(sock),
             });
             if start == Some(ServerEvent::Start) {
-                run.start_side();
+                run.start_side()?;
             }
         }
         Err(e) => shared.log(format_args!("rejected a data stream: {e}")),
@@ -754,8 +789,12 @@ fn attach_udp(
             sock,
         });
         if start == Some(ServerEvent::Start) {
-            run.start_side();
+            run.start_side()?;
         }
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;
