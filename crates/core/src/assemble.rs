@@ -284,6 +284,9 @@ fn summarize(
         },
         diagnosis: None,
         rr: None,
+        fairness: crate::metrics::fairness(
+            &streams.iter().map(|s| s.goodput_bps).collect::<Vec<_>>(),
+        ),
     }
 }
 

@@ -86,7 +86,7 @@ pub(crate) struct Active {
 
 /// Pending connections the running test's own client may have beyond the per-address
 /// limit: every data stream of the largest test at once.
-const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL as usize;
+const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_TCP as usize;
 
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,

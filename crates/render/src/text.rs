@@ -344,6 +344,18 @@ pub fn summary(r: &RunResult) -> String {
     if let Some(u) = &s.udp {
         let _ = writeln!(o, "{}", udp_lines(u));
     }
+    if let Some(f) = &s.fairness {
+        let _ = writeln!(
+            o,
+            "  {:<22} Jain's index {:.3} over {} streams; per stream min {}, median {}, max {}",
+            "fairness",
+            f.jain_index,
+            f.streams,
+            format_bps(f.min_bps),
+            format_bps(f.median_bps),
+            format_bps(f.max_bps)
+        );
+    }
     for i in &r.env.client.interfaces {
         let _ = writeln!(o, "{}", iface_line("client", i));
     }

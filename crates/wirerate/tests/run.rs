@@ -72,6 +72,11 @@ fn json_output_validates_against_the_checked_in_schema() {
         let mut broken = doc.clone();
         broken["summary"]["goodput_bps"] = serde_json::json!("fast");
         assert!(!validator.is_valid(&broken));
+        if doc["summary"]["fairness"].is_object() {
+            let mut broken = doc.clone();
+            broken["summary"]["fairness"]["jain_index"] = serde_json::json!(1.5);
+            assert!(!validator.is_valid(&broken));
+        }
         if doc["summary"]["udp"].is_object() {
             let mut broken = doc.clone();
             broken["summary"]["udp"]["received_pps"] = serde_json::json!(-1.0);
