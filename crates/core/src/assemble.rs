@@ -258,8 +258,12 @@ fn summarize(
     );
     let pi = performance_index(goodput_bps, busiest, wire.link_bps);
     let tcp = (spec.protocol == crate::spec::Protocol::Tcp).then(|| tcp_summary(streams));
-    let udp = (spec.protocol == crate::spec::Protocol::Udp && spec.test.is_stream())
-        .then(|| udp_summary(spec, client, server));
+    let udp = (spec.protocol == crate::spec::Protocol::Udp && spec.test.is_stream()).then(|| {
+        let mut u = udp_summary(spec, client, server);
+        u.sent_pps = per_second(u.packets, sender_seconds);
+        u.received_pps = per_second(u.received, seconds);
+        u
+    });
     Summary {
         goodput_bps,
         sender_bps,
@@ -280,7 +284,15 @@ fn summarize(
         },
         diagnosis: None,
         rr: None,
+        fairness: crate::metrics::fairness(
+            &streams.iter().map(|s| s.goodput_bps).collect::<Vec<_>>(),
+        ),
     }
+}
+
+/// `n` events over `seconds`, None for an empty window.
+fn per_second(n: u64, seconds: f64) -> Option<f64> {
+    (seconds > 0.0 && seconds.is_finite()).then(|| n as f64 / seconds)
 }
 
 fn udp_summary(spec: &TestSpec, client: &SideReport, server: &SideReport) -> UdpSummary {

@@ -71,6 +71,30 @@ pub fn jain_fairness(rates: &[f64]) -> Option<f64> {
     (sum > 0.0).then(|| (sum * sum / (v.len() as f64 * squares)).clamp(0.0, 1.0))
 }
 
+/// Jain's index and the min / median / max of per-stream goodputs; None for fewer than two
+/// streams or when nothing moved.
+pub fn fairness(rates: &[f64]) -> Option<crate::result::Fairness> {
+    let mut v: Vec<f64> = rates.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return None;
+    }
+    let jain_index = jain_fairness(&v)?;
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median_bps = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(crate::result::Fairness {
+        streams: u32::try_from(n).unwrap_or(u32::MAX),
+        jain_index,
+        min_bps: v[0],
+        median_bps,
+        max_bps: v[n - 1],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +109,21 @@ mod tests {
         assert!((pi - 2.7).abs() < 1e-9);
         assert_eq!(performance_index(900e6, None, None), None);
         assert_eq!(performance_index(900e6, Some(0.0), None), None);
+    }
+
+    #[test]
+    fn fairness_spread_and_index() {
+        let f = fairness(&[4.0, 1.0, 3.0]).unwrap();
+        assert_eq!(
+            (f.streams, f.min_bps, f.median_bps, f.max_bps),
+            (3, 1.0, 3.0, 4.0)
+        );
+        // 8² / (3 × 26)
+        assert!((f.jain_index - 64.0 / 78.0).abs() < 1e-12);
+        let f = fairness(&[2.0, 6.0, 4.0, 8.0]).unwrap();
+        assert_eq!(f.median_bps, 5.0);
+        assert_eq!(fairness(&[5.0]), None);
+        assert_eq!(fairness(&[0.0, 0.0]), None);
     }
 
     #[test]

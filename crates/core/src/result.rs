@@ -77,6 +77,21 @@ pub struct Summary {
     /// Request/response tests: transactions and their round trips.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrSummary>,
+    /// How evenly the streams shared the path, for tests of more than one stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<Fairness>,
+}
+
+/// How evenly the streams of a test shared the path: Jain's index over the streams'
+/// goodputs (1 when all are equal, 1/n when one stream got everything) and the spread.
+/// With `--bidir` it covers the streams of both flows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    pub streams: u32,
+    pub jain_index: f64,
+    pub min_bps: f64,
+    pub median_bps: f64,
+    pub max_bps: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +208,10 @@ pub struct UdpSummary {
     pub foreign_datagrams: u64,
     /// Target rate per stream, when paced.
     pub target_bps: Option<f64>,
+    /// Datagrams per second: sent over the senders' window, received (unique) over the
+    /// receivers' window. None where the window is empty or the peer did not say.
+    pub sent_pps: Option<f64>,
+    pub received_pps: Option<f64>,
 }
 
 /// What the wire could carry and how close the test came. Null where unknown.

@@ -119,6 +119,7 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
         flows: Vec::new(),
         diagnosis: None,
         rr: None,
+        fairness: None,
     };
     Ok(RunResult {
         schema_version: SCHEMA_VERSION,

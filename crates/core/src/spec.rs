@@ -58,7 +58,10 @@ pub enum End {
 
 /// Limits that keep a peer's spec from asking a server for absurd work.
 pub mod limits {
+    /// Streams per flow of UDP, request/response and sweep tests.
     pub const MAX_PARALLEL: u32 = 128;
+    /// Streams per flow of a TCP bulk test (one thread per stream per side for now).
+    pub const MAX_PARALLEL_TCP: u32 = 1024;
     pub const MAX_LEN: u64 = 64 << 20;
     pub const MAX_SECONDS: f64 = 86_400.0;
     pub const MAX_WINDOW: u64 = 1 << 30;
@@ -237,6 +240,16 @@ pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
 /// Default TCP I/O size: large enough that syscalls are not the limit.
 pub const DEFAULT_TCP_LEN: u64 = 1 << 20;
 
+/// Buffer memory the default TCP I/O size may take over all streams of a test on one side.
+pub const DEFAULT_TCP_BUFFERS: u64 = 256 << 20;
+
+/// The default TCP I/O size for a test of `streams` streams (over all flows): 1 MiB, less
+/// when that many buffers would pass [`DEFAULT_TCP_BUFFERS`], but never under 128 KiB.
+pub fn default_tcp_len(streams: u32) -> u64 {
+    let share = DEFAULT_TCP_BUFFERS / u64::from(streams.max(1)) / 4096 * 4096;
+    share.clamp(128 << 10, DEFAULT_TCP_LEN)
+}
+
 /// Why a spec is refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SpecError {
@@ -252,11 +265,9 @@ impl TestSpec {
     /// Checks every field against sane bounds. A server runs this on what a peer sends, so it
     /// must reject anything that would make it allocate, wait or spawn without limit.
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.parallel == 0 || self.parallel > limits::MAX_PARALLEL {
-            return Err(invalid(format!(
-                "parallel streams must be 1 to {}",
-                limits::MAX_PARALLEL
-            )));
+        let max = self.max_parallel();
+        if self.parallel == 0 || self.parallel > max {
+            return Err(invalid(format!("parallel streams must be 1 to {max}")));
         }
         match &self.test {
             TestKind::Stream => self.validate_lengths()?,
@@ -264,6 +275,14 @@ impl TestSpec {
             TestKind::Sweep(sw) => sw.validate(self)?,
         }
         self.validate_common()
+    }
+
+    /// The most streams per flow this kind of test may ask for.
+    pub fn max_parallel(&self) -> u32 {
+        match (&self.test, self.protocol) {
+            (TestKind::Stream, Protocol::Tcp) => limits::MAX_PARALLEL_TCP,
+            _ => limits::MAX_PARALLEL,
+        }
     }
 
     /// Write length and buffer memory of a bulk transfer.

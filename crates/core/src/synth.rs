@@ -68,6 +68,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
             flows: vec![],
             diagnosis: None,
             rr: None,
+            fairness: None,
         },
         intervals: (0..intervals)
             .map(|i| Interval {

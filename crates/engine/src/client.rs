@@ -167,7 +167,7 @@ pub fn run_test(
                                 cpu: cfg.cpu,
                                 file: cfg.file.clone(),
                             },
-                        ));
+                        )?);
                         obs.started();
                     }
                     ClientEvent::Interval(iv) => obs.interval(&iv),

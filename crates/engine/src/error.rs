@@ -25,6 +25,16 @@ pub enum EngineError {
     Iperf3(#[from] wirerate_proto::iperf3::Iperf3Error),
     #[error("{0}")]
     Setup(String),
+    #[error(
+        "cannot start the thread of stream {stream} ({}); the {started} stream thread(s) already started were stopped",
+        flow_words(*flow)
+    )]
+    StreamThread {
+        stream: u32,
+        flow: wirerate_core::spec::Flow,
+        started: usize,
+        source: std::io::Error,
+    },
 }
 
 /// An error and its causes in one line, `context: cause: cause`, each said once (a library
@@ -49,5 +59,12 @@ impl EngineError {
 
     pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> EngineError {
         move |source| EngineError::Io { what, source }
+    }
+}
+
+fn flow_words(f: wirerate_core::spec::Flow) -> &'static str {
+    match f {
+        wirerate_core::spec::Flow::ClientToServer => "client to server",
+        wirerate_core::spec::Flow::ServerToClient => "server to client",
     }
 }

@@ -16,6 +16,7 @@ pub mod guard;
 pub mod iperf3;
 pub mod limits;
 pub mod logline;
+mod mmsg;
 pub mod net;
 pub mod rr;
 pub mod server;

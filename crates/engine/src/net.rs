@@ -315,3 +315,52 @@ pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, timeout: Duration) -> bool 
     let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
     rc > 0 && pfd.revents & libc::POLLIN != 0
 }
+
+/// Raises this process's open-file limit (RLIMIT_NOFILE) to at least `want`, up to the hard
+/// limit; returns the soft and hard limits then in force.
+pub fn raise_open_files(want: u64) -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < want && lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: want.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit from the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        lim = raised;
+    }
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Descriptors a test of `streams` streams (over all flows) takes in one process: each
+/// stream's socket and the duplicate its side keeps to stop it and read TCP_INFO, twice over
+/// when the embedded server runs in the same process, plus room for the rest.
+pub fn open_files_needed(streams: u32, embedded: bool) -> u64 {
+    let per_stream = if embedded { 4 } else { 2 };
+    u64::from(streams) * per_stream + 64
+}
+
+#[cfg(test)]
+mod rlimit_tests {
+    use super::*;
+
+    #[test]
+    fn the_open_file_limit_rises_to_what_is_asked_within_the_hard_limit() {
+        let (soft, hard) = raise_open_files(0).unwrap();
+        assert!(soft <= hard);
+        let want = hard.min(soft.saturating_add(16)).min(1 << 20);
+        let (now, _) = raise_open_files(want).unwrap();
+        assert!(now >= want, "{now} < {want}");
+        assert_eq!(open_files_needed(1024, true), 4160);
+        assert_eq!(open_files_needed(2, false), 68);
+    }
+}

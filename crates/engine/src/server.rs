@@ -97,7 +97,7 @@ pub(crate) struct Active {
 
 /// Pending connections the running test's own client may have beyond the per-address
 /// limit: every data stream of the largest test at once.
-const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL as usize;
+const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_TCP as usize;
 
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
@@ -184,6 +184,37 @@ impl Shared {
     pub(crate) fn active(&self) -> MutexGuard<'_, Option<Active>> {
         // A panicking holder cannot leave the slot inconsistent: it is a plain Option.
         self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The test slot, held by the one session running: dropping it (when the session ends, on
+/// any error, or while a panic unwinds) frees the slot and tells `serve -1`, so no path
+/// leaves the server busy.
+pub(crate) struct SlotGuard<'a> {
+    shared: &'a Shared,
+    completed: bool,
+}
+
+impl<'a> SlotGuard<'a> {
+    /// Takes charge of a slot the caller has just filled.
+    pub(crate) fn new(shared: &'a Shared) -> SlotGuard<'a> {
+        SlotGuard {
+            shared,
+            completed: false,
+        }
+    }
+
+    /// The test completed; without this, its end is reported as failed.
+    pub(crate) fn completed(&mut self) {
+        self.completed = true;
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *self.shared.active() = None;
+        crate::net::trim_freed_memory();
+        self.shared.test_ended(self.completed);
     }
 }
 
@@ -490,9 +521,12 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
         &Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None),
         None,
     );
+    let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
     let outcome = run_session(ctl, token, rx, shared, &mut note);
-    let ok = outcome.is_ok();
+    if outcome.is_ok() {
+        slot.completed();
+    }
     let ev = note.event(who, outcome.as_ref().err().map(EngineError::full));
     let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
@@ -512,9 +546,7 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
         )),
         Err(e) => text(format_args!("ended test with {who}: {}", e.full())),
     }
-    *shared.active() = None;
-    crate::net::trim_freed_memory();
-    shared.test_ended(ok);
+    drop(slot);
 }
 
 /// When the slot should be free again, for the busy answer: a timed test's length, a count
@@ -551,7 +583,7 @@ struct Running {
 }
 
 impl Running {
-    fn start_side(&mut self) {
+    fn start_side(&mut self) -> Result<(), EngineError> {
         if let Some(spec) = &self.spec {
             let max_bytes = self
                 .admission
@@ -574,8 +606,9 @@ impl Running {
                     crr: self.crr.clone(),
                     ..Default::default()
                 },
-            ));
+            )?);
         }
+        Ok(())
     }
 }
 
@@ -598,6 +631,8 @@ fn run_session(
     shared: &Shared,
     note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
+    #[cfg(test)]
+    tests::maybe_panic(shared);
     let idle = shared.cfg.idle;
     let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
@@ -826,7 +861,7 @@ fn attach_tcp(
                 sock: DataSock::Tcp(sock),
             });
             if start == Some(ServerEvent::Start) {
-                run.start_side();
+                run.start_side()?;
             }
         }
         Err(e) => shared.log(format_args!("rejected a data stream: {e}")),
@@ -875,8 +910,12 @@ fn attach_udp(
             sock,
         });
         if start == Some(ServerEvent::Start) {
-            run.start_side();
+            run.start_side()?;
         }
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

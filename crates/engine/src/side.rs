@@ -26,6 +26,7 @@ use wirerate_core::udp::UdpHostDrops;
 use wirerate_probe::snmp;
 use wirerate_proto::Token;
 
+use crate::error::EngineError;
 use crate::rr::{self, CrrRoute, SideMsg};
 use crate::stream::{run_receiver, run_sender, Counters, Plan};
 use crate::sweep;
@@ -128,13 +129,16 @@ pub struct SideRun {
 
 impl SideRun {
     /// Starts every stream's thread. `local_ip` names the interface whose counters are kept.
+    /// A thread that cannot start fails the whole side: the threads already started are
+    /// stopped and joined, and the error names the stream, so no stream is silently missing
+    /// from the result.
     pub fn start(
         spec: &TestSpec,
         streams: Vec<Attached>,
         local_ip: Option<IpAddr>,
         idle: Duration,
         ctx: RunContext,
-    ) -> SideRun {
+    ) -> Result<SideRun, EngineError> {
         let (msg_tx, msgs) = mpsc::channel();
         let spec = Arc::new(spec.clone());
         let ifname = local_ip.and_then(interface_for);
@@ -176,10 +180,24 @@ impl SideRun {
             };
             let sock = a.sock;
             let (tx, ctx) = (msg_tx.clone(), ctx.clone());
-            let handle = std::thread::Builder::new()
-                .name(format!("wr-{:?}-{}", a.role, a.id).to_lowercase())
-                .spawn(move || work(plan, sock, tx, ctx))
-                .ok();
+            let name = format!("wr-{:?}-{}", a.role, a.id).to_lowercase();
+            let handle = match spawn_stream(a.id, name, move || work(plan, sock, tx, ctx)) {
+                Ok(h) => Some(h),
+                Err(source) => {
+                    stop_all(&stop, &workers);
+                    for w in &mut workers {
+                        if let Some(h) = w.handle.take() {
+                            let _ = h.join();
+                        }
+                    }
+                    return Err(EngineError::StreamThread {
+                        stream: a.id,
+                        flow: a.flow,
+                        started: workers.len(),
+                        source,
+                    });
+                }
+            };
             workers.push(Worker {
                 flow: a.flow,
                 id: a.id,
@@ -203,7 +221,7 @@ impl SideRun {
         } else {
             0
         };
-        SideRun {
+        Ok(SideRun {
             spec,
             start,
             workers,
@@ -224,7 +242,7 @@ impl SideRun {
             rr_total: None,
             sweep: None,
             rr_flows,
-        }
+        })
     }
 
     /// Takes in what the rr and sweep workers sent; returns the rr intervals every flow has
@@ -463,13 +481,7 @@ impl SideRun {
 
     /// Stops every stream now: the test is being abandoned.
     pub fn abort(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for s in self.workers.iter().filter_map(|w| w.sock.as_ref()) {
-            // SAFETY: shutdown on a descriptor we own; it wakes blocked readers and writers.
-            unsafe {
-                libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR);
-            }
-        }
+        stop_all(&self.stop, &self.workers);
     }
 
     /// Joins the threads and builds this side's report, with a last partial interval.
@@ -477,10 +489,16 @@ impl SideRun {
         let mut streams = Vec::new();
         let mut threads = ThreadTimes::now().since(self.ctl_t0);
         for w in &mut self.workers {
-            if let Some(r) = w.handle.take().and_then(|h| h.join().ok()) {
-                threads.user_s += r.user_s;
-                threads.sys_s += r.sys_s;
-                streams.push(r);
+            let Some(h) = w.handle.take() else { continue };
+            match h.join() {
+                Ok(r) => {
+                    threads.user_s += r.user_s;
+                    threads.sys_s += r.sys_s;
+                    streams.push(r);
+                }
+                // a stream whose thread died stays in the result, with what it moved and why
+                // it has no report of its own
+                Err(_) => streams.push(lost_stream(w, self.start)),
             }
         }
         let cpu = self
@@ -539,6 +557,63 @@ impl SideRun {
             rr_rtt: self.rr_total.as_ref().and_then(LatencyHistogram::stats),
             sweep: self.sweep.take(),
         }
+    }
+}
+
+/// Tells every worker to stop and shuts their sockets, which wakes blocked readers and
+/// writers.
+fn stop_all(stop: &AtomicBool, workers: &[Worker]) {
+    stop.store(true, Ordering::Relaxed);
+    for s in workers.iter().filter_map(|w| w.sock.as_ref()) {
+        // SAFETY: shutdown on a descriptor we own.
+        unsafe {
+            libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// Starts one stream's thread.
+fn spawn_stream(
+    id: u32,
+    name: String,
+    f: impl FnOnce() -> StreamReport + Send + 'static,
+) -> std::io::Result<JoinHandle<StreamReport>> {
+    #[cfg(test)]
+    if tests::FAIL_SPAWN_OF.with(|c| c.get()) == Some(id) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            "injected thread start failure",
+        ));
+    }
+    let _ = id;
+    std::thread::Builder::new().name(name).spawn(f)
+}
+
+/// The report of a stream whose thread panicked: the bytes its counters saw, and the error.
+fn lost_stream(w: &Worker, start: Instant) -> StreamReport {
+    let bytes = w.counters.bytes.load(Ordering::Relaxed);
+    StreamReport {
+        id: w.id,
+        flow: w.flow,
+        role: w.role,
+        bytes,
+        counted_bytes: bytes,
+        calls: w.counters.calls.load(Ordering::Relaxed),
+        seconds: start.elapsed().as_secs_f64(),
+        user_s: 0.0,
+        sys_s: 0.0,
+        tcp: None,
+        udp: None,
+        error: Some(format!(
+            "the {} thread of stream {} ended in a panic; its figures are incomplete",
+            match w.role {
+                Role::Sender => "sending",
+                Role::Receiver => "receiving",
+            },
+            w.id
+        )),
+        sched: None,
+        rr: None,
     }
 }
 
@@ -706,3 +781,7 @@ impl IntervalClock {
             .collect()
     }
 }
+
+#[cfg(test)]
+#[path = "side_tests.rs"]
+mod tests;

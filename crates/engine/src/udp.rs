@@ -2,7 +2,6 @@
 //! address validation both ends run before a test (hello, challenge, proof over control).
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -19,6 +18,7 @@ use wirerate_proto::msg::UdpProof;
 use wirerate_proto::Token;
 
 use crate::error::EngineError;
+use crate::mmsg::{self, RecvBatch, SendBatch};
 use crate::stream::{Plan, Tally};
 
 /// How many end markers a sender sends, and how far apart.
@@ -30,66 +30,86 @@ const POLL: Duration = Duration::from_millis(50);
 const MAX_DEBT: Duration = Duration::from_millis(5);
 
 /// Sends datagrams of `len` bytes, evenly paced at the spec's rate (or unpaced), then the end
-/// markers.
+/// markers. Every datagram that is due goes out in one `sendmmsg`, so a high rate costs one
+/// wake-up per batch instead of one per datagram.
 pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport {
     let t0 = ThreadTimes::now();
     let spec = &plan.spec;
     let len = spec.len_bytes.max(HEADER_LEN as u64) as usize;
-    let mut buf = vec![0u8; len];
-    for (i, b) in buf.iter_mut().enumerate().skip(HEADER_LEN) {
+    let mut template = vec![0u8; len];
+    for (i, b) in template.iter_mut().enumerate().skip(HEADER_LEN) {
         *b = (i as u8).wrapping_mul(31).wrapping_add(7);
     }
-    let header = Header {
+    Header {
         kind: Kind::Data,
         stream_id: plan.id,
         seq: 0,
         send_ns: 0,
         token,
-    };
-    header.emit(&mut buf);
-    // pacing is by bytes, so a short last datagram takes a short slot
-    let secs_per_byte = spec.rate_bps.map(|r| 8.0 / r);
+    }
+    .emit(&mut template);
+    let mut batch = SendBatch::new(mmsg::batch_for(len), &template);
+    drop(template);
+    let mut pace = spec.rate_bps.map(|r| Pacer::new(plan.start, 8.0 / r));
     let end_at = spec
         .send_seconds()
         .map(|s| plan.start + Duration::from_secs_f64(s));
     let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
     let mut t = Tally::new(&plan);
     let mut stats = UdpStreamStats::default();
-    // Each datagram goes out at the end of its slot, so n datagrams take n slots and a short
-    // test's rate is not inflated by one datagram sent at time zero.
-    let mut next = plan.start;
     let mut seq = 0u64;
+    let mut lens = [0usize; mmsg::MAX_BATCH];
     let _ = sock.set_write_timeout(Some(plan.idle));
     while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
         let mut now = Instant::now();
         if end_at.is_some_and(|e| now >= e) {
             break;
         }
-        let n = (len as u64).min(remaining).max(HEADER_LEN as u64) as usize;
-        if let Some(spb) = secs_per_byte {
-            let mut due = next + Duration::from_secs_f64(n as f64 * spb);
-            if now < due {
-                std::thread::sleep(due - now);
-                now = Instant::now();
-            } else if now.duration_since(due) > MAX_DEBT {
-                due = now - MAX_DEBT;
+        // the sizes of the datagrams that go out now: a short last one takes a short slot
+        let size = |left: u64| (len as u64).min(left).max(HEADER_LEN as u64) as usize;
+        let count = match pace.as_mut() {
+            Some(p) => {
+                now = p.wait_for_first(size(remaining), now);
+                if end_at.is_some_and(|e| now >= e) {
+                    break;
+                }
+                p.due(now, remaining, size, &mut lens[..batch.capacity()])
             }
-            next = due;
-        }
-        if end_at.is_some_and(|e| now >= e) {
-            break;
-        }
+            None => {
+                let mut left = remaining;
+                let mut k = 0;
+                while k < batch.capacity() && left > 0 {
+                    lens[k] = size(left);
+                    left = left.saturating_sub(lens[k] as u64);
+                    k += 1;
+                }
+                k
+            }
+        };
         let send_ns = now.saturating_duration_since(plan.start).as_nanos() as u64;
-        Header::stamp(&mut buf, seq, send_ns);
-        match sock.send(&buf[..n]) {
-            Ok(sent) => {
-                seq += 1;
-                remaining = remaining.saturating_sub(sent as u64);
-                t.add(sent, now, &plan.counters);
+        for (i, s) in (0..count).zip(seq..) {
+            Header::stamp(batch.slot_mut(i), s, send_ns);
+        }
+        match batch.send(&sock, &lens[..count]) {
+            Ok(k) => {
+                let bytes: usize = lens[..k].iter().sum();
+                seq += k as u64;
+                remaining = remaining.saturating_sub(bytes as u64);
+                t.add(bytes, now, &plan.counters);
+                if let Some(p) = pace.as_mut() {
+                    p.advance(&lens[..k.max(1)]);
+                }
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => stats.enobufs += 1,
-            // the receiver's port answered with ICMP unreachable, or a signal: keep pacing
-            Err(_) => {}
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::ENOBUFS) {
+                    stats.enobufs += 1;
+                }
+                // a refused datagram (ENOBUFS, or ICMP unreachable from the receiver's
+                // port) still takes its slot, so pacing keeps its rate
+                if let Some(p) = pace.as_mut() {
+                    p.advance(&lens[..1]);
+                }
+            }
         }
     }
     stats.packets = seq;
@@ -97,6 +117,75 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
     let mut report = t.report(&plan, t0, None);
     report.udp = Some(stats);
     report
+}
+
+/// The byte-slot schedule of a paced sender: each datagram owns a slot as long as its bytes
+/// take at the target rate and goes out when its slot ends, so n datagrams take n slots and a
+/// short test's rate is not inflated by one datagram sent at time zero.
+struct Pacer {
+    /// Where the next datagram's slot begins.
+    next: Instant,
+    secs_per_byte: f64,
+}
+
+impl Pacer {
+    fn new(start: Instant, secs_per_byte: f64) -> Pacer {
+        Pacer {
+            next: start,
+            secs_per_byte,
+        }
+    }
+
+    fn slot(&self, bytes: usize) -> Duration {
+        Duration::from_secs_f64(bytes as f64 * self.secs_per_byte)
+    }
+
+    /// Sleeps until the first datagram (of `bytes`) is due and returns the time then. After a
+    /// late wake-up the schedule keeps at most [`MAX_DEBT`] of debt, so pacing never bursts.
+    fn wait_for_first(&mut self, bytes: usize, now: Instant) -> Instant {
+        let due = self.next + self.slot(bytes);
+        if now < due {
+            std::thread::sleep(due - now);
+            return Instant::now();
+        }
+        if now.duration_since(due) > MAX_DEBT {
+            self.next = (now - MAX_DEBT)
+                .checked_sub(self.slot(bytes))
+                .unwrap_or(self.next);
+        }
+        now
+    }
+
+    /// Fills `lens` with the sizes of the datagrams whose slots have ended by `now` (at least
+    /// one, at most `lens.len()`); returns how many.
+    fn due(
+        &self,
+        now: Instant,
+        mut left: u64,
+        size: impl Fn(u64) -> usize,
+        lens: &mut [usize],
+    ) -> usize {
+        let mut end = self.next;
+        let mut k = 0;
+        while k < lens.len() && left > 0 {
+            let n = size(left);
+            end += self.slot(n);
+            if k > 0 && end > now {
+                break;
+            }
+            lens[k] = n;
+            left = left.saturating_sub(n as u64);
+            k += 1;
+        }
+        k
+    }
+
+    /// The datagrams of `lens` have had their slots.
+    fn advance(&mut self, lens: &[usize]) {
+        for &n in lens {
+            self.next += self.slot(n);
+        }
+    }
 }
 
 fn send_end_markers(sock: &UdpSocket, token: Token, id: u32, sent: u64) {
@@ -132,48 +221,6 @@ fn enable_rxq_ovfl(sock: &UdpSocket) -> bool {
     }
 }
 
-/// One recvmsg: the datagram's length, its source, and the socket's cumulative drop count
-/// when the kernel attached one.
-fn recv_with_drops(
-    sock: &UdpSocket,
-    buf: &mut [u8],
-) -> io::Result<(usize, Option<SocketAddr>, Option<u32>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
-    let mut control = [0u64; 8]; // 64 bytes, aligned for cmsghdr
-                                 // SAFETY: msghdr is plain data; every pointer in it refers to a live buffer above whose
-                                 // length is given alongside it.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = name.as_mut_ptr().cast();
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control);
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut drops = None;
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, bounded by
-    // msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
-                drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes into `name`.
-    let src = unsafe { socket2::SockAddr::new(name.assume_init(), msg.msg_namelen) }.as_socket();
-    Ok((n as usize, src, drops))
-}
-
 /// Receives until the end markers arrive, the test is stopped, or the peer is done and the
 /// socket has been quiet for a moment.
 pub fn run_udp_receiver(
@@ -191,7 +238,8 @@ pub fn run_udp_receiver(
             .unwrap_or(4 << 20) as usize,
     );
     let _ = sock.set_read_timeout(Some(POLL));
-    let mut buf = vec![0u8; 65_536];
+    let slot = plan.spec.len_bytes.clamp(HEADER_LEN as u64, 65_536) as usize;
+    let mut batch = RecvBatch::new(mmsg::batch_for(slot), slot);
     let mut t = Tally::new(&plan);
     let mut stats = RecvStats::default();
     let mut extra = UdpStreamStats::default();
@@ -203,35 +251,52 @@ pub fn run_udp_receiver(
     let mut last_heard = Instant::now();
     let silence = silence_limit(&plan);
     let mut error = None;
-    loop {
-        match recv_with_drops(&sock, &mut buf) {
-            Ok((n, src, drops)) => {
+    'recv: loop {
+        match batch.recv(&sock) {
+            Ok(got) => {
+                // one clock read per batch: its datagrams were queued together
                 let now = Instant::now();
-                if drops.is_some() {
-                    last_drops = drops;
-                }
-                let from_peer = peer.is_none_or(|p| src == Some(p));
-                match Header::parse(&buf[..n]) {
-                    Ok(h) if from_peer && h.stream_id == plan.id && token_eq(&h.token, &token) => {
-                        match h.kind {
-                            Kind::Data => {
-                                last_heard = now;
-                                let arrival =
-                                    now.saturating_duration_since(plan.start).as_secs_f64();
-                                let before = stats.packets;
-                                stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
-                                if stats.packets > before {
-                                    t.add(n, now, &plan.counters);
-                                    plan.counters.packets.fetch_add(1, Ordering::Relaxed);
-                                    let span = stats.max_seq.map_or(0, |m| m.saturating_add(1));
-                                    plan.counters.span.store(span, Ordering::Relaxed);
-                                }
-                            }
-                            Kind::End => break,
-                            _ => extra.foreign += 1,
-                        }
+                let arrival = now.saturating_duration_since(plan.start).as_secs_f64();
+                let mut bytes = 0usize;
+                let mut ended = false;
+                for d in (0..got).filter_map(|i| batch.get(i)) {
+                    if d.drops.is_some() {
+                        last_drops = d.drops;
                     }
-                    _ => extra.foreign += 1,
+                    let from_peer = peer.is_none_or(|p| d.src == Some(p));
+                    match Header::parse(d.data) {
+                        Ok(h)
+                            if from_peer
+                                && h.stream_id == plan.id
+                                && token_eq(&h.token, &token) =>
+                        {
+                            match h.kind {
+                                Kind::Data => {
+                                    last_heard = now;
+                                    let before = stats.packets;
+                                    stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
+                                    if stats.packets > before {
+                                        bytes += d.data.len();
+                                        plan.counters.packets.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                                Kind::End => {
+                                    ended = true;
+                                    break;
+                                }
+                                _ => extra.foreign += 1,
+                            }
+                        }
+                        _ => extra.foreign += 1,
+                    }
+                }
+                if bytes > 0 {
+                    t.add(bytes, now, &plan.counters);
+                    let span = stats.max_seq.map_or(0, |m| m.saturating_add(1));
+                    plan.counters.span.store(span, Ordering::Relaxed);
+                }
+                if ended {
+                    break 'recv;
                 }
             }
             Err(e)
@@ -446,5 +511,45 @@ fn map_v4(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 µs per byte: a 100-byte datagram owns a 100 µs slot.
+    fn pacer(start: Instant) -> Pacer {
+        Pacer::new(start, 1e-6)
+    }
+
+    #[test]
+    fn every_due_datagram_goes_in_one_batch() {
+        let start = Instant::now();
+        let p = pacer(start);
+        let mut lens = [0usize; 8];
+        let size = |left: u64| left.min(100) as usize;
+        // 350 µs in: the slots ending at 100, 200 and 300 µs are due, not the one at 400
+        let k = p.due(start + Duration::from_micros(350), 10_000, size, &mut lens);
+        assert_eq!(k, 3);
+        // the first slot goes out even when the clock reads a hair early
+        assert_eq!(p.due(start, 10_000, size, &mut lens), 1);
+        // never more than the batch, never past the bytes left (a short last datagram)
+        let late = start + Duration::from_secs(1);
+        assert_eq!(p.due(late, 10_000, size, &mut lens), 8);
+        assert_eq!(p.due(late, 250, size, &mut lens), 3);
+        assert_eq!(lens[..3], [100, 100, 50]);
+    }
+
+    #[test]
+    fn sent_slots_move_the_schedule_and_debt_is_bounded() {
+        let start = Instant::now();
+        let mut p = pacer(start);
+        p.advance(&[100, 100, 50]);
+        assert_eq!(p.next, start + Duration::from_micros(250));
+        // a wake-up 1 s late keeps only MAX_DEBT of debt: the next slot ends MAX_DEBT ago
+        let now = start + Duration::from_secs(1);
+        assert_eq!(p.wait_for_first(100, now), now);
+        assert_eq!(p.next + p.slot(100), now - MAX_DEBT);
     }
 }

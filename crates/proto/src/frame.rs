@@ -11,6 +11,17 @@ pub const PREAMBLE_LEN: usize = 8;
 pub const MAX_CLIENT_FRAME: usize = 256 << 10;
 /// Frames a client accepts from a server: final reports carry every interval.
 pub const MAX_SERVER_FRAME: usize = 16 << 20;
+/// Room a client's final report frame gets per stream of its test beyond
+/// [`MAX_CLIENT_FRAME`]: a stream's figures with its TCP_INFO take under 1 KiB of JSON.
+pub const CLIENT_REPORT_BYTES_PER_STREAM: usize = 2 << 10;
+
+/// The largest frame a server takes from the client of `spec` once the spec is accepted:
+/// the final report lists every stream, so a test of many streams needs more than the cap
+/// that holds before the spec. Both ends compute it from the validated spec.
+pub fn client_frame_limit(spec: &wirerate_core::TestSpec) -> usize {
+    let streams = spec.parallel as usize * spec.direction.flows().len();
+    MAX_CLIENT_FRAME + streams.saturating_mul(CLIENT_REPORT_BYTES_PER_STREAM)
+}
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtoError {
@@ -128,6 +139,11 @@ impl FrameDecoder {
         }
     }
 
+    /// Changes the cap for frames not yet begun (a validated spec may allow larger ones).
+    pub fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
+    }
+
     /// Adds received bytes. Fails as soon as a length prefix exceeds the cap, and never
     /// holds more than one maximal frame plus the chunk just pushed.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), ProtoError> {
@@ -177,6 +193,24 @@ impl FrameDecoder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_spec_of_many_streams_allows_a_larger_client_report() {
+        let one = wirerate_core::TestSpec::default();
+        assert_eq!(client_frame_limit(&one), MAX_CLIENT_FRAME + 2048);
+        let many = wirerate_core::TestSpec {
+            parallel: 1024,
+            direction: wirerate_core::Direction::Bidir,
+            ..Default::default()
+        };
+        assert_eq!(client_frame_limit(&many), MAX_CLIENT_FRAME + 2048 * 2048);
+        let mut d = FrameDecoder::new(MAX_CLIENT_FRAME);
+        let big = (MAX_CLIENT_FRAME as u32 + 1).to_be_bytes();
+        assert!(d.push(&big).is_err());
+        let mut d = FrameDecoder::new(MAX_CLIENT_FRAME);
+        d.set_max_frame(client_frame_limit(&many));
+        assert!(d.push(&big).is_ok());
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -173,6 +173,8 @@ impl ServerSession {
                     return Err(ProtoError::Refused(reason));
                 }
                 self.expected = expected_streams(&spec);
+                self.dec
+                    .set_max_frame(crate::frame::client_frame_limit(&spec));
                 self.spec = Some(spec.clone());
                 self.c.state = ServerState::Preparing;
                 self.c.deadline = Some(now + self.idle);
@@ -509,7 +511,8 @@ impl ClientSession {
     pub fn local_report(&mut self, report: SideReport, now: Instant) {
         if self.c.state == ClientState::Running && !self.c.local_report {
             self.c.local_report = true;
-            self.c.out.extend(report_frames(report, MAX_CLIENT_FRAME));
+            let max = crate::frame::client_frame_limit(&self.spec);
+            self.c.out.extend(report_frames(report, max));
             if !self.c.peer_report {
                 self.c.deadline = Some(now + self.idle);
             }

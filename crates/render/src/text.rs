@@ -174,6 +174,16 @@ fn udp_lines(u: &wirerate_core::result::UdpSummary) -> String {
         _ => "no loss".into(),
     };
     let _ = write!(o, "\n  {:<22} {where_}", "UDP loss location");
+    if u.sent_pps.is_some() || u.received_pps.is_some() {
+        let pps = |p: Option<f64>| p.map_or_else(|| "n/a".into(), format_pps);
+        let _ = write!(
+            o,
+            "\n  {:<22} {} sent, {} received",
+            "UDP packets/s",
+            pps(u.sent_pps),
+            pps(u.received_pps)
+        );
+    }
     if u.sender_enobufs > 0 || u.foreign_datagrams > 0 {
         let _ = write!(
             o,
@@ -182,6 +192,17 @@ fn udp_lines(u: &wirerate_core::result::UdpSummary) -> String {
         );
     }
     o
+}
+
+/// Packets per second with an SI prefix: "812.4 kpps", "1.23 Mpps".
+fn format_pps(p: f64) -> String {
+    if p >= 1e6 {
+        format!("{:.3} Mpps", p / 1e6)
+    } else if p >= 1e3 {
+        format!("{:.1} kpps", p / 1e3)
+    } else {
+        format!("{p:.1} pps")
+    }
 }
 
 fn iface_line(side: &str, i: &InterfaceDelta) -> String {
@@ -322,6 +343,18 @@ pub fn summary(r: &RunResult) -> String {
     }
     if let Some(u) = &s.udp {
         let _ = writeln!(o, "{}", udp_lines(u));
+    }
+    if let Some(f) = &s.fairness {
+        let _ = writeln!(
+            o,
+            "  {:<22} Jain's index {:.3} over {} streams; per stream min {}, median {}, max {}",
+            "fairness",
+            f.jain_index,
+            f.streams,
+            format_bps(f.min_bps),
+            format_bps(f.median_bps),
+            format_bps(f.max_bps)
+        );
     }
     for i in &r.env.client.interfaces {
         let _ = writeln!(o, "{}", iface_line("client", i));

@@ -259,6 +259,7 @@ fn sample_run() -> RunResult {
             flows: vec![],
             diagnosis: None,
             rr: None,
+            fairness: None,
         },
         intervals: vec![],
         streams: vec![],

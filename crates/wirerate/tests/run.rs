@@ -58,6 +58,7 @@ fn json_output_validates_against_the_checked_in_schema() {
         vec![
             "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "-w", "256K", "--json",
         ],
+        vec!["run", "-u", "-b", "0", "-l", "64", "-t", "0.5", "--json"],
     ] {
         let out = run(&args, LIMIT);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -71,6 +72,16 @@ fn json_output_validates_against_the_checked_in_schema() {
         let mut broken = doc.clone();
         broken["summary"]["goodput_bps"] = serde_json::json!("fast");
         assert!(!validator.is_valid(&broken));
+        if doc["summary"]["fairness"].is_object() {
+            let mut broken = doc.clone();
+            broken["summary"]["fairness"]["jain_index"] = serde_json::json!(1.5);
+            assert!(!validator.is_valid(&broken));
+        }
+        if doc["summary"]["udp"].is_object() {
+            let mut broken = doc.clone();
+            broken["summary"]["udp"]["received_pps"] = serde_json::json!(-1.0);
+            assert!(!validator.is_valid(&broken));
+        }
         let mut broken = doc;
         broken["summary"]["cpu"]["local"]["system_percent"] = serde_json::json!(250.0);
         assert!(!validator.is_valid(&broken));

@@ -28,6 +28,16 @@ fn paced_rate_holds_its_target() {
     let loss = u["loss_percent"].as_f64().unwrap();
     assert!((0.0..=100.0).contains(&loss));
     assert!(u["jitter_ms"].as_f64().is_some());
+    // 40 Mbit/s of 1400-byte datagrams is 3571 datagrams per second
+    let pps = u["sent_pps"].as_f64().unwrap();
+    assert!((pps / 3571.4 - 1.0).abs() < 0.03, "sent {pps} datagrams/s");
+    let rx_pps = u["received_pps"].as_f64().unwrap();
+    let rx = u["received"].as_f64().unwrap();
+    let secs = s["seconds"].as_f64().unwrap();
+    assert!(
+        (rx_pps * secs - rx).abs() < 1.0,
+        "{rx_pps} × {secs} s vs {rx}"
+    );
     for iv in j["intervals"].as_array().unwrap() {
         let l = iv["loss_percent"].as_f64().unwrap();
         assert!((0.0..=100.0).contains(&l), "{iv}");
@@ -225,4 +235,31 @@ fn find_max_needs_udp() {
     let out = run(&["run", "--find-max"], LIMIT);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("-u"));
+}
+
+#[test]
+fn unpaced_small_datagrams_report_packets_per_second() {
+    let out = run(
+        &["run", "-u", "-b", "0", "-l", "64", "-t", "1", "--json"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let s = &j["summary"];
+    let u = &s["udp"];
+    let sent = u["packets"].as_f64().unwrap();
+    let received = u["received"].as_f64().unwrap();
+    assert!(received > 0.0 && received <= sent, "{u}");
+    let sent_pps = u["sent_pps"].as_f64().unwrap();
+    let sender_s = s["sender_seconds"].as_f64().unwrap();
+    assert!((sent_pps * sender_s - sent).abs() < 1.0, "{u}");
+    assert!(u["received_pps"].as_f64().unwrap() > 0.0);
+    // every datagram is 64 bytes, so the byte count is the datagram count × 64
+    assert_eq!(s["bytes"].as_f64().unwrap(), received * 64.0);
+
+    let out = run(&["run", "-u", "-b", "0", "-l", "64", "-t", "1"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("UDP packets/s"), "{text}");
+    assert!(text.contains("pps sent,"), "{text}");
 }

@@ -132,6 +132,7 @@ pub(super) fn tcp_run() -> RunResult {
             flows: Vec::new(),
             diagnosis: None,
             rr: None,
+            fairness: None,
         },
         intervals: Vec::new(),
         streams: vec![StreamResult {

@@ -258,7 +258,7 @@ fn on_event(
                     local_ip,
                     idle,
                     Default::default(),
-                ))),
+                )?)),
                 Protocol::Udp => Streams::Udp(Box::new(UdpRun::start(
                     cx.spec,
                     std::mem::take(&mut run.udp),

@@ -24,7 +24,7 @@ use crate::guard::Watchdog;
 use crate::limits::{Admission, Policy};
 use crate::logline::{Decision, Event, Kind, SpecShort, TestNote};
 use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
-use crate::server::{peer, Active, Pending, Shared};
+use crate::server::{peer, Active, Pending, Shared, SlotGuard};
 use crate::side::{Attached, DataSock, SideRun};
 
 use super::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
@@ -114,9 +114,12 @@ pub(crate) fn handle_conn(
             .decided(Decision::Accepted, Some("iperf3 client".into())),
         None,
     );
+    let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
     let outcome = run_session(sock, rx, shared, &mut note);
-    let ok = outcome.is_ok();
+    if outcome.is_ok() {
+        slot.completed();
+    }
     let ev = note.event(&who, outcome.as_ref().err().map(EngineError::full));
     let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
@@ -137,9 +140,7 @@ pub(crate) fn handle_conn(
         )),
         Err(e) => text(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
-    *shared.active() = None;
-    crate::net::trim_freed_memory();
-    shared.test_ended(ok);
+    drop(slot);
 }
 
 /// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.
@@ -456,7 +457,7 @@ fn attach_streams(
                 apply_options(&SockRef::from(&sock), &p.spec)?;
                 run.pending.push((at, sock));
                 if all {
-                    start(run, local_ip, idle);
+                    start(run, local_ip, idle)?;
                 }
             }
             Err(e) => {
@@ -470,9 +471,9 @@ fn attach_streams(
 
 /// Assigns flows in the order the listener accepted the streams (the client's order) and
 /// starts the workers.
-fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
+fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) -> Result<(), EngineError> {
     let (Some(p), Some(map)) = (run.params.as_ref(), run.map.as_ref()) else {
-        return;
+        return Ok(());
     };
     let mut pending = std::mem::take(&mut run.pending);
     pending.sort_by_key(|(at, _)| *at);
@@ -505,7 +506,8 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) {
         local_ip,
         idle,
         Default::default(),
-    ));
+    )?);
+    Ok(())
 }
 
 /// Ends a test that stalls, crawls or outlives its time bound (`guard::Watchdog`); until

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::spec::{End, RecvMode, SendMode, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
+use wirerate_core::spec::{End, RecvMode, SendMode, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
@@ -102,7 +102,8 @@ pub struct Args {
     /// not what applications see (TCP; reported as spec.recv_mode)
     #[arg(long, conflicts_with = "udp")]
     pub discard: bool,
-    /// Parallel streams, each on its own thread on each side
+    /// Parallel streams per flow, each on its own thread on each side (TCP up to 1024, UDP
+    /// 128); past 256 streams the default write size shrinks so buffers stay within 256 MiB
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// Reverse: the server sends, the client receives
@@ -240,7 +241,13 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         },
         end,
         len_bytes: a.len.unwrap_or(match protocol {
-            Protocol::Tcp => DEFAULT_TCP_LEN,
+            Protocol::Tcp => {
+                wirerate_core::spec::default_tcp_len(a.parallel.saturating_mul(if a.bidir {
+                    2
+                } else {
+                    1
+                }))
+            }
             Protocol::Udp => udp_len,
         }),
         parallel: a.parallel,
@@ -300,6 +307,23 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
     a.habits
         .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
     Ok(spec)
+}
+
+/// Raises the open-file limit to what the test's streams need, or says before starting that
+/// the limit is too low and how to raise it.
+pub fn ensure_open_files(spec: &TestSpec, embedded: bool) -> anyhow::Result<()> {
+    let streams = spec
+        .parallel
+        .saturating_mul(spec.direction.flows().len() as u32);
+    let need = wirerate_engine::net::open_files_needed(streams, embedded);
+    match wirerate_engine::net::raise_open_files(need) {
+        Ok((soft, _)) if soft >= need => Ok(()),
+        Ok((soft, hard)) => anyhow::bail!(
+            "{streams} streams need about {need} open files{}, but the limit is {soft} (hard limit {hard}): raise it with `ulimit -n {need}` (as root, or in limits.conf), or use fewer streams",
+            if embedded { " (client and embedded server)" } else { "" }
+        ),
+        Err(e) => anyhow::bail!("cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// `-F` on a sending client with neither -t nor -n: the file's size, sent once.
@@ -532,6 +556,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
     let mut spec = spec_from(&a, udp_len)?;
+    ensure_open_files(&spec, t.embedded)?;
     if a.find_max {
         if a.time.is_none() && a.bytes.is_none() && a.blocks.is_none() {
             spec.end = End::Time { seconds: 2.0 };

@@ -137,6 +137,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         tls: tls.clone(),
         ..Default::default()
     };
+    // every stream of a test takes two descriptors on this side: room for the largest -P
+    let _ = wirerate_engine::net::raise_open_files(1 << 16);
     let server = match a.bind {
         Some(ip) => Server::bind(SocketAddr::new(ip, a.port), cfg)?,
         // dual-stack where the host has IPv6, else IPv4 only

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The engine against iperf3 and iperf2 on loopback, side by side in one session so all tools
+# see the same load. A benchmark, not a test: read the medians; single runs move by ±10 %.
+#
+#   bench/engine.sh [RUNS] [SECONDS]
+#
+# 1. One stream: wirerate, iperf3, iperf2 (Gbit/s, receiver side for wirerate and iperf3,
+#    iperf2's client report).
+# 2. -P 2: wirerate against its own one stream and against iperf2 -P 2 (threads).
+# 3. -P 256: wirerate's aggregate goodput, and each side's peak RSS and thread count while it
+#    runs, against the same at -P 1 (memory per stream).
+# 4. UDP, 64-byte datagrams, unpaced: datagrams received per second, wirerate and iperf3.
+#
+# wirerate runs against its own `serve` process, like the other tools, not the embedded
+# server. iperf2 is optional (apt-get install iperf); its cases are skipped without it.
+set -euo pipefail
+runs=${1:-3}
+secs=${2:-3}
+cd "$(dirname "$0")/.."
+command -v iperf3 >/dev/null || { echo "iperf3 is not installed (apt-get install iperf3)" >&2; exit 1; }
+have_iperf2=0
+command -v iperf >/dev/null && have_iperf2=1
+cargo build --release --quiet
+wr=${CARGO_TARGET_DIR:-$PWD/target}/release/wirerate
+base=$((20000 + RANDOM % 20000))
+wr_port=$base ip3_port=$((base + 1)) ip2_port=$((base + 2)) mem_port=$((base + 3))
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a / b:.2f}' if b else 'n/a')" "$1" "$2"; }
+
+"$wr" serve -p "$wr_port" >/dev/null 2>&1 &
+pids+=($!)
+if ((have_iperf2)); then
+  iperf -s -p "$ip2_port" >/dev/null 2>&1 &
+  pids+=($!)
+fi
+sleep 0.5
+
+wr_gbps() { # extra wirerate run args
+  "$wr" run 127.0.0.1 -p "$wr_port" -t "$secs" -i 0 --json --no-store "$@" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["goodput_bps"]/1e9)'
+}
+
+ip3_gbps() { # extra iperf3 client args
+  iperf3 -s -1 -p "$ip3_port" >/dev/null 2>&1 &
+  local spid=$!
+  sleep 0.3
+  iperf3 -c 127.0.0.1 -p "$ip3_port" -t "$secs" -J "$@" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)'
+  wait "$spid" 2>/dev/null || true
+}
+
+ip2_gbps() { # extra iperf2 client args; the sum line (stream -1) or, where 2.1.8 leaves
+  # it out of its CSV, the sum of the streams' lines
+  iperf -c 127.0.0.1 -p "$ip2_port" -t "$secs" -y C "$@" |
+    awk -F, '$6 == -1 {s = $NF; has = 1} $6 != -1 {t += $NF} END {print (has ? s : t) / 1e9}'
+}
+
+wr_udp_pps() {
+  "$wr" run 127.0.0.1 -p "$wr_port" -u -b 0 -l 64 -t "$secs" -i 0 --json --no-store |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["udp"]["received_pps"])'
+}
+
+ip3_udp_pps() {
+  iperf3 -s -1 -p "$ip3_port" >/dev/null 2>&1 &
+  local spid=$!
+  sleep 0.3
+  iperf3 -c 127.0.0.1 -p "$ip3_port" -u -b 0 -l 64 -t "$secs" -J |
+    python3 -c '
+import json, sys
+s = json.load(sys.stdin)["end"]["sum"]
+print((s["packets"] - s["lost_packets"]) / s["seconds"])'
+  wait "$spid" 2>/dev/null || true
+}
+
+status() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null || true; }
+
+# -P N against a fresh one-test server: goodput, and each side's peak RSS (KiB) and thread
+# count, sampled every 0.1 s while the client runs (a loaded machine may hide short peaks).
+wr_mem() {
+  "$wr" serve -1 -p "$mem_port" >/dev/null 2>&1 &
+  local spid=$!
+  sleep 0.3
+  "$wr" run 127.0.0.1 -p "$mem_port" -P "$1" -t "$secs" -i 0 --json --no-store >"$tmp/mem.json" &
+  local cpid=$!
+  local c_rss=0 c_thr=0 s_rss=0 s_thr=0 v
+  while kill -0 "$cpid" 2>/dev/null; do
+    v=$(status "$cpid" VmRSS); ((${v:-0} > c_rss)) && c_rss=$v
+    v=$(status "$cpid" Threads); ((${v:-0} > c_thr)) && c_thr=$v
+    v=$(status "$spid" VmRSS); ((${v:-0} > s_rss)) && s_rss=$v
+    v=$(status "$spid" Threads); ((${v:-0} > s_thr)) && s_thr=$v
+    sleep 0.1
+  done
+  wait "$cpid"
+  wait "$spid" 2>/dev/null || true
+  local g
+  g=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"]["goodput_bps"]/1e9)' "$tmp/mem.json")
+  echo "$g $c_rss $c_thr $s_rss $s_thr"
+}
+
+declare -A r
+add() { r[$1]+="$2 "; }
+med() { tr ' ' '\n' <<<"${r[$1]:-}" | grep . | median; }
+
+for ((i = 1; i <= runs; i++)); do
+  add wr1 "$(wr_gbps)"
+  add ip3_1 "$(ip3_gbps)"
+  ((have_iperf2)) && add ip2_1 "$(ip2_gbps)"
+  add wr2 "$(wr_gbps -P 2)"
+  ((have_iperf2)) && add ip2_2 "$(ip2_gbps -P 2)"
+  read -r g crss cthr srss sthr <<<"$(wr_mem 256)"
+  add wr256 "$g"; add crss256 "$crss"; add cthr256 "$cthr"; add srss256 "$srss"; add sthr256 "$sthr"
+  read -r g crss cthr srss sthr <<<"$(wr_mem 1)"
+  add crss1 "$crss"; add srss1 "$srss"; add cthr1 "$cthr"; add sthr1 "$sthr"
+  add wr_udp "$(wr_udp_pps)"
+  add ip3_udp "$(ip3_udp_pps)"
+  echo "round $i of $runs done"
+done
+
+echo
+echo "== medians of $runs runs of $secs s (loopback)"
+printf 'one stream   wirerate %6.2f  iperf3 %6.2f  iperf2 %s Gbit/s;  wirerate/iperf3 %s, wirerate/iperf2 %s\n' \
+  "$(med wr1)" "$(med ip3_1)" "$(med ip2_1)" "$(ratio "$(med wr1)" "$(med ip3_1)")" "$(ratio "$(med wr1)" "$(med ip2_1)")"
+printf -- '-P 2         wirerate %6.2f  (its one stream %.2f)  iperf2 -P 2 %s Gbit/s;  /one stream %s, /iperf2 -P 2 %s\n' \
+  "$(med wr2)" "$(med wr1)" "$(med ip2_2)" "$(ratio "$(med wr2)" "$(med wr1)")" "$(ratio "$(med wr2)" "$(med ip2_2)")"
+printf -- '-P 256       wirerate %6.2f Gbit/s aggregate;  /one stream %s\n' "$(med wr256)" "$(ratio "$(med wr256)" "$(med wr1)")"
+printf 'memory       -P 1: client %s KiB %s threads, server %s KiB %s threads\n' \
+  "$(med crss1)" "$(med cthr1)" "$(med srss1)" "$(med sthr1)"
+printf '             -P 256: client %s KiB %s threads, server %s KiB %s threads;  per stream %s KiB client, %s KiB server\n' \
+  "$(med crss256)" "$(med cthr256)" "$(med srss256)" "$(med sthr256)" \
+  "$(python3 -c "print(round(($(med crss256) - $(med crss1)) / 255))")" \
+  "$(python3 -c "print(round(($(med srss256) - $(med srss1)) / 255))")"
+printf 'UDP 64 B     wirerate %.0f  iperf3 %.0f datagrams/s received;  wirerate/iperf3 %s\n' \
+  "$(med wr_udp)" "$(med ip3_udp)" "$(ratio "$(med wr_udp)" "$(med ip3_udp)")"
