@@ -2,7 +2,6 @@
 //! TCP_CRR and UDP_RR), against a server or the embedded loopback server.
 
 use std::io::Write as _;
-use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
-use super::run::{execute, open_store, parse_size, save, target_for, Net, DEFAULT_PORT};
+use super::run::{execute, open_store, parse_size, save, target_for, Net};
 use crate::exit::usage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -38,11 +37,8 @@ Sizes take K, M as powers of 1024 (4K = 4096 bytes).\n\n\
 Exit status: 0 success, 1 the test failed, 2 bad usage."
 )]
 pub struct Args {
-    /// Server to test against; with none, an embedded server on loopback is used
-    pub host: Option<String>,
-    /// Server port
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    #[command(flatten)]
+    pub net: Net,
     /// How transactions travel
     #[arg(long, value_enum, default_value_t = Mode::Tcp)]
     pub mode: Mode,
@@ -95,23 +91,6 @@ pub struct Args {
     /// Print one JSON document instead of the human report
     #[arg(long)]
     pub json: bool,
-    /// Use IPv4 only
-    #[arg(short = '4', conflicts_with = "ipv6")]
-    pub ipv4: bool,
-    /// Use IPv6 only
-    #[arg(short = '6')]
-    pub ipv6: bool,
-    /// Local address to bind to
-    #[arg(short = 'B', long, value_name = "ADDR")]
-    pub bind: Option<IpAddr>,
-    /// Seconds a silent peer is waited for before the test fails
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 10.0,
-        allow_negative_numbers = true
-    )]
-    pub idle_timeout: f64,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -132,7 +111,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
     if a.request == Some(0) || a.response == Some(0) {
         return usage("--request and --response must be at least 1 byte");
     }
-    if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
+    if !(a.net.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.net.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
     let mode = match a.mode {
@@ -195,14 +174,7 @@ impl Observer for Lines {
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let spec = spec_from(&a)?;
     let mut store = open_store(&a.store)?;
-    let t = target_for(&Net {
-        host: a.host.clone(),
-        port: a.port,
-        ipv4: a.ipv4,
-        ipv6: a.ipv6,
-        bind: a.bind,
-        idle_timeout: a.idle_timeout,
-    })?;
+    let t = target_for(&a.net)?;
     if !a.json {
         crate::say!("{}", text::header(&spec, &t.describe()));
     }

@@ -401,13 +401,31 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
     Ok(t)
 }
 
-/// Where and how a client connects: what `run`, `rr` and `sweep` share.
+/// Where and how a client connects: what `run`, `rr` and `sweep` share (the last two take
+/// it as their flags).
+#[derive(clap::Args, Debug, Clone)]
 pub struct Net {
+    /// Server to test against; with none, an embedded server on loopback is used
     pub host: Option<String>,
+    /// Server port
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
+    /// Use IPv4 only
+    #[arg(short = '4', conflicts_with = "ipv6")]
     pub ipv4: bool,
+    /// Use IPv6 only
+    #[arg(short = '6')]
     pub ipv6: bool,
+    /// Local address to bind to
+    #[arg(short = 'B', long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
+    /// Seconds a silent peer is waited for before the test fails
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
     pub idle_timeout: f64,
 }
 

@@ -2,7 +2,6 @@
 //! half the round trip) or one-way streaming, with Hockney's fit.
 
 use std::io::Write as _;
-use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use wirerate_core::TestSpec;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
-use super::run::{execute, open_store, parse_size, save, target_for, Net, Silent, DEFAULT_PORT};
+use super::run::{execute, open_store, parse_size, save, target_for, Net, Silent};
 use crate::exit::usage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -40,11 +39,8 @@ Sizes take K, M as powers of 1024 (8M = 8388608 bytes).\n\n\
 Exit status: 0 success, 1 the test failed, 2 bad usage."
 )]
 pub struct Args {
-    /// Server to test against; with none, an embedded server on loopback is used
-    pub host: Option<String>,
-    /// Server port
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    #[command(flatten)]
+    pub net: Net,
     /// One-way streaming instead of ping-pong
     #[arg(long)]
     pub stream: bool,
@@ -71,29 +67,12 @@ pub struct Args {
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Use IPv4 only
-    #[arg(short = '4', conflicts_with = "ipv6")]
-    pub ipv4: bool,
-    /// Use IPv6 only
-    #[arg(short = '6')]
-    pub ipv6: bool,
-    /// Local address to bind to
-    #[arg(short = 'B', long, value_name = "ADDR")]
-    pub bind: Option<IpAddr>,
-    /// Seconds a silent peer is waited for before the test fails
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 10.0,
-        allow_negative_numbers = true
-    )]
-    pub idle_timeout: f64,
     #[command(flatten)]
     pub store: StoreArgs,
 }
 
 pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
-    if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
+    if !(a.net.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.net.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
     let sw = SweepSpec {
@@ -132,14 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (_, _, f) => f.unwrap_or(Format::Text),
     };
     let mut store = open_store(&a.store)?;
-    let t = target_for(&Net {
-        host: a.host.clone(),
-        port: a.port,
-        ipv4: a.ipv4,
-        ipv6: a.ipv6,
-        bind: a.bind,
-        idle_timeout: a.idle_timeout,
-    })?;
+    let t = target_for(&a.net)?;
     if format == Format::Text {
         crate::say!("{}", text::header(&spec, &t.describe()));
     }
