@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::{Role, SideReport};
+use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
-use wirerate_core::spec::Flow;
+use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::DataHello;
 use wirerate_proto::msg::UdpProof;
@@ -263,13 +263,7 @@ fn open_streams(
     cfg: &ClientConfig,
 ) -> Result<Vec<Attached>, EngineError> {
     let mut out = Vec::new();
-    for (index, (flow, id)) in spec
-        .direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .enumerate()
-    {
+    for (index, (flow, id)) in stream_order(spec).into_iter().enumerate() {
         let bind = match cfg.cport {
             Some(_) => Some(SocketAddr::new(
                 bind.map_or(unspecified(addr), |b| b.ip()),
@@ -286,14 +280,10 @@ fn open_streams(
         sock.set_write_timeout(Some(cfg.idle))
             .and_then(|()| sock.write_all(&hello.emit()))
             .map_err(EngineError::io("opening a data stream"))?;
-        let role = match flow {
-            Flow::ClientToServer => Role::Sender,
-            Flow::ServerToClient => Role::Receiver,
-        };
         out.push(Attached {
             flow,
             id,
-            role,
+            role: Side::Client.role(flow),
             sock: DataSock::Tcp(sock),
         });
     }
@@ -309,12 +299,7 @@ fn open_udp_streams(
     token: Token,
     cfg: &ClientConfig,
 ) -> Result<(Vec<Attached>, Vec<UdpProof>), EngineError> {
-    let order: Vec<(Flow, u32)> = spec
-        .direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .collect();
+    let order = stream_order(spec);
     let set = client_setup(
         addr.ip(),
         ports,
@@ -337,10 +322,7 @@ fn open_udp_streams(
         .map(|u| Attached {
             flow: u.flow,
             id: u.id,
-            role: match u.flow {
-                Flow::ClientToServer => Role::Sender,
-                Flow::ServerToClient => Role::Receiver,
-            },
+            role: Side::Client.role(u.flow),
             sock: DataSock::Udp(u.sock, token, None),
         })
         .collect();

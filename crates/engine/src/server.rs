@@ -16,7 +16,7 @@ use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::report::Role;
 use wirerate_core::report::SideReport;
 use wirerate_core::rr::RrMode;
-use wirerate_core::spec::Flow;
+use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
@@ -536,11 +536,7 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
-            match spec.direction {
-                wirerate_core::Direction::Forward => "client to server",
-                wirerate_core::Direction::Reverse => "server to client",
-                wirerate_core::Direction::Bidir => "both ways",
-            },
+            spec.direction.words(),
             spec.parallel,
             wirerate_core::units::format_bps(goodput)
         )),
@@ -752,13 +748,6 @@ fn step(
     Ok(())
 }
 
-fn role_of(flow: Flow) -> Role {
-    match flow {
-        Flow::ClientToServer => Role::Receiver,
-        Flow::ServerToClient => Role::Sender,
-    }
-}
-
 fn on_event(
     ev: ServerEvent,
     sess: &mut ServerSession,
@@ -824,15 +813,6 @@ fn on_event(
     Ok(())
 }
 
-/// Streams in the order the client lists them: flow by flow, id by id.
-fn stream_order(spec: &TestSpec) -> Vec<(Flow, u32)> {
-    spec.direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .collect()
-}
-
 fn attach_tcp(
     sess: &mut ServerSession,
     run: &mut Running,
@@ -851,13 +831,13 @@ fn attach_tcp(
         Ok(start) => {
             apply_options(&SockRef::from(&sock), spec)?;
             let pace = run.admission.as_ref().and_then(|(a, _)| a.pace_bps);
-            if let (Some(bps), Role::Sender) = (pace, role_of(hello.flow)) {
+            if let (Some(bps), Role::Sender) = (pace, Side::Server.role(hello.flow)) {
                 crate::net::set_pacing(&SockRef::from(&sock), bps)?;
             }
             run.pending.push(Attached {
                 flow: hello.flow,
                 id: hello.stream_id,
-                role: role_of(hello.flow),
+                role: Side::Server.role(hello.flow),
                 sock: DataSock::Tcp(sock),
             });
             if start == Some(ServerEvent::Start) {
@@ -887,7 +867,7 @@ fn attach_udp(
             EngineError::Setup(format!("UDP stream {} failed its address check", b.id))
         })?;
         let _ = b.sock.set_nonblocking(false);
-        let role = role_of(b.flow);
+        let role = Side::Server.role(b.flow);
         let sock = match role {
             Role::Sender => {
                 b.sock

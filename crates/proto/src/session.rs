@@ -22,10 +22,8 @@ use crate::Token;
 
 /// The set of (flow, stream id) a spec asks for.
 pub fn expected_streams(spec: &TestSpec) -> HashSet<(Flow, u32)> {
-    spec.direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+    wirerate_core::spec::stream_order(spec)
+        .into_iter()
         .collect()
 }
 

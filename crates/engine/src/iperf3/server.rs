@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport};
-use wirerate_core::spec::{End, Flow, Protocol};
+use wirerate_core::spec::{End, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;
 use wirerate_proto::iperf3::{
@@ -130,11 +130,7 @@ pub(crate) fn handle_conn(
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
-            match p.spec.direction {
-                wirerate_core::Direction::Forward => "client to server",
-                wirerate_core::Direction::Reverse => "server to client",
-                wirerate_core::Direction::Bidir => "both ways",
-            },
+            p.spec.direction.words(),
             p.spec.parallel,
             goodput.map_or_else(|| "n/a".into(), wirerate_core::units::format_bps)
         )),
@@ -584,10 +580,7 @@ fn summary_text(local: &SideReport) -> String {
             Role::Sender => "sent",
             Role::Receiver => "received",
         };
-        let flow = match s.flow {
-            Flow::ClientToServer => "client→server",
-            Flow::ServerToClient => "server→client",
-        };
+        let flow = s.flow.name();
         out.push_str(&format!(
             "stream {} {flow}: {verb} {} bytes in {:.3} s, {:.2} Mbit/s\n",
             s.id,
