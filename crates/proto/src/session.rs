@@ -329,6 +329,10 @@ impl ServerSession {
     pub fn is_running(&self) -> bool {
         self.c.state == ServerState::Running
     }
+
+    pub fn is_failed(&self) -> bool {
+        self.c.state == ServerState::Failed
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,6 +560,10 @@ impl ClientSession {
 
     pub fn is_finished(&self) -> bool {
         self.c.is_finished()
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.c.state == ClientState::Failed
     }
 }
 
