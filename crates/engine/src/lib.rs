@@ -11,6 +11,7 @@
 
 pub mod client;
 mod control;
+mod driver;
 mod error;
 pub mod guard;
 pub mod iperf3;

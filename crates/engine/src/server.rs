@@ -24,7 +24,8 @@ use wirerate_proto::msg::UdpProof;
 use wirerate_proto::session::busy_reply;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
-use crate::control::{Control, Input};
+use crate::control::Control;
+use crate::driver::{drive, Handler, Peer, ROUND};
 use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
 use crate::limits::Reload;
@@ -650,19 +651,15 @@ fn run_session(
         admission: None,
         note: TestNote::default(),
     };
-    let result = loop {
-        if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
-            break Err(EngineError::io("writing to the client")(e));
-        }
-        if sess.is_finished() {
-            break Ok(());
-        }
-        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, shared) {
-            sess.refuse(&e.to_string());
-            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-            break Err(e);
-        }
-    };
+    let result = drive(
+        &mut ctl,
+        &mut sess,
+        &mut ServerRun {
+            run: &mut run,
+            rx: &rx,
+            shared,
+        },
+    );
     *note = std::mem::take(&mut run.note);
     result?;
     let spec = run
@@ -685,41 +682,60 @@ fn run_session(
     Ok((spec, goodput))
 }
 
-fn step(
-    ctl: &mut Control,
-    sess: &mut ServerSession,
-    run: &mut Running,
-    rx: &Receiver<(DataHello, TcpStream)>,
-    shared: &Shared,
-) -> Result<(), EngineError> {
-    while let Ok((hello, sock)) = rx.try_recv() {
-        attach_tcp(sess, run, hello, sock, shared)?;
+/// The server's part of the control loop: check the spec against the caps and rules, bind
+/// the UDP streams, attach the data streams as they arrive, watch the test's progress, and
+/// send this side's report when the workers are done.
+struct ServerRun<'a, 'b> {
+    run: &'a mut Running,
+    rx: &'a Receiver<(DataHello, TcpStream)>,
+    shared: &'b Shared,
+}
+
+impl Handler<ServerSession> for ServerRun<'_, '_> {
+    const PEER: Peer = Peer {
+        write: "writing to the client",
+        read: "reading from the client",
+    };
+
+    fn idle(&self) -> Duration {
+        self.run.idle
     }
-    for b in &mut run.binders {
-        if let Some(ip) = run.peer_ip {
-            b.poll(&run.token, ip);
+
+    fn max_wait(&self) -> Duration {
+        // UDP challenges are answered between rounds
+        if self.run.binders.is_empty() {
+            ROUND
+        } else {
+            Duration::from_millis(5)
         }
     }
-    let now = Instant::now();
-    let mut wait = Duration::from_millis(if run.binders.is_empty() { 20 } else { 5 });
-    if let Some(t) = run.side.as_ref().and_then(|s| s.next_tick()) {
-        wait = wait.min(t.saturating_duration_since(now));
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.run.side.as_ref().and_then(|s| s.next_tick())
     }
-    match ctl
-        .read(wait)
-        .map_err(EngineError::io("reading from the client"))?
-    {
-        Input::Bytes(n) => {
-            for ev in sess.handle_input(ctl.bytes(n), Instant::now())? {
-                on_event(ev, sess, run, shared)?;
+
+    fn before_read(&mut self, sess: &mut ServerSession) -> Result<bool, EngineError> {
+        let run = &mut *self.run;
+        while let Ok((hello, sock)) = self.rx.try_recv() {
+            attach_tcp(sess, run, hello, sock, self.shared)?;
+        }
+        for b in &mut run.binders {
+            if let Some(ip) = run.peer_ip {
+                b.poll(&run.token, ip);
             }
         }
-        Input::Closed => sess.handle_close()?,
-        Input::Nothing => {}
+        Ok(false)
     }
-    let now = Instant::now();
-    sess.handle_timeout(now)?;
-    if let Some(side) = run.side.as_mut() {
+
+    fn on_event(&mut self, sess: &mut ServerSession, ev: ServerEvent) -> Result<(), EngineError> {
+        on_event(ev, sess, self.run, self.shared)
+    }
+
+    fn after(&mut self, sess: &mut ServerSession, now: Instant) -> Result<(), EngineError> {
+        let run = &mut *self.run;
+        let Some(side) = run.side.as_mut() else {
+            return Ok(());
+        };
         for iv in side.poll_intervals(now) {
             sess.send_interval(iv);
         }
@@ -728,7 +744,7 @@ fn step(
             w.observe(now, total).map_err(EngineError::Setup)?;
             let target = run.spec.as_ref().and_then(target_bytes);
             if let Some(end) = w.expected_end(now, target) {
-                set_free_at(shared, end);
+                set_free_at(self.shared, end);
             }
         }
         if side.is_done() {
@@ -744,8 +760,13 @@ fn step(
                 sess.local_report(report, Instant::now());
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// The client is told the error alone; the workers stop when `Running` is dropped.
+    fn abort_reason(&self, e: &EngineError) -> String {
+        e.to_string()
+    }
 }
 
 fn on_event(
