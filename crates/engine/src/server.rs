@@ -629,7 +629,7 @@ fn run_session(
     note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
     #[cfg(test)]
-    tests::maybe_panic(shared);
+    tests::maybe_panic(shared, tests::AT_START);
     let idle = shared.cfg.idle;
     let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
@@ -736,6 +736,8 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         let Some(side) = run.side.as_mut() else {
             return Ok(());
         };
+        #[cfg(test)]
+        tests::maybe_panic(self.shared, tests::WHILE_RUNNING);
         for iv in side.poll_intervals(now) {
             sess.send_interval(iv);
         }
@@ -919,4 +921,4 @@ fn attach_udp(
 
 #[cfg(test)]
 #[path = "server_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -302,6 +302,11 @@ impl Handler<ServerSession> for ServerRun<'_> {
     fn after(&mut self, sess: &mut ServerSession, now: Instant) -> Result<(), EngineError> {
         let (run, idle) = (&mut *self.run, self.shared.cfg.idle);
         if sess.is_running() {
+            #[cfg(test)]
+            crate::server::tests::maybe_panic(
+                self.shared,
+                crate::server::tests::WHILE_RUNNING_IPERF3,
+            );
             let udp_done = run.udp.as_ref().is_some_and(|u| u.is_done());
             if udp_done || run.side.as_ref().is_some_and(|s| s.is_done()) {
                 // every stream ended: the client has idle to end the test
