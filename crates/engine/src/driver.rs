@@ -136,3 +136,7 @@ where
     sess.handle_timeout(now)?;
     h.after(sess, now)
 }
+
+#[cfg(test)]
+#[path = "driver_tests.rs"]
+mod tests;
