@@ -274,7 +274,7 @@ fn on_event(
                     std::mem::take(&mut run.udp),
                     idle,
                     false,
-                ))),
+                )?)),
             });
             run.started = Some(Instant::now());
             obs.started();

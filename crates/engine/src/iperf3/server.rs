@@ -427,7 +427,7 @@ fn attach_udp(
             let local = local_spec(&p.spec, idle);
             run.end_by = end_by(&p.spec, idle);
             let streams = std::mem::take(&mut run.udp_pending);
-            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit));
+            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit)?);
             break;
         }
     }
