@@ -139,3 +139,33 @@ fn a_close_before_the_end_fails_every_session() {
     assert!(Session::handle_close(&mut s).is_err());
     assert!(Session::is_failed(&c) && Session::is_failed(&s));
 }
+
+/// Feeds `chunks` to `s` as a hostile peer would; an error must leave the session failed,
+/// and a failed session must refuse anything more.
+fn swallow<S: Session>(mut s: S, chunks: &[Vec<u8>], now: Instant) {
+    for c in chunks {
+        match s.handle_input(c, now) {
+            Ok(_) => assert!(!s.is_failed()),
+            Err(_) => {
+                assert!(s.is_failed());
+                assert!(s.handle_input(c, now).is_err());
+                return;
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn no_session_panics_on_junk_and_an_error_always_fails_it(
+        chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..64), 0..8),
+    ) {
+        let now = Instant::now();
+        swallow(ClientSession::new(&TestSpec::default(), now, IDLE), &chunks, now);
+        swallow(ServerSession::new(now, IDLE, [3; 16], "t"), &chunks, now);
+        let cookie = Cookie::from_random(&[4; COOKIE_LEN - 1]);
+        let params = iperf3::params_json(&TestSpec::default(), "test");
+        swallow(iperf3::ClientSession::new(&cookie, params, now, IDLE), &chunks, now);
+        swallow(iperf3::ServerSession::new(now, IDLE), &chunks, now);
+    }
+}
