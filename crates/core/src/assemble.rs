@@ -52,9 +52,10 @@ pub fn assemble(
     let mut streams = Vec::new();
     let mut flows = Vec::new();
     for &flow in spec.direction.flows() {
-        let (tx, rx) = match flow {
-            Flow::ClientToServer => (client, server),
-            Flow::ServerToClient => (server, client),
+        let (tx, rx) = if flow.sender_is_client() {
+            (client, server)
+        } else {
+            (server, client)
         };
         let senders = by_id(tx, flow, Role::Sender);
         let receivers = by_id(rx, flow, Role::Receiver);

@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod flow;
+pub use flow::{stream_order, Side};
+
 /// Transport under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

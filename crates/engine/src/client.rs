@@ -9,15 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::{Role, SideReport};
+use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
-use wirerate_core::spec::Flow;
+use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::DataHello;
 use wirerate_proto::msg::UdpProof;
 use wirerate_proto::{ClientEvent, ClientSession, Token};
 
 use crate::control::{Control, Input};
+use crate::driver::{drive, Handler, Peer};
 use crate::error::EngineError;
 use crate::net::connect;
 use crate::side::{Attached, DataSock, RunContext, SideRun};
@@ -102,147 +103,166 @@ pub fn run_test(
         Some(tls) => start_tls(sock, tls, cfg.idle, &mut sess)?,
         None => Control::new(sock),
     };
-    let mut side: Option<SideRun> = None;
-    let mut local: Option<SideReport> = None;
-    let mut remote: Option<SideReport> = None;
-    let mut started: Option<Instant> = None;
-    let mut streams: Vec<Attached> = Vec::new();
-    let mut session_token: Option<Token> = None;
-    // intervals of this side already shown; the last, partial one comes with the report
-    let mut shown = 0usize;
-    // Ctrl-C seen, and whether it cut the test short
-    let (mut asked, mut interrupted) = (false, false);
-    let result = (|| -> Result<(), EngineError> {
-        loop {
-            if let Err(e) = ctl.flush(|| sess.poll_transmit(), cfg.idle) {
-                // a server that refuses at once closes before reading what was sent: its
-                // answer, already here, says more than the broken pipe
-                if let Ok(Input::Bytes(n)) = ctl.read(Duration::from_millis(200)) {
-                    sess.handle_input(ctl.bytes(n), Instant::now())?;
-                }
-                return Err(EngineError::io("writing to the server")(e));
-            }
-            if sess.is_finished() {
-                return Ok(());
-            }
-            let mut wait = Duration::from_millis(20);
-            if let Some(t) = side.as_ref().and_then(|s| s.next_tick()) {
-                wait = wait.min(t.saturating_duration_since(Instant::now()));
-            }
-            let events = match ctl
-                .read(wait)
-                .map_err(EngineError::io("reading from the server"))?
-            {
-                Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
-                Input::Closed => {
-                    sess.handle_close()?;
-                    Vec::new()
-                }
-                Input::Nothing => Vec::new(),
-            };
-            for ev in events {
-                match ev {
-                    ClientEvent::Accepted(token, ports) => {
-                        session_token = Some(token);
-                        streams = match spec.protocol {
-                            Protocol::Tcp => open_streams(addr, bind, spec, token, cfg)?,
-                            Protocol::Udp => {
-                                let (streams, proofs) =
-                                    open_udp_streams(addr, &ports, spec, token, cfg)?;
-                                sess.udp_proof(proofs);
-                                streams
-                            }
-                        };
-                    }
-                    ClientEvent::Start => {
-                        started = Some(Instant::now());
-                        side = Some(SideRun::start(
-                            spec,
-                            std::mem::take(&mut streams),
-                            local_ip,
-                            cfg.idle,
-                            RunContext {
-                                token: session_token,
-                                crr: None,
-                                cpu: cfg.cpu,
-                                file: cfg.file.clone(),
-                            },
-                        )?);
-                        obs.started();
-                    }
-                    ClientEvent::Interval(iv) => obs.interval(&iv),
-                    ClientEvent::PeerReport(r) => {
-                        remote = Some(*r);
-                        if let Some(s) = &side {
-                            s.peer_done();
-                        }
-                    }
-                }
-            }
-            if cfg.interrupted() && !asked {
-                asked = true;
-                if let Some(s) = &side {
-                    // the server stops its senders, ours stop here; the reports follow
-                    if sess.stop() {
-                        s.stop_sending();
-                        interrupted = true;
-                    }
-                } else if local.is_none() {
-                    return Err(EngineError::Setup(
-                        "interrupted before the test started".into(),
-                    ));
-                }
-            }
-            let now = Instant::now();
-            sess.handle_timeout(now)?;
-            if let Some(s) = side.as_mut() {
-                for iv in s.poll_intervals(now) {
-                    obs.interval(&iv);
-                    shown += 1;
-                }
-                for sample in s.new_tcp_samples() {
-                    obs.tcp_sample(&sample);
-                }
-                if let Some(t0) = started {
-                    obs.tick(now.duration_since(t0).as_secs_f64());
-                }
-                if s.is_done() {
-                    let given = s.given_tcp_samples();
-                    if let Some(s) = side.take() {
-                        let report = s.finish();
-                        for sample in report.tcp_samples.iter().skip(given) {
-                            obs.tcp_sample(sample);
-                        }
-                        for iv in report.intervals.iter().skip(shown) {
-                            obs.interval(iv);
-                        }
-                        sess.local_report(report.clone(), Instant::now());
-                        local = Some(report);
-                    }
-                }
-            }
-        }
-    })();
-    if let Err(e) = result {
-        if let Some(s) = side.take() {
-            s.abort();
-            let _ = s.finish();
-        }
-        sess.abort(&e.full());
-        let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-        return Err(e);
-    }
-    match (local, remote) {
+    let mut run = ClientRun {
+        addr,
+        bind,
+        spec,
+        cfg,
+        obs,
+        local_ip,
+        side: None,
+        local: None,
+        remote: None,
+        started: None,
+        streams: Vec::new(),
+        session_token: None,
+        shown: 0,
+        asked: false,
+        interrupted: false,
+    };
+    drive(&mut ctl, &mut sess, &mut run)?;
+    match (run.local, run.remote) {
         (Some(local), Some(remote)) => Ok(ClientOutcome {
             local,
             remote,
             server_addr: addr,
             udp: None,
-            interrupted,
+            interrupted: run.interrupted,
         }),
         _ => Err(EngineError::Setup(
             "the test ended without both reports".into(),
         )),
+    }
+}
+
+/// The client's part of the control loop: open the streams when accepted, start the
+/// workers when told, show intervals, and send this side's report when they are done.
+struct ClientRun<'a> {
+    addr: SocketAddr,
+    bind: Option<SocketAddr>,
+    spec: &'a TestSpec,
+    cfg: &'a ClientConfig,
+    obs: &'a mut dyn Observer,
+    local_ip: Option<IpAddr>,
+    side: Option<SideRun>,
+    local: Option<SideReport>,
+    remote: Option<SideReport>,
+    started: Option<Instant>,
+    streams: Vec<Attached>,
+    session_token: Option<Token>,
+    /// Intervals of this side already shown; the last, partial one comes with the report.
+    shown: usize,
+    /// Ctrl-C seen, and whether it cut the test short.
+    asked: bool,
+    interrupted: bool,
+}
+
+impl Handler<ClientSession> for ClientRun<'_> {
+    const PEER: Peer = Peer {
+        write: "writing to the server",
+        read: "reading from the server",
+    };
+
+    fn idle(&self) -> Duration {
+        self.cfg.idle
+    }
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.side.as_ref().and_then(|s| s.next_tick())
+    }
+
+    fn on_event(&mut self, sess: &mut ClientSession, ev: ClientEvent) -> Result<(), EngineError> {
+        let (spec, cfg) = (self.spec, self.cfg);
+        match ev {
+            ClientEvent::Accepted(token, ports) => {
+                self.session_token = Some(token);
+                self.streams = match spec.protocol {
+                    Protocol::Tcp => open_streams(self.addr, self.bind, spec, token, cfg)?,
+                    Protocol::Udp => {
+                        let (streams, proofs) =
+                            open_udp_streams(self.addr, &ports, spec, token, cfg)?;
+                        sess.udp_proof(proofs);
+                        streams
+                    }
+                };
+            }
+            ClientEvent::Start => {
+                self.started = Some(Instant::now());
+                self.side = Some(SideRun::start(
+                    spec,
+                    std::mem::take(&mut self.streams),
+                    self.local_ip,
+                    cfg.idle,
+                    RunContext {
+                        token: self.session_token,
+                        crr: None,
+                        cpu: cfg.cpu,
+                        file: cfg.file.clone(),
+                    },
+                )?);
+                self.obs.started();
+            }
+            ClientEvent::Interval(iv) => self.obs.interval(&iv),
+            ClientEvent::PeerReport(r) => {
+                self.remote = Some(*r);
+                if let Some(s) = &self.side {
+                    s.peer_done();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn after(&mut self, sess: &mut ClientSession, now: Instant) -> Result<(), EngineError> {
+        if self.cfg.interrupted() && !self.asked {
+            self.asked = true;
+            if let Some(s) = &self.side {
+                // the server stops its senders, ours stop here; the reports follow
+                if sess.stop() {
+                    s.stop_sending();
+                    self.interrupted = true;
+                }
+            } else if self.local.is_none() {
+                return Err(EngineError::Setup(
+                    "interrupted before the test started".into(),
+                ));
+            }
+        }
+        let Some(s) = self.side.as_mut() else {
+            return Ok(());
+        };
+        for iv in s.poll_intervals(now) {
+            self.obs.interval(&iv);
+            self.shown += 1;
+        }
+        for sample in s.new_tcp_samples() {
+            self.obs.tcp_sample(&sample);
+        }
+        if let Some(t0) = self.started {
+            self.obs.tick(now.duration_since(t0).as_secs_f64());
+        }
+        if s.is_done() {
+            let given = s.given_tcp_samples();
+            if let Some(s) = self.side.take() {
+                let report = s.finish();
+                for sample in report.tcp_samples.iter().skip(given) {
+                    self.obs.tcp_sample(sample);
+                }
+                for iv in report.intervals.iter().skip(self.shown) {
+                    self.obs.interval(iv);
+                }
+                sess.local_report(report.clone(), Instant::now());
+                self.local = Some(report);
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.side.take() {
+            s.abort();
+            let _ = s.finish();
+        }
     }
 }
 
@@ -263,13 +283,7 @@ fn open_streams(
     cfg: &ClientConfig,
 ) -> Result<Vec<Attached>, EngineError> {
     let mut out = Vec::new();
-    for (index, (flow, id)) in spec
-        .direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .enumerate()
-    {
+    for (index, (flow, id)) in stream_order(spec).into_iter().enumerate() {
         let bind = match cfg.cport {
             Some(_) => Some(SocketAddr::new(
                 bind.map_or(unspecified(addr), |b| b.ip()),
@@ -286,14 +300,10 @@ fn open_streams(
         sock.set_write_timeout(Some(cfg.idle))
             .and_then(|()| sock.write_all(&hello.emit()))
             .map_err(EngineError::io("opening a data stream"))?;
-        let role = match flow {
-            Flow::ClientToServer => Role::Sender,
-            Flow::ServerToClient => Role::Receiver,
-        };
         out.push(Attached {
             flow,
             id,
-            role,
+            role: Side::Client.role(flow),
             sock: DataSock::Tcp(sock),
         });
     }
@@ -309,12 +319,7 @@ fn open_udp_streams(
     token: Token,
     cfg: &ClientConfig,
 ) -> Result<(Vec<Attached>, Vec<UdpProof>), EngineError> {
-    let order: Vec<(Flow, u32)> = spec
-        .direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .collect();
+    let order = stream_order(spec);
     let set = client_setup(
         addr.ip(),
         ports,
@@ -337,10 +342,7 @@ fn open_udp_streams(
         .map(|u| Attached {
             flow: u.flow,
             id: u.id,
-            role: match u.flow {
-                Flow::ClientToServer => Role::Sender,
-                Flow::ServerToClient => Role::Receiver,
-            },
+            role: Side::Client.role(u.flow),
             sock: DataSock::Udp(u.sock, token, None),
         })
         .collect();

@@ -27,7 +27,7 @@ pub enum EngineError {
     Setup(String),
     #[error(
         "cannot start the thread of stream {stream} ({}); the {started} stream thread(s) already started were stopped",
-        flow_words(*flow)
+        flow.words()
     )]
     StreamThread {
         stream: u32,
@@ -59,12 +59,5 @@ impl EngineError {
 
     pub fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> EngineError {
         move |source| EngineError::Io { what, source }
-    }
-}
-
-fn flow_words(f: wirerate_core::spec::Flow) -> &'static str {
-    match f {
-        wirerate_core::spec::Flow::ClientToServer => "client to server",
-        wirerate_core::spec::Flow::ServerToClient => "server to client",
     }
 }

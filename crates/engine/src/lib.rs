@@ -2,15 +2,17 @@
 //! the stream workers that move the data.
 //!
 //! Threads, not a runtime: each data stream has its own thread on each side, and a control
-//! thread per side drives the sans-IO session from `wirerate-proto`. The data path writes from
-//! and reads into user memory with large I/O sizes and receive batching (`SO_RCVLOWAT`), with
-//! no allocation per block.
+//! thread per side drives the sans-IO session from `wirerate-proto` with the one loop in
+//! `driver` (the same for wirerate's and iperf3's protocols, as client and as server). The
+//! data path writes from and reads into user memory with large I/O sizes and receive
+//! batching (`SO_RCVLOWAT`), with no allocation per block.
 //!
 //! Promise: a server never dies or hangs because of a client. Every read is bounded in size
 //! and time; a client that stalls or vanishes frees the server within the idle timeout.
 
 pub mod client;
 mod control;
+mod driver;
 mod error;
 pub mod guard;
 pub mod iperf3;

@@ -16,7 +16,7 @@ use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::report::Role;
 use wirerate_core::report::SideReport;
 use wirerate_core::rr::RrMode;
-use wirerate_core::spec::Flow;
+use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
@@ -24,7 +24,8 @@ use wirerate_proto::msg::UdpProof;
 use wirerate_proto::session::busy_reply;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
-use crate::control::{Control, Input};
+use crate::control::Control;
+use crate::driver::{drive, Handler, Peer, ROUND};
 use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
 use crate::limits::Reload;
@@ -536,11 +537,7 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
-            match spec.direction {
-                wirerate_core::Direction::Forward => "client to server",
-                wirerate_core::Direction::Reverse => "server to client",
-                wirerate_core::Direction::Bidir => "both ways",
-            },
+            spec.direction.words(),
             spec.parallel,
             wirerate_core::units::format_bps(goodput)
         )),
@@ -632,7 +629,7 @@ fn run_session(
     note: &mut TestNote,
 ) -> Result<(TestSpec, f64), EngineError> {
     #[cfg(test)]
-    tests::maybe_panic(shared);
+    tests::maybe_panic(shared, tests::AT_START);
     let idle = shared.cfg.idle;
     let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
@@ -654,19 +651,15 @@ fn run_session(
         admission: None,
         note: TestNote::default(),
     };
-    let result = loop {
-        if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {
-            break Err(EngineError::io("writing to the client")(e));
-        }
-        if sess.is_finished() {
-            break Ok(());
-        }
-        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, shared) {
-            sess.refuse(&e.to_string());
-            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-            break Err(e);
-        }
-    };
+    let result = drive(
+        &mut ctl,
+        &mut sess,
+        &mut ServerRun {
+            run: &mut run,
+            rx: &rx,
+            shared,
+        },
+    );
     *note = std::mem::take(&mut run.note);
     result?;
     let spec = run
@@ -689,41 +682,62 @@ fn run_session(
     Ok((spec, goodput))
 }
 
-fn step(
-    ctl: &mut Control,
-    sess: &mut ServerSession,
-    run: &mut Running,
-    rx: &Receiver<(DataHello, TcpStream)>,
-    shared: &Shared,
-) -> Result<(), EngineError> {
-    while let Ok((hello, sock)) = rx.try_recv() {
-        attach_tcp(sess, run, hello, sock, shared)?;
+/// The server's part of the control loop: check the spec against the caps and rules, bind
+/// the UDP streams, attach the data streams as they arrive, watch the test's progress, and
+/// send this side's report when the workers are done.
+struct ServerRun<'a, 'b> {
+    run: &'a mut Running,
+    rx: &'a Receiver<(DataHello, TcpStream)>,
+    shared: &'b Shared,
+}
+
+impl Handler<ServerSession> for ServerRun<'_, '_> {
+    const PEER: Peer = Peer {
+        write: "writing to the client",
+        read: "reading from the client",
+    };
+
+    fn idle(&self) -> Duration {
+        self.run.idle
     }
-    for b in &mut run.binders {
-        if let Some(ip) = run.peer_ip {
-            b.poll(&run.token, ip);
+
+    fn max_wait(&self) -> Duration {
+        // UDP challenges are answered between rounds
+        if self.run.binders.is_empty() {
+            ROUND
+        } else {
+            Duration::from_millis(5)
         }
     }
-    let now = Instant::now();
-    let mut wait = Duration::from_millis(if run.binders.is_empty() { 20 } else { 5 });
-    if let Some(t) = run.side.as_ref().and_then(|s| s.next_tick()) {
-        wait = wait.min(t.saturating_duration_since(now));
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.run.side.as_ref().and_then(|s| s.next_tick())
     }
-    match ctl
-        .read(wait)
-        .map_err(EngineError::io("reading from the client"))?
-    {
-        Input::Bytes(n) => {
-            for ev in sess.handle_input(ctl.bytes(n), Instant::now())? {
-                on_event(ev, sess, run, shared)?;
+
+    fn before_read(&mut self, sess: &mut ServerSession) -> Result<bool, EngineError> {
+        let run = &mut *self.run;
+        while let Ok((hello, sock)) = self.rx.try_recv() {
+            attach_tcp(sess, run, hello, sock, self.shared)?;
+        }
+        for b in &mut run.binders {
+            if let Some(ip) = run.peer_ip {
+                b.poll(&run.token, ip);
             }
         }
-        Input::Closed => sess.handle_close()?,
-        Input::Nothing => {}
+        Ok(false)
     }
-    let now = Instant::now();
-    sess.handle_timeout(now)?;
-    if let Some(side) = run.side.as_mut() {
+
+    fn on_event(&mut self, sess: &mut ServerSession, ev: ServerEvent) -> Result<(), EngineError> {
+        on_event(ev, sess, self.run, self.shared)
+    }
+
+    fn after(&mut self, sess: &mut ServerSession, now: Instant) -> Result<(), EngineError> {
+        let run = &mut *self.run;
+        let Some(side) = run.side.as_mut() else {
+            return Ok(());
+        };
+        #[cfg(test)]
+        tests::maybe_panic(self.shared, tests::WHILE_RUNNING);
         for iv in side.poll_intervals(now) {
             sess.send_interval(iv);
         }
@@ -732,7 +746,7 @@ fn step(
             w.observe(now, total).map_err(EngineError::Setup)?;
             let target = run.spec.as_ref().and_then(target_bytes);
             if let Some(end) = w.expected_end(now, target) {
-                set_free_at(shared, end);
+                set_free_at(self.shared, end);
             }
         }
         if side.is_done() {
@@ -748,14 +762,12 @@ fn step(
                 sess.local_report(report, Instant::now());
             }
         }
+        Ok(())
     }
-    Ok(())
-}
 
-fn role_of(flow: Flow) -> Role {
-    match flow {
-        Flow::ClientToServer => Role::Receiver,
-        Flow::ServerToClient => Role::Sender,
+    /// The client is told the error alone; the workers stop when `Running` is dropped.
+    fn abort_reason(&self, e: &EngineError) -> String {
+        e.to_string()
     }
 }
 
@@ -824,15 +836,6 @@ fn on_event(
     Ok(())
 }
 
-/// Streams in the order the client lists them: flow by flow, id by id.
-fn stream_order(spec: &TestSpec) -> Vec<(Flow, u32)> {
-    spec.direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
-        .collect()
-}
-
 fn attach_tcp(
     sess: &mut ServerSession,
     run: &mut Running,
@@ -851,13 +854,13 @@ fn attach_tcp(
         Ok(start) => {
             apply_options(&SockRef::from(&sock), spec)?;
             let pace = run.admission.as_ref().and_then(|(a, _)| a.pace_bps);
-            if let (Some(bps), Role::Sender) = (pace, role_of(hello.flow)) {
+            if let (Some(bps), Role::Sender) = (pace, Side::Server.role(hello.flow)) {
                 crate::net::set_pacing(&SockRef::from(&sock), bps)?;
             }
             run.pending.push(Attached {
                 flow: hello.flow,
                 id: hello.stream_id,
-                role: role_of(hello.flow),
+                role: Side::Server.role(hello.flow),
                 sock: DataSock::Tcp(sock),
             });
             if start == Some(ServerEvent::Start) {
@@ -887,7 +890,7 @@ fn attach_udp(
             EngineError::Setup(format!("UDP stream {} failed its address check", b.id))
         })?;
         let _ = b.sock.set_nonblocking(false);
-        let role = role_of(b.flow);
+        let role = Side::Server.role(b.flow);
         let sock = match role {
             Role::Sender => {
                 b.sock
@@ -918,4 +921,4 @@ fn attach_udp(
 
 #[cfg(test)]
 #[path = "server_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -9,11 +9,37 @@ use crate::client::{run_test, ClientConfig, Observer};
 const PANIC_ONCE: &str = "test: panic in the first session";
 static PANICKED: AtomicBool = AtomicBool::new(false);
 
-pub(super) fn maybe_panic(shared: &Shared) {
-    if shared.cfg.name == PANIC_ONCE && !PANICKED.swap(true, Ordering::SeqCst) {
-        panic!("injected panic in a session");
+/// A server of this name panics in its first session once the workers run.
+const PANIC_RUNNING: &str = "test: panic while the test runs";
+/// The same, in a session with an iperf3 client.
+const PANIC_RUNNING_IPERF3: &str = "test: panic while the iperf3 test runs";
+
+/// The fault names that have fired: each fires once per test binary.
+static FIRED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// Panics in a session of a server named `fault`, the first time only.
+pub(crate) fn maybe_panic(shared: &Shared, fault: &'static str) {
+    if shared.cfg.name != fault {
+        return;
+    }
+    let first = {
+        let mut fired = FIRED.lock().unwrap_or_else(|p| p.into_inner());
+        let first = !fired.contains(&fault);
+        fired.push(fault);
+        first
+    };
+    if first {
+        if fault == PANIC_ONCE {
+            PANICKED.store(true, Ordering::SeqCst);
+        }
+        panic!("injected panic: {fault}");
     }
 }
+
+/// Where the injected faults go: before the session, and while its test runs.
+pub(crate) const AT_START: &str = PANIC_ONCE;
+pub(crate) const WHILE_RUNNING: &str = PANIC_RUNNING;
+pub(crate) const WHILE_RUNNING_IPERF3: &str = PANIC_RUNNING_IPERF3;
 
 struct Quiet;
 impl Observer for Quiet {}
@@ -54,6 +80,85 @@ fn the_slot_is_free_again_after_a_panic_in_a_session() {
     let out = run_test(addr, &spec, &cfg, &mut Quiet).expect("the second test runs");
     let moved: u64 = out.remote.streams.iter().map(|s| s.bytes).sum();
     assert_eq!(moved, 1 << 20);
+    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(true));
+    assert!(shared.active().is_none());
+}
+
+/// A server that panics in its first session once the test runs; returns it and the
+/// channel that hears of each test's end.
+fn panicking_server(name: &str) -> (SocketAddr, Arc<Shared>, Receiver<bool>) {
+    let (ended_tx, ended) = mpsc::channel();
+    let server = Server::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig {
+            quiet: true,
+            name: name.into(),
+            idle: Duration::from_secs(3),
+            on_test_end: Some(ended_tx),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let shared = server.shared.clone();
+    server.spawn().unwrap();
+    (addr, shared, ended)
+}
+
+#[test]
+fn a_panic_while_the_workers_run_frees_the_slot_and_stops_them() {
+    let (addr, shared, ended) = panicking_server(PANIC_RUNNING);
+    let spec = TestSpec {
+        end: End::Time { seconds: 30.0 },
+        ..Default::default()
+    };
+    let cfg = ClientConfig {
+        idle: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    // the server's workers are stopped as the panic unwinds: the client's stream breaks
+    // long before the 30 s it asked for
+    assert!(run_test(addr, &spec, &cfg, &mut Quiet).is_err());
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
+    assert!(shared.active().is_none());
+    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+    let short = TestSpec {
+        end: End::Bytes { bytes: 1 << 20 },
+        ..Default::default()
+    };
+    let out = run_test(addr, &short, &cfg, &mut Quiet).expect("the second test runs");
+    let moved: u64 = out.remote.streams.iter().map(|s| s.bytes).sum();
+    assert_eq!(moved, 1 << 20);
+    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(true));
+}
+
+#[test]
+fn a_panic_in_an_iperf3_session_frees_the_slot() {
+    let (addr, shared, ended) = panicking_server(PANIC_RUNNING_IPERF3);
+    let spec = TestSpec {
+        end: End::Time { seconds: 30.0 },
+        ..Default::default()
+    };
+    let cfg = ClientConfig {
+        idle: Duration::from_secs(3),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    assert!(crate::iperf3::run_client(addr, &spec, &cfg, &mut Quiet).is_err());
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
+    assert!(shared.active().is_none());
+    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+    // the next iperf3 client is served, not denied as busy
+    let short = TestSpec {
+        end: End::Time { seconds: 1.0 },
+        ..Default::default()
+    };
+    let out = crate::iperf3::run_client(addr, &short, &cfg, &mut Quiet)
+        .expect("the second iperf3 test runs");
+    assert!(out.remote.streams.iter().map(|s| s.bytes).sum::<u64>() > 0);
     assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(true));
     assert!(shared.active().is_none());
 }

@@ -22,10 +22,8 @@ use crate::Token;
 
 /// The set of (flow, stream id) a spec asks for.
 pub fn expected_streams(spec: &TestSpec) -> HashSet<(Flow, u32)> {
-    spec.direction
-        .flows()
-        .iter()
-        .flat_map(|&f| (0..spec.parallel).map(move |i| (f, i)))
+    wirerate_core::spec::stream_order(spec)
+        .into_iter()
         .collect()
 }
 
@@ -331,6 +329,10 @@ impl ServerSession {
     pub fn is_running(&self) -> bool {
         self.c.state == ServerState::Running
     }
+
+    pub fn is_failed(&self) -> bool {
+        self.c.state == ServerState::Failed
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -558,6 +560,10 @@ impl ClientSession {
 
     pub fn is_finished(&self) -> bool {
         self.c.is_finished()
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.c.state == ClientState::Failed
     }
 }
 

@@ -5,8 +5,6 @@
 use wirerate_core::result::Interval;
 use wirerate_core::units::{format_bps, format_bytes};
 
-use crate::text::flow_name;
-
 /// Which columns interval lines carry besides the flow, span, bytes and goodput.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Columns {
@@ -35,7 +33,7 @@ pub fn header(c: Columns) -> String {
 /// One interval line. A flow's sum in a test of many streams shows its retransmits but
 /// no window (the streams' windows are on their own lines), as iperf3's `[SUM]` does.
 pub fn line(iv: &Interval, c: Columns) -> String {
-    let mut l = format!("{:<15}", flow_name(iv.flow));
+    let mut l = format!("{:<15}", iv.flow.name());
     if c.streams {
         match iv.stream {
             Some(id) => l.push_str(&format!(" [{id:>3}]")),

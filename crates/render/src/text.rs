@@ -5,27 +5,16 @@ use std::fmt::Write;
 use wirerate_core::diagnosis::{Confidence, Diagnosis};
 use wirerate_core::evidence::HostEvidence;
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
-use wirerate_core::spec::{Direction, End, Flow, Protocol, RecvMode, SendMode};
+use wirerate_core::spec::{Direction, End, Protocol, RecvMode, SendMode};
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
-
-pub fn flow_name(f: Flow) -> &'static str {
-    match f {
-        Flow::ClientToServer => "client→server",
-        Flow::ServerToClient => "server→client",
-    }
-}
 
 /// One line describing the test before it starts.
 pub fn header(spec: &TestSpec, target: &str) -> String {
     if let Some(h) = crate::latency::header(spec, target) {
         return h;
     }
-    let dir = match spec.direction {
-        Direction::Forward => "client → server",
-        Direction::Reverse => "server → client (reverse)",
-        Direction::Bidir => "both directions",
-    };
+    let dir = spec.direction.describe();
     let end = match spec.end {
         End::Time { seconds } => format!("{seconds} s"),
         End::Bytes { bytes } => format_bytes(bytes),
@@ -80,7 +69,7 @@ pub fn interval(iv: &Interval) -> String {
     };
     format!(
         "{:<15} {:>15} {:>12} {:>15}{udp}{}",
-        flow_name(iv.flow),
+        iv.flow.name(),
         format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
         format_bytes(iv.bytes),
         format_bps(iv.bps),
@@ -265,7 +254,7 @@ pub fn summary(r: &RunResult) -> String {
         let _ = writeln!(
             o,
             "  {:<22} {:>15}   {} in {:.2} s",
-            flow_name(f.flow),
+            f.flow.name(),
             format_bps(f.goodput_bps),
             format_bytes(f.bytes),
             f.seconds
@@ -276,7 +265,7 @@ pub fn summary(r: &RunResult) -> String {
             let _ = writeln!(
                 o,
                 "  {:<22} {:>15}   {}",
-                format!("stream {} {}", st.id, flow_name(st.flow)),
+                format!("stream {} {}", st.id, st.flow.name()),
                 format_bps(st.goodput_bps),
                 format_bytes(st.receiver.counted_bytes)
             );
@@ -333,8 +322,7 @@ pub fn summary(r: &RunResult) -> String {
             if let Some(ti) = &st.tcp_sender {
                 // both ways at once: stream ids repeat, so the flow names the line
                 let name = match (r.spec.direction, st.flow) {
-                    (Direction::Bidir, Flow::ClientToServer) => format!("s{} c→s", st.id),
-                    (Direction::Bidir, Flow::ServerToClient) => format!("s{} s→c", st.id),
+                    (Direction::Bidir, f) => format!("s{} {}", st.id, f.short()),
                     _ => format!("s{} tx", st.id),
                 };
                 let _ = writeln!(o, "{}", tcp_stream_line(&name, ti));
@@ -436,7 +424,7 @@ fn interval_changes(intervals: &[Interval]) -> String {
             iv.bottleneck.map(|b| {
                 format!(
                     "{} {:.2}-{:.2} s: {}",
-                    flow_name(iv.flow),
+                    iv.flow.name(),
                     iv.start_s,
                     iv.end_s,
                     b.words()
@@ -488,6 +476,7 @@ pub fn why(d: &Diagnosis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirerate_core::spec::Flow;
 
     #[test]
     fn interval_line_has_units() {

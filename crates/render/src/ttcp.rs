@@ -202,9 +202,10 @@ fn split_addr(addr: &str) -> (String, u16) {
 /// The sender and receiver figures of one flow: the summary when the run has one flow,
 /// otherwise the sums over that flow's streams.
 fn flow_figures(r: &RunResult, flow: Flow, only_flow: bool) -> (SideFigures, SideFigures) {
-    let (tx_cpu, rx_cpu) = match flow {
-        Flow::ClientToServer => (&r.summary.cpu.local, &r.summary.cpu.remote),
-        Flow::ServerToClient => (&r.summary.cpu.remote, &r.summary.cpu.local),
+    let (tx_cpu, rx_cpu) = if flow.sender_is_client() {
+        (&r.summary.cpu.local, &r.summary.cpu.remote)
+    } else {
+        (&r.summary.cpu.remote, &r.summary.cpu.local)
     };
     if only_flow {
         let s = &r.summary;

@@ -22,7 +22,6 @@ pub mod svg;
 use serde::Deserialize;
 use wirerate_core::diagnosis::Bottleneck;
 use wirerate_core::search::Step;
-use wirerate_core::spec::Flow;
 use wirerate_core::RunResult;
 
 /// Runs that belong together: a label, a run, a file.
@@ -232,20 +231,6 @@ impl RateUnit {
 
     pub fn show(self, bps: f64) -> String {
         format!("{:.2}", bps / self.div)
-    }
-}
-
-pub(crate) fn flow_words(f: Flow) -> &'static str {
-    match f {
-        Flow::ClientToServer => "client → server",
-        Flow::ServerToClient => "server → client",
-    }
-}
-
-pub(crate) fn flow_short(f: Flow) -> &'static str {
-    match f {
-        Flow::ClientToServer => "c→s",
-        Flow::ServerToClient => "s→c",
     }
 }
 

@@ -12,7 +12,7 @@ use wirerate_core::{Protocol, RunResult};
 
 use crate::html::{Block, Cell, Figure, Section, Table};
 use crate::svg::{self, Mark, RefLine, Series, StackedBars, XyChart, PALETTE};
-use crate::{flow_short, flow_words, RateUnit};
+use crate::RateUnit;
 
 /// The section of one run; `id` prefixes its charts' ids.
 pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
@@ -61,7 +61,7 @@ fn describe(run: &RunResult) -> String {
         .direction
         .flows()
         .iter()
-        .map(|f| flow_words(*f))
+        .map(|f| f.describe())
         .collect();
     let mut o = format!(
         "{proto}, {}, {} stream{} per flow: {} in {:.2} s",
@@ -117,7 +117,7 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
             .filter(|i| i.flow == *f)
             .map(|i| (i.end_s, i.bps / unit.div))
             .collect();
-        series.push(Series::new(flow_words(*f), pts, Mark::Line, k));
+        series.push(Series::new(f.describe(), pts, Mark::Line, k));
     }
     if fl.len() > 1 {
         // both directions at once: their sum per interval (intervals of the flows share
@@ -161,13 +161,7 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
                 "retransmits (per interval)"
             });
             series.push(
-                Series::new(
-                    format!("{what}, {}", flow_short(*f)),
-                    pts,
-                    Mark::Bars,
-                    k + 4,
-                )
-                .on_right(),
+                Series::new(format!("{what}, {}", f.short()), pts, Mark::Bars, k + 4).on_right(),
             );
         }
     }
@@ -237,9 +231,9 @@ fn interval_table(run: &RunResult, unit: RateUnit, udp: bool) -> Table {
                 )
             };
             let flow = if i.omitted {
-                format!("{} (warm-up)", flow_words(i.flow))
+                format!("{} (warm-up)", i.flow.describe())
             } else {
-                flow_words(i.flow).to_string()
+                i.flow.describe().to_string()
             };
             vec![
                 Cell::text(flow),
@@ -278,13 +272,13 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
             .filter_map(|i| Some((i.end_s, i.tcp.as_ref()?.snd_cwnd? as f64)))
             .collect();
         series.push(Series::new(
-            format!("RTT, {}", flow_short(*f)),
+            format!("RTT, {}", f.short()),
             rtt,
             Mark::Line,
             k,
         ));
         series.push(
-            Series::new(format!("cwnd, {}", flow_short(*f)), cwnd, Mark::Line, k + 2)
+            Series::new(format!("cwnd, {}", f.short()), cwnd, Mark::Line, k + 2)
                 .on_right()
                 .dashed(),
         );
@@ -311,7 +305,7 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
         .filter_map(|i| {
             let t = i.tcp.as_ref()?;
             Some(vec![
-                Cell::text(flow_words(i.flow)),
+                Cell::text(i.flow.describe()),
                 Cell::num(Some(i.end_s), |v| format!("{v:.2}")),
                 Cell::num(t.rtt_us, |v| format!("{:.3}", v / 1000.0)),
                 Cell::num(t.snd_cwnd.map(|c| c as f64), |v| format!("{v:.0}")),
@@ -539,7 +533,7 @@ fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
         if let Some(j) = jain_fairness(&rates) {
             fairness.push(format!(
                 "{}: Jain's fairness index {j:.3} over {} streams",
-                flow_words(*f),
+                f.describe(),
                 rates.len()
             ));
         }
@@ -552,7 +546,7 @@ fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
         categories: run
             .streams
             .iter()
-            .map(|s| format!("{} {}", flow_short(s.flow), s.id))
+            .map(|s| format!("{} {}", s.flow.short(), s.id))
             .collect(),
         layers: vec![(
             "goodput".into(),
@@ -569,7 +563,7 @@ fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
         .map(|s| {
             let snd = s.tcp_sender.as_ref();
             vec![
-                Cell::text(format!("{} stream {}", flow_words(s.flow), s.id)),
+                Cell::text(format!("{} stream {}", s.flow.describe(), s.id)),
                 Cell::num(Some(s.goodput_bps), |v| unit.show(v)),
                 Cell::num(
                     snd.and_then(|t| t.retransmits_total).map(|v| v as f64),

@@ -23,17 +23,18 @@ impl Host {
 
     /// The host that sends `flow`.
     pub(super) fn sending(flow: Flow) -> Host {
-        match flow {
-            Flow::ClientToServer => Host::Client,
-            Flow::ServerToClient => Host::Server,
+        if flow.sender_is_client() {
+            Host::Client
+        } else {
+            Host::Server
         }
     }
 
     /// The host that receives `flow`.
     pub(super) fn receiving(flow: Flow) -> Host {
-        match flow {
-            Flow::ClientToServer => Host::Server,
-            Flow::ServerToClient => Host::Client,
+        match Host::sending(flow) {
+            Host::Client => Host::Server,
+            Host::Server => Host::Client,
         }
     }
 

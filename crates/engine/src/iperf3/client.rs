@@ -3,7 +3,7 @@
 //! and turns the server's results into the remote half of a wirerate result.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use wirerate_core::report::{Role, SideReport};
@@ -18,7 +18,8 @@ use wirerate_proto::iperf3::{
 
 use super::udp::{self, add_udp_figures, UdpOutcome, UdpRun, UdpStream};
 use crate::client::{ClientConfig, ClientOutcome, Observer};
-use crate::control::{Control, Input};
+use crate::control::Control;
+use crate::driver::{drive, Handler, Peer};
 use crate::error::EngineError;
 use crate::net::connect;
 use crate::side::{Attached, DataSock, SideRun};
@@ -121,16 +122,19 @@ pub fn run_client(
     let version = concat!("wirerate-", env!("CARGO_PKG_VERSION"));
     let params = params_json(spec, version);
     let mut sess = ClientSession::new(&cx.cookie, params, Instant::now(), cfg.idle);
+    let local_ip = sock.local_addr().ok().map(|a| a.ip());
     let mut ctl = Control::new(sock);
     let mut run = Run::default();
-    if let Err(e) = drive(&mut ctl, &mut sess, &mut run, &cx, obs) {
-        if let Some(s) = run.streams.take() {
-            s.abort();
-        }
-        sess.abort();
-        let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-        return Err(e);
-    }
+    drive(
+        &mut ctl,
+        &mut sess,
+        &mut ClientRun {
+            run: &mut run,
+            cx: &cx,
+            obs,
+            local_ip,
+        },
+    )?;
     let (Some(local), Some(remote)) = (run.local, run.remote) else {
         return Err(EngineError::Setup(
             "the iperf3 test ended without both sides' results".into(),
@@ -150,61 +154,60 @@ pub fn run_client(
     })
 }
 
-fn drive(
-    ctl: &mut Control,
-    sess: &mut ClientSession,
-    run: &mut Run,
-    cx: &Ctx<'_>,
-    obs: &mut dyn Observer,
-) -> Result<(), EngineError> {
-    let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
-    let end_at = |t0: Instant| {
-        cx.spec
-            .send_seconds()
-            .map(|s| t0 + Duration::from_secs_f64(s))
+/// The client's part of the control loop: open the streams, start the workers, end the test
+/// when it is over (time, bytes, or broken streams), and exchange the results.
+struct ClientRun<'a> {
+    run: &'a mut Run,
+    cx: &'a Ctx<'a>,
+    obs: &'a mut dyn Observer,
+    local_ip: Option<IpAddr>,
+}
+
+impl ClientRun<'_> {
+    /// When a timed test's senders stop.
+    fn end_at(&self) -> Option<Instant> {
+        let t0 = self.run.started?;
+        let s = self.cx.spec.send_seconds()?;
+        Some(t0 + Duration::from_secs_f64(s))
+    }
+}
+
+impl Handler<ClientSession> for ClientRun<'_> {
+    const PEER: Peer = Peer {
+        write: "writing to the iperf3 server",
+        read: "reading from the iperf3 server",
     };
-    loop {
-        ctl.flush(|| sess.poll_transmit(), cx.cfg.idle)
-            .map_err(EngineError::io("writing to the iperf3 server"))?;
-        if sess.is_finished() {
-            return Ok(());
-        }
-        let mut wait = Duration::from_millis(20);
-        if let Some(t) = run.streams.as_ref().and_then(|s| s.next_tick()) {
-            wait = wait.min(t.saturating_duration_since(Instant::now()));
-        }
-        if let Some(e) = run.started.and_then(end_at).filter(|_| sess.is_running()) {
-            wait = wait.min(e.saturating_duration_since(Instant::now()));
-        }
-        let events = match ctl
-            .read(wait)
-            .map_err(EngineError::io("reading from the iperf3 server"))?
-        {
-            Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
-            Input::Closed => {
-                sess.handle_close()?;
-                Vec::new()
-            }
-            Input::Nothing => Vec::new(),
-        };
-        for ev in events {
-            on_event(ev, sess, run, cx, local_ip, obs)?;
-        }
-        let now = Instant::now();
-        sess.handle_timeout(now)?;
+
+    fn idle(&self) -> Duration {
+        self.cx.cfg.idle
+    }
+
+    fn wake_at(&self) -> Option<Instant> {
+        let tick = self.run.streams.as_ref().and_then(|s| s.next_tick());
+        let end = self.end_at().filter(|_| self.run.ended.is_none());
+        [tick, end].into_iter().flatten().min()
+    }
+
+    fn on_event(&mut self, sess: &mut ClientSession, ev: ClientEvent) -> Result<(), EngineError> {
+        on_event(ev, sess, self.run, self.cx, self.local_ip, self.obs)
+    }
+
+    fn after(&mut self, sess: &mut ClientSession, now: Instant) -> Result<(), EngineError> {
+        let end_at = self.end_at();
+        let (run, cx) = (&mut *self.run, self.cx);
         let (Some(streams), Some(t0)) = (run.streams.as_mut(), run.started) else {
-            continue;
+            return Ok(());
         };
         for iv in streams.intervals(now) {
-            obs.interval(&iv);
+            self.obs.interval(&iv);
             run.shown += 1;
         }
         if sess.is_running() {
-            obs.tick(now.duration_since(t0).as_secs_f64());
+            self.obs.tick(now.duration_since(t0).as_secs_f64());
             let done = match cx.spec.end {
                 // the senders stop by themselves at the end time
                 End::Time { .. } => {
-                    end_at(t0).is_some_and(|e| now >= e) && {
+                    end_at.is_some_and(|e| now >= e) && {
                         let written = streams.moved(Role::Sender);
                         delivered(streams, &run.tx_socks, written, &mut run.written_at, now)
                     }
@@ -222,6 +225,13 @@ fn drive(
                 run.ended = Some(now);
             }
         }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.run.streams.take() {
+            s.abort();
+        }
     }
 }
 
@@ -230,7 +240,7 @@ fn on_event(
     sess: &mut ClientSession,
     run: &mut Run,
     cx: &Ctx<'_>,
-    local_ip: Option<std::net::IpAddr>,
+    local_ip: Option<IpAddr>,
     obs: &mut dyn Observer,
 ) -> Result<(), EngineError> {
     let idle = cx.cfg.idle;
@@ -264,7 +274,7 @@ fn on_event(
                     std::mem::take(&mut run.udp),
                     idle,
                     false,
-                ))),
+                )?)),
             });
             run.started = Some(Instant::now());
             obs.started();

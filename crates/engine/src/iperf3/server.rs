@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport};
-use wirerate_core::spec::{End, Flow, Protocol};
+use wirerate_core::spec::{End, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;
 use wirerate_proto::iperf3::{
     state, Cookie, Params, Results, ServerEvent, ServerSession, StreamMap, COOKIE_LEN,
 };
 
-use crate::control::{Control, Input};
+use crate::control::Control;
+use crate::driver::{drive, Handler, Peer, ROUND};
 use crate::error::EngineError;
 use crate::guard::Watchdog;
 use crate::limits::{Admission, Policy};
@@ -130,11 +131,7 @@ pub(crate) fn handle_conn(
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
-            match p.spec.direction {
-                wirerate_core::Direction::Forward => "client to server",
-                wirerate_core::Direction::Reverse => "server to client",
-                wirerate_core::Direction::Bidir => "both ways",
-            },
+            p.spec.direction.words(),
             p.spec.parallel,
             goodput.map_or_else(|| "n/a".into(), wirerate_core::units::format_bps)
         )),
@@ -214,18 +211,19 @@ fn run_session(
     let mut ctl = Control::new(sock);
     let mut sess = ServerSession::new(Instant::now(), idle);
     let mut run = Run::default();
-    loop {
-        ctl.flush(|| sess.poll_transmit(), idle)
-            .map_err(EngineError::io("writing to the iperf3 client"))?;
-        if sess.is_finished() {
-            break;
-        }
-        if let Err(e) = step(&mut ctl, &mut sess, &mut run, &rx, &addrs, shared) {
-            *note = std::mem::take(&mut run.note);
-            sess.terminate();
-            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-            return Err(e);
-        }
+    let result = drive(
+        &mut ctl,
+        &mut sess,
+        &mut ServerRun {
+            run: &mut run,
+            rx: &rx,
+            addrs: &addrs,
+            shared,
+        },
+    );
+    if let Err(e) = result {
+        *note = std::mem::take(&mut run.note);
+        return Err(e);
     }
     let params = run
         .params
@@ -259,54 +257,72 @@ fn goodput(spec: &TestSpec, run: &Run) -> Option<f64> {
     )
 }
 
-fn step(
-    ctl: &mut Control,
-    sess: &mut ServerSession,
-    run: &mut Run,
-    rx: &Receiver<(Instant, TcpStream)>,
-    addrs: &Addrs,
-    shared: &Shared,
-) -> Result<(), EngineError> {
-    let idle = shared.cfg.idle;
-    let local_ip = addrs.local.map(|a| a.ip());
-    if attach_streams(sess, run, rx, local_ip, idle, shared)? || attach_udp(sess, run, idle)? {
-        // send CREATE_STREAMS' follow-up (TEST_START) without waiting on the control socket
-        return Ok(());
-    }
-    let busy = run.drain.is_some() || run.udp_acceptor.is_some();
-    let wait = Duration::from_millis(if busy { 2 } else { 20 });
-    let events = match ctl
-        .read(wait)
-        .map_err(EngineError::io("reading from the iperf3 client"))?
-    {
-        Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
-        Input::Closed => {
-            sess.handle_close()?;
-            Vec::new()
-        }
-        Input::Nothing => Vec::new(),
+/// The server's part of the control loop for an iperf3 client: check the parameters, take
+/// the data streams in the order they were accepted, watch the test, drain what is in flight
+/// at its end, and answer the client's results with this side's.
+struct ServerRun<'a> {
+    run: &'a mut Run,
+    rx: &'a Receiver<(Instant, TcpStream)>,
+    addrs: &'a Addrs,
+    shared: &'a Shared,
+}
+
+impl Handler<ServerSession> for ServerRun<'_> {
+    const PEER: Peer = Peer {
+        write: "writing to the iperf3 client",
+        read: "reading from the iperf3 client",
     };
-    let now = Instant::now();
-    for ev in events {
-        on_event(ev, run, addrs, shared, now)?;
+
+    fn idle(&self) -> Duration {
+        self.shared.cfg.idle
     }
-    sess.handle_timeout(now)?;
-    if sess.is_running() {
-        let udp_done = run.udp.as_ref().is_some_and(|u| u.is_done());
-        if udp_done || run.side.as_ref().is_some_and(|s| s.is_done()) {
-            // every stream ended: the client has idle to end the test
-            run.end_by = Some(run.end_by.map_or(now + idle, |e| e.min(now + idle)));
+
+    fn max_wait(&self) -> Duration {
+        if self.run.drain.is_some() || self.run.udp_acceptor.is_some() {
+            Duration::from_millis(2)
+        } else {
+            ROUND
         }
-        if run.end_by.is_some_and(|e| now >= e) {
-            return Err(EngineError::Setup(
-                "the iperf3 client did not end the test in time".into(),
-            ));
-        }
-        watch(run, now, shared)?;
     }
-    stop_when_drained(run, now);
-    reply_when_ready(sess, run, now);
-    Ok(())
+
+    fn before_read(&mut self, sess: &mut ServerSession) -> Result<bool, EngineError> {
+        let (idle, shared) = (self.shared.cfg.idle, self.shared);
+        let local_ip = self.addrs.local.map(|a| a.ip());
+        // send CREATE_STREAMS' follow-up (TEST_START) without waiting on the control socket
+        Ok(
+            attach_streams(sess, self.run, self.rx, local_ip, idle, shared)?
+                || attach_udp(sess, self.run, idle)?,
+        )
+    }
+
+    fn on_event(&mut self, _sess: &mut ServerSession, ev: ServerEvent) -> Result<(), EngineError> {
+        on_event(ev, self.run, self.addrs, self.shared, Instant::now())
+    }
+
+    fn after(&mut self, sess: &mut ServerSession, now: Instant) -> Result<(), EngineError> {
+        let (run, idle) = (&mut *self.run, self.shared.cfg.idle);
+        if sess.is_running() {
+            #[cfg(test)]
+            crate::server::tests::maybe_panic(
+                self.shared,
+                crate::server::tests::WHILE_RUNNING_IPERF3,
+            );
+            let udp_done = run.udp.as_ref().is_some_and(|u| u.is_done());
+            if udp_done || run.side.as_ref().is_some_and(|s| s.is_done()) {
+                // every stream ended: the client has idle to end the test
+                run.end_by = Some(run.end_by.map_or(now + idle, |e| e.min(now + idle)));
+            }
+            if run.end_by.is_some_and(|e| now >= e) {
+                return Err(EngineError::Setup(
+                    "the iperf3 client did not end the test in time".into(),
+                ));
+            }
+            watch(run, now, self.shared)?;
+        }
+        stop_when_drained(run, now);
+        reply_when_ready(sess, run, now);
+        Ok(())
+    }
 }
 
 fn on_event(
@@ -411,7 +427,7 @@ fn attach_udp(
             let local = local_spec(&p.spec, idle);
             run.end_by = end_by(&p.spec, idle);
             let streams = std::mem::take(&mut run.udp_pending);
-            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit));
+            run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit)?);
             break;
         }
     }
@@ -584,10 +600,7 @@ fn summary_text(local: &SideReport) -> String {
             Role::Sender => "sent",
             Role::Receiver => "received",
         };
-        let flow = match s.flow {
-            Flow::ClientToServer => "client→server",
-            Flow::ServerToClient => "server→client",
-        };
+        let flow = s.flow.name();
         out.push_str(&format!(
             "stream {} {flow}: {verb} {} bytes in {:.3} s, {:.2} Mbit/s\n",
             s.id,

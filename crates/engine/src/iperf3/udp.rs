@@ -214,7 +214,14 @@ struct Plan {
 }
 
 impl UdpRun {
-    pub fn start(spec: &TestSpec, streams: Vec<UdpStream>, idle: Duration, wide: bool) -> UdpRun {
+    /// Starts one thread per stream; if one cannot start, those already started are stopped
+    /// and the error names the stream.
+    pub fn start(
+        spec: &TestSpec,
+        streams: Vec<UdpStream>,
+        idle: Duration,
+        wide: bool,
+    ) -> Result<UdpRun, EngineError> {
         let spec = Arc::new(spec.clone());
         let cpu = CpuWindow::start();
         let ctl_t0 = ThreadTimes::now();
@@ -225,44 +232,57 @@ impl UdpRun {
         let evidence = EvidenceWindow::start(ifname.as_slice());
         let stop = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
-        let workers = streams
-            .into_iter()
-            .map(|s| {
-                let bytes = Arc::new(AtomicU64::new(0));
-                let plan = Plan {
-                    spec: spec.clone(),
-                    start,
-                    idle,
-                    stop: stop.clone(),
-                    bytes: bytes.clone(),
-                    wide,
-                    flow: s.flow,
-                    index: s.index,
-                    role: s.role,
-                };
-                let sock = s.sock;
-                let handle = std::thread::Builder::new()
-                    .name(format!("wr-udp-{:?}-{}", s.role, s.index).to_lowercase())
-                    .spawn(move || match plan.role {
-                        Role::Sender => send(sock, plan),
-                        Role::Receiver => receive(sock, plan),
-                    })
-                    .ok();
-                Worker {
+        let mut workers: Vec<Worker> = Vec::with_capacity(streams.len());
+        for s in streams {
+            let bytes = Arc::new(AtomicU64::new(0));
+            let plan = Plan {
+                spec: spec.clone(),
+                start,
+                idle,
+                stop: stop.clone(),
+                bytes: bytes.clone(),
+                wide,
+                flow: s.flow,
+                index: s.index,
+                role: s.role,
+            };
+            let sock = s.sock;
+            let name = format!("wr-udp-{:?}-{}", s.role, s.index).to_lowercase();
+            let spawned = spawn_stream(s.index, name, move || match plan.role {
+                Role::Sender => send(sock, plan),
+                Role::Receiver => receive(sock, plan),
+            });
+            match spawned {
+                Ok(h) => workers.push(Worker {
                     role: s.role,
                     bytes,
-                    handle,
+                    handle: Some(h),
+                }),
+                Err(source) => {
+                    // the streams already running stop within one receive timeout
+                    stop.store(true, Ordering::Relaxed);
+                    for w in &mut workers {
+                        if let Some(h) = w.handle.take() {
+                            let _ = h.join();
+                        }
+                    }
+                    return Err(EngineError::StreamThread {
+                        stream: s.index,
+                        flow: s.flow,
+                        started: workers.len(),
+                        source,
+                    });
                 }
-            })
-            .collect();
-        UdpRun {
+            }
+        }
+        Ok(UdpRun {
             start,
             workers,
             stop,
             cpu,
             ctl_t0,
             evidence,
-        }
+        })
     }
 
     pub fn moved(&self, role: Role) -> u64 {
@@ -311,6 +331,23 @@ impl UdpRun {
         };
         (report, outcomes)
     }
+}
+
+/// Starts one UDP stream's thread.
+fn spawn_stream(
+    index: u32,
+    name: String,
+    f: impl FnOnce() -> WorkerResult + Send + 'static,
+) -> io::Result<JoinHandle<WorkerResult>> {
+    #[cfg(test)]
+    if tests::FAIL_SPAWN_OF.with(|c| c.get()) == Some(index) {
+        return Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "injected thread start failure",
+        ));
+    }
+    let _ = index;
+    std::thread::Builder::new().name(name).spawn(f)
 }
 
 fn wall_now() -> (u32, u32, f64) {
@@ -476,5 +513,70 @@ pub(super) fn add_udp_figures(results: &mut Results, outcomes: &[UdpOutcome], ma
                 s.jitter = st.jitter_s;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    thread_local! {
+        /// The stream whose thread `spawn_stream` refuses to start, on this thread only.
+        pub(super) static FAIL_SPAWN_OF: Cell<Option<u32>> = const { Cell::new(None) };
+    }
+
+    /// A receiving stream on loopback, and the socket that would send to it.
+    fn receiver(index: u32) -> (UdpStream, UdpSocket) {
+        let mine = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let theirs = UdpSocket::bind("127.0.0.1:0").unwrap();
+        mine.connect(theirs.local_addr().unwrap()).unwrap();
+        theirs.connect(mine.local_addr().unwrap()).unwrap();
+        (
+            UdpStream::new(Flow::ClientToServer, index, Role::Receiver, mine),
+            theirs,
+        )
+    }
+
+    #[test]
+    fn a_udp_stream_thread_that_cannot_start_fails_the_test_and_stops_the_others() {
+        let spec = TestSpec {
+            protocol: wirerate_core::Protocol::Udp,
+            parallel: 3,
+            ..Default::default()
+        };
+        let (streams, _peers): (Vec<_>, Vec<_>) = (0..3).map(receiver).unzip();
+        FAIL_SPAWN_OF.with(|c| c.set(Some(2)));
+        let t0 = Instant::now();
+        let r = UdpRun::start(&spec, streams, Duration::from_secs(30), false);
+        FAIL_SPAWN_OF.with(|c| c.set(None));
+        let Err(e) = r else {
+            panic!("the UDP streams started without stream 2")
+        };
+        let text = e.full();
+        assert!(
+            text.starts_with("cannot start the thread of stream 2 (client to server)"),
+            "{text}"
+        );
+        assert!(text.contains("the 2 stream thread(s) already started were stopped"));
+        assert!(text.ends_with("injected thread start failure"), "{text}");
+        // the two receivers that had started were stopped and joined, not left waiting for
+        // datagrams until their idle timeout
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    }
+
+    #[test]
+    fn udp_streams_start_when_nothing_fails() {
+        let spec = TestSpec {
+            protocol: wirerate_core::Protocol::Udp,
+            parallel: 2,
+            ..Default::default()
+        };
+        let (streams, _peers): (Vec<_>, Vec<_>) = (0..2).map(receiver).unzip();
+        let run = UdpRun::start(&spec, streams, Duration::from_secs(30), false).expect("started");
+        let (report, outcomes) = run.finish();
+        assert_eq!(report.streams.len(), 2);
+        assert_eq!(outcomes.len(), 2);
     }
 }

@@ -3,8 +3,10 @@
 //! sending streams first, then its receiving ones; wirerate names each stream by its flow and
 //! its index within the flow.
 
-use wirerate_core::report::Role;
 use wirerate_core::spec::{Direction, Flow};
+
+/// Which side of the test a report comes from (the rule lives in `core`).
+pub use wirerate_core::spec::Side;
 
 /// One stream: its iperf3 id, its flow and its index within that flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,17 +34,16 @@ pub fn iperf_id(n: usize) -> u32 {
 
 impl StreamMap {
     pub fn new(direction: Direction, parallel: u32) -> StreamMap {
-        // Direction::flows lists client-to-server first, which is the client's sending side.
-        let mut entries = Vec::new();
-        for &flow in direction.flows() {
-            for index in 0..parallel {
-                entries.push(Entry {
-                    iperf_id: iperf_id(entries.len()),
-                    flow,
-                    index,
-                });
-            }
-        }
+        // the stream order lists client-to-server first, which is the client's sending side
+        let entries = direction
+            .stream_order(parallel)
+            .enumerate()
+            .map(|(n, (flow, index))| Entry {
+                iperf_id: iperf_id(n),
+                flow,
+                index,
+            })
+            .collect();
         StreamMap { entries }
     }
 
@@ -69,28 +70,10 @@ impl StreamMap {
     }
 }
 
-/// Which side of the test a report comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Client,
-    Server,
-}
-
-impl Side {
-    /// What this side does with a stream of `flow`.
-    pub fn role(self, flow: Flow) -> Role {
-        match (self, flow) {
-            (Side::Client, Flow::ClientToServer) | (Side::Server, Flow::ServerToClient) => {
-                Role::Sender
-            }
-            _ => Role::Receiver,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirerate_core::report::Role;
 
     #[test]
     fn ids_skip_two_and_senders_come_first() {

@@ -237,6 +237,10 @@ impl ServerSession {
         self.st == St::Done
     }
 
+    pub fn is_failed(&self) -> bool {
+        self.st == St::Failed
+    }
+
     pub fn is_running(&self) -> bool {
         self.st == St::Running
     }

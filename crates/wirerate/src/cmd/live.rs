@@ -15,7 +15,7 @@ use std::io::Write;
 use wirerate_core::evidence::TcpSample;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
-use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
+use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::Observer;
 use wirerate_render::intervals::{self, Columns};
 
@@ -46,9 +46,10 @@ impl Printer {
     /// iperf3 one).
     pub fn new(spec: &TestSpec, text: bool, progress: bool, local_samples: bool) -> Printer {
         let tcp = spec.protocol == Protocol::Tcp && spec.test.is_stream();
-        let sends = spec.direction != Direction::Reverse;
-        let joined = if tcp && sends && local_samples {
-            vec![Flow::ClientToServer]
+        // the flows this side sends, whose TCP samples it takes itself
+        let joined: Vec<Flow> = if tcp && local_samples {
+            let flows = spec.direction.flows().iter().copied();
+            flows.filter(|f| f.sender_is_client()).collect()
         } else {
             Vec::new()
         };
