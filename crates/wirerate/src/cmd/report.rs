@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use wirerate_report::{FindMax, Group, Input};
 use wirerate_store::Store;
 
-use super::results::{db_path, read_entries, utc, Operand, DB_HELP};
+use super::results::{open_existing, read_entries, utc, Operand, DB_HELP};
 use crate::exit;
 
 /// Largest find-max file read.
@@ -38,7 +38,7 @@ pub struct Args {
     /// Also write each chart as DIR/NAME.svg (DIR is created when missing)
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
 }
 
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|s| Operand::parse(s).map(|o| (s.clone(), o)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let store = if ops.iter().any(|(_, o)| o.needs_db()) {
-        Some(Store::open_existing(&db_path(args.db.clone())?)?)
+        Some(open_existing(args.db.clone())?)
     } else {
         None
     };
