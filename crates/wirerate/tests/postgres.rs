@@ -154,6 +154,10 @@ fn sqlite_and_postgres_give_the_same_answers() {
         &["compare", "old", "new", "--json"],
         &["compare", "id:3", "plan:other", "--json"],
         &["compare", "--matrix", "--json"],
+        &["compare", "--matrix", "--period", "20m", "--json"],
+        &[
+            "compare", "--matrix", "--since", "15m", "--period", "5m", "--json",
+        ],
         &["compare", "--matrix", "--label", "plan:other", "--json"],
     ] {
         same(&json(args, sqlite), &json(args, &url), &format!("{args:?}"));
@@ -164,8 +168,9 @@ fn sqlite_and_postgres_give_the_same_answers() {
         &["history", "--csv"],
         &["show", "9"],
         &["compare", "old", "new"],
-        &["compare", "--matrix"],
+        &["compare", "--matrix", "--period", "20m"],
         &["report", "old", "new", "id:20", "-o", "-"],
+        &["report", "--matrix", "--period", "20m", "-o", "-"],
     ] {
         let mut a = args.to_vec();
         a.extend(["--db", sqlite]);
@@ -206,6 +211,82 @@ fn ack(line: &str) -> Option<i64> {
         Some((id, "new" | "stored")) => id.parse().ok(),
         _ => None,
     }
+}
+
+#[test]
+fn the_matrix_shows_each_host_pair_and_its_change() {
+    let Some(cluster) = Cluster::shared("matrix") else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    for (label, file) in sample_files(dir.path()) {
+        ok(&[
+            "import",
+            "--label",
+            &label,
+            "--db",
+            &url,
+            file.to_str().unwrap(),
+        ]);
+    }
+    // old (alpha→beta, ~100 Gbit/s) ran 0-77 s, new (alpha→beta, ~80) 1100-1177 s, the plan
+    // (gamma→beta and delta→beta, ~40) 2200-2255 s: 20-minute periods ending at 2255 s put
+    // new against old, and the plan's pairs in the latest period only
+    let doc: serde_json::Value = serde_json::from_str(&ok(&[
+        "compare", "--matrix", "--period", "20m", "--json", "--db", &url,
+    ]))
+    .unwrap();
+    let m = &doc["matrix"];
+    assert_eq!(doc["runs"], 22);
+    assert_eq!(m["clients"], serde_json::json!(["alpha", "delta", "gamma"]));
+    assert_eq!(m["servers"], serde_json::json!(["beta"]));
+    let cell = |c: &str| -> &serde_json::Value {
+        m["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["client_host"] == c)
+            .unwrap()
+    };
+    let ab = cell("alpha");
+    assert_eq!(ab["current"]["n"], 8);
+    assert_eq!(ab["previous"]["n"], 8);
+    let pct = ab["change_percent"].as_f64().unwrap();
+    assert!((-25.0..-15.0).contains(&pct), "{pct}");
+    assert_eq!(ab["change"], "lower");
+    assert_eq!(ab["latest_unix_s"], 1_700_000_000.0 + 107.0 * 11.0);
+    for c in ["gamma", "delta"] {
+        assert_eq!(cell(c)["current"]["n"], 3);
+        assert!(cell(c)["previous"].is_null());
+    }
+    // a label keeps the plan's runs only
+    let plan: serde_json::Value = serde_json::from_str(&ok(&[
+        "compare",
+        "--matrix",
+        "--label",
+        "plan:other",
+        "--json",
+        "--db",
+        &url,
+    ]))
+    .unwrap();
+    assert_eq!(plan["runs"], 6);
+    assert_eq!(
+        plan["matrix"]["clients"],
+        serde_json::json!(["delta", "gamma"])
+    );
+    let text = ok(&["compare", "--matrix", "--period", "20m", "--db", &url]);
+    let alpha = text.lines().find(|l| l.starts_with("alpha")).unwrap();
+    assert!(alpha.contains("Gbit/s") && alpha.contains(" %*"), "{text}");
+    let html = ok(&[
+        "report", "--matrix", "--period", "20m", "-o", "-", "--db", &url,
+    ]);
+    assert!(html.contains("<h2>Host pairs</h2>"), "no matrix section");
+    assert!(html.contains("alpha → beta"));
+    // bad spans are usage errors
+    let o = wirerate(&["compare", "--matrix", "--period", "0", "--db", &url]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]

@@ -70,6 +70,13 @@ pub fn build(store: &Store, args: &MatrixArgs) -> anyhow::Result<(PairMatrix, us
     Ok((pair_matrix(&runs, args.period_s, end), n))
 }
 
+/// What the matrix's runs are, for headings: " labelled 'NAME'" or nothing.
+pub fn described(args: &MatrixArgs) -> String {
+    args.label
+        .as_ref()
+        .map_or(String::new(), |l| format!(" labelled '{l}'"))
+}
+
 /// The matrix as a JSON document.
 pub fn json(m: &PairMatrix, args: &MatrixArgs, runs: usize) -> serde_json::Value {
     serde_json::json!({
@@ -113,10 +120,7 @@ fn change_text(c: &wirerate_core::stats::PairCell) -> String {
 /// change of the period's mean.
 pub fn text(m: &PairMatrix, args: &MatrixArgs, runs: usize) -> String {
     let mut out = String::new();
-    let what = args
-        .label
-        .as_ref()
-        .map_or(String::new(), |l| format!(" labelled '{l}'"));
+    let what = described(args);
     if m.cells.is_empty() {
         let _ = writeln!(
             out,
