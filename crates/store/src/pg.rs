@@ -104,6 +104,14 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
                 url: shown.clone(),
                 cause: cause(&e),
             })?;
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(StoreError::BadUrl {
+            url: shown,
+            cause: "sslmode=require: this wirerate does not speak TLS to PostgreSQL (use a \
+                    Unix socket, a loopback address or a tunnel)"
+                .into(),
+        });
+    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }

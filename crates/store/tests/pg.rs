@@ -267,6 +267,14 @@ fn errors_are_one_line_and_never_show_the_password() {
         .err()
         .unwrap();
     check(e, "does not exist");
+    // TLS is not spoken: asking for it is a clear refusal
+    let tls = format!(
+        "{}?sslmode=require",
+        cluster.tcp_url(dbname, cluster.password())
+    );
+    let e = Store::open_url(&tls).err().unwrap();
+    assert!(matches!(e, StoreError::BadUrl { .. }), "{e}");
+    check(e, "does not speak TLS");
     // not a URL the client reads
     let e = Store::open_url("postgres://u:wrongpass@h:port/db")
         .err()
