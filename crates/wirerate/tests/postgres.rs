@@ -565,3 +565,29 @@ fn a_reader_role_reads_and_a_newer_layout_is_refused() {
         .get(0);
     assert_eq!(runs, 2);
 }
+
+#[test]
+fn a_repeat_set_is_stored_under_one_group() {
+    let Some(cluster) = Cluster::shared("repeat") else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let o = wirerate(&[
+        "run", "-n", "1M", "--repeat", "3", "--label", "rep", "--json", "--db", &url,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&["history", "--json", "--label", "rep", "--db", &url])).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let group = rows[0]["group"].as_str().unwrap();
+    assert!(rows.iter().all(|r| r["group"] == group));
+    let by_group: serde_json::Value =
+        serde_json::from_str(&ok(&["history", "--json", "--group", group, "--db", &url])).unwrap();
+    assert_eq!(by_group.as_array().unwrap().len(), 3);
+    // what run printed is what was stored, document for document
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (p, r) in printed.as_array().unwrap().iter().zip(rows) {
+        assert_eq!(p, &r["result"]);
+    }
+}
