@@ -132,7 +132,9 @@ impl Verifier {
         let (params, keys) = rest
             .split_once('$')
             .ok_or("a verifier is SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY")?;
-        let (iter, salt) = params.split_once(':').ok_or("no salt after the iterations")?;
+        let (iter, salt) = params
+            .split_once(':')
+            .ok_or("no salt after the iterations")?;
         let (stored, server) = keys.split_once(':').ok_or("no ServerKey after StoredKey")?;
         let iterations: u32 = iter
             .parse()
@@ -224,7 +226,9 @@ fn unescape_name(s: &str) -> Result<String, AuthError> {
 
 /// A printable nonce: ASCII 0x21..0x7e without `,`.
 fn check_nonce(n: &str) -> Result<(), AuthError> {
-    if n.is_empty() || n.len() > MAX_FIELD || !n.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+    if n.is_empty()
+        || n.len() > MAX_FIELD
+        || !n.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',')
     {
         return Err(AuthError::Malformed("bad nonce".into()));
     }

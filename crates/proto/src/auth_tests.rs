@@ -33,8 +33,13 @@ fn the_client_computes_rfc7677s_messages() {
 fn the_server_checks_rfc7677s_proof_and_signs() {
     let first = ClientFirst::parse(C_FIRST).unwrap();
     assert_eq!(first.user, "user");
-    let s = ScramServer::start(first, rfc_verifier(), "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0", None)
-        .unwrap();
+    let s = ScramServer::start(
+        first,
+        rfc_verifier(),
+        "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+        None,
+    )
+    .unwrap();
     assert_eq!(s.challenge(), S_FIRST);
     assert_eq!(s.finish(C_FINAL).unwrap(), S_FINAL);
 }
@@ -50,7 +55,10 @@ fn a_wrong_password_fails_and_the_server_cannot_tell_it_from_an_unknown_user() {
     // an unknown user's made-up verifier is stable and fails the same way
     let a = fake_verifier(b"secret", "nobody", DEFAULT_ITERATIONS);
     assert_eq!(a, fake_verifier(b"secret", "nobody", DEFAULT_ITERATIONS));
-    assert_ne!(a.salt, fake_verifier(b"secret", "other", DEFAULT_ITERATIONS).salt);
+    assert_ne!(
+        a.salt,
+        fake_verifier(b"secret", "other", DEFAULT_ITERATIONS).salt
+    );
     let mut c = ScramClient::new("nobody", "pencil", C_NONCE, Binding::None).unwrap();
     let s = ScramServer::start(ClientFirst::parse(&c.first()).unwrap(), a, "abc", None).unwrap();
     let fin = c.answer(s.challenge()).unwrap();

@@ -633,7 +633,9 @@ impl ClientSession {
                     .as_mut()
                     .ok_or(ProtoError::Login(AuthError::Malformed("no login".into())))?;
                 let proof = l.answer(&scram)?;
-                self.c.out.push_back(encode(&Msg::LoginProof { scram: proof }));
+                self.c
+                    .out
+                    .push_back(encode(&Msg::LoginProof { scram: proof }));
                 self.c.state = ClientState::AwaitLoginOk;
                 self.c.deadline = Some(now + self.idle);
                 Ok(None)

@@ -20,6 +20,10 @@ pub struct ClientTlsArgs {
     /// Where remembered server keys are kept [default: ~/.config/wirerate/known_servers]
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub known_servers: Option<PathBuf>,
+    /// Log in as NAME (the server runs `serve --users`): the password is read from
+    /// WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even inside TLS
+    #[arg(long, value_name = "NAME", requires_all = ["tls", "host"])]
+    pub user: Option<String>,
 }
 
 fn default_known_servers() -> Option<PathBuf> {
@@ -57,6 +61,20 @@ fn remember(file: &Path, server: &str, fp: &str) -> Result<(), String> {
 }
 
 impl ClientTlsArgs {
+    /// The user and password to log in with, or None without --user.
+    pub fn login(&self, host: &str) -> anyhow::Result<Option<wirerate_engine::Login>> {
+        let Some(user) = &self.user else {
+            return Ok(None);
+        };
+        wirerate_proto::auth::check_user(user)
+            .map_err(|e| crate::exit::UsageError(format!("--user: {e}")))?;
+        let password = crate::cmd::user::password(&format!("Password for {user}@{host}: "))?;
+        Ok(Some(wirerate_engine::Login {
+            user: user.clone(),
+            password,
+        }))
+    }
+
     /// The client's TLS settings for `server` ("host:port"), or None without --tls.
     pub fn client(&self, server: &str) -> anyhow::Result<Option<ClientTls>> {
         if !self.tls {
