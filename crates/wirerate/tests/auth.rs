@@ -67,17 +67,30 @@ fn serve(s: &Setup, extra: &[&str]) -> ServerProc {
 
 fn client_cmd(s: &Setup, port: u16, user: &str, password: &str, extra: &[&str]) -> Command {
     let mut c = wr();
-    c.args(["run", "127.0.0.1", "-p", &port.to_string(), "--json", "--tls"])
-        .args(["--known-servers", s.known.to_str().unwrap(), "--user", user])
-        .args(extra)
-        .env("WIRERATE_PASSWORD", password)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "run",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "--json",
+        "--tls",
+    ])
+    .args(["--known-servers", s.known.to_str().unwrap(), "--user", user])
+    .args(extra)
+    .env("WIRERATE_PASSWORD", password)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     c
 }
 
-fn client(s: &Setup, port: u16, user: &str, password: &str, extra: &[&str]) -> std::process::Output {
+fn client(
+    s: &Setup,
+    port: u16,
+    user: &str,
+    password: &str,
+    extra: &[&str],
+) -> std::process::Output {
     wait_bounded(
         client_cmd(s, port, user, password, extra).spawn().unwrap(),
         LIMIT,
@@ -131,11 +144,7 @@ fn the_right_password_runs_under_the_users_rule_and_failures_say_the_same() {
     assert!(result["summary"]["bytes"].as_u64().unwrap() >= 4 << 20);
     // the user's rule applies: a test longer than it allows is refused
     let long = client(&s, srv.port, "alice", "correct horse", &["-t", "9"]);
-    assert!(
-        stderr(&long).contains("rule 'alices'"),
-        "{}",
-        stderr(&long)
-    );
+    assert!(stderr(&long).contains("rule 'alices'"), "{}", stderr(&long));
 
     let wrong = client(&s, srv.port, "alice", "wrong horse", &["-n", "1M"]);
     let unknown = client(&s, srv.port, "mallory", "correct horse", &["-n", "1M"]);
@@ -190,20 +199,42 @@ fn the_right_password_runs_under_the_users_rule_and_failures_say_the_same() {
             .find(|v| v["user"] == user)
             .map(|v| v["reason"].as_str().unwrap().to_string())
     };
-    assert_eq!(why("alice").as_deref(), Some("login failed: wrong password"));
-    assert_eq!(why("mallory").as_deref(), Some("login failed: unknown user"));
+    assert_eq!(
+        why("alice").as_deref(),
+        Some("login failed: wrong password")
+    );
+    assert_eq!(
+        why("mallory").as_deref(),
+        Some("login failed: unknown user")
+    );
 }
 
 #[test]
 fn serve_users_without_tls_is_refused_and_a_bad_users_file_names_its_line() {
     let s = setup();
     let out = run(
-        &["serve", "--users", "/nonexistent", "-p", "0", "-B", "127.0.0.1"],
+        &[
+            "serve",
+            "--users",
+            "/nonexistent",
+            "-p",
+            "0",
+            "-B",
+            "127.0.0.1",
+        ],
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--users needs --tls"), "{}", stderr(&out));
-    std::fs::write(&s.users, "# users\nalice SCRAM-SHA-256$4096:AAAA$AAAA:AAAA\n").unwrap();
+    assert!(
+        stderr(&out).contains("--users needs --tls"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(
+        &s.users,
+        "# users\nalice SCRAM-SHA-256$4096:AAAA$AAAA:AAAA\n",
+    )
+    .unwrap();
     let out = run(
         &[
             "serve",
@@ -218,9 +249,16 @@ fn serve_users_without_tls_is_refused_and_a_bad_users_file_names_its_line() {
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("line 2: StoredKey"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 2: StoredKey"),
+        "{}",
+        stderr(&out)
+    );
     // user list/remove read the same file and say the same
-    let out = run(&["user", "list", "--users", s.users.to_str().unwrap()], LIMIT);
+    let out = run(
+        &["user", "list", "--users", s.users.to_str().unwrap()],
+        LIMIT,
+    );
     assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
 }
 
@@ -242,13 +280,24 @@ fn user_add_list_remove_and_the_file_mode() {
     assert!(rm.status.success(), "{}", stderr(&rm));
     let again = run(&["user", "remove", "alice", "--users", f], LIMIT);
     assert_eq!(again.status.code(), Some(1));
-    assert!(stderr(&again).contains("no user 'alice'"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("no user 'alice'"),
+        "{}",
+        stderr(&again)
+    );
     let list = run(&["user", "list", "--users", f], LIMIT);
-    assert_eq!(String::from_utf8_lossy(&list.stdout), "bob\t4096 iterations\n");
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout),
+        "bob\t4096 iterations\n"
+    );
     // no terminal and no WIRERATE_PASSWORD: a clear error
     let out = run(&["user", "add", "carol", "--users", f], LIMIT);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("WIRERATE_PASSWORD"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("WIRERATE_PASSWORD"),
+        "{}",
+        stderr(&out)
+    );
     let bad = run(&["user", "add", "a b", "--users", f], LIMIT);
     assert_eq!(bad.status.code(), Some(2));
 }
@@ -273,12 +322,11 @@ fn iperf3_is_refused_with_its_own_error() {
     assert!(!out.status.success());
     let said = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
     assert!(said.contains("test authorization failed"), "{said}");
-    let log = log_until(&s.log, |l| {
-        l.iter().any(|v| v["decision"] == "refused")
-    });
+    let log = log_until(&s.log, |l| l.iter().any(|v| v["decision"] == "refused"));
     assert!(
-        log.iter().any(|v| v["decision"] == "refused"
-            && v["reason"].as_str().unwrap_or("").contains("iperf3")),
+        log.iter()
+            .any(|v| v["decision"] == "refused"
+                && v["reason"].as_str().unwrap_or("").contains("iperf3")),
         "{log:?}"
     );
 }
@@ -310,11 +358,13 @@ fn sighup_reloads_the_users_while_a_test_runs() {
     let reloads: Vec<_> = log.iter().filter(|v| v["event"] == "reload").collect();
     assert_eq!(reloads.len(), 2, "{log:?}");
     assert!(reloads[0]["reason"].as_str().unwrap().contains("2 user(s)"));
-    assert!(reloads[1]["error"]
-        .as_str()
-        .unwrap()
-        .contains("the old users stay: ")
-        && reloads[1]["error"].as_str().unwrap().contains("line 1"));
+    assert!(
+        reloads[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the old users stay: ")
+            && reloads[1]["error"].as_str().unwrap().contains("line 1")
+    );
 }
 
 /// Connections that never log in: silent ones, junk, a TLS client with no login, and
@@ -356,7 +406,11 @@ fn a_flood_of_unauthenticated_clients_does_not_stop_an_authenticated_test() {
     // failed logins, through the real client
     let s2 = &s;
     let bad: Vec<_> = (0..3)
-        .map(|_| client_cmd(s2, port, "alice", "nope", &["-n", "1M"]).spawn().unwrap())
+        .map(|_| {
+            client_cmd(s2, port, "alice", "nope", &["-n", "1M"])
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let made: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(made > 10, "{made} connections");
@@ -392,4 +446,229 @@ fn too_many_failed_logins_from_one_address_are_refused_for_a_while() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A control connection driven by hand, plain or TLS, with the proto session.
+mod by_hand {
+    use super::*;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use wirerate_engine::tls::{ClientTls, ServerTls, Tls};
+    use wirerate_engine::users::{UserDb, Users};
+    use wirerate_engine::{Server, ServerConfig};
+    use wirerate_proto::auth::{Binding, ScramClient, Verifier, DATA_TOKEN_LABEL};
+    use wirerate_proto::frame::PREAMBLE_LEN;
+    use wirerate_proto::{Channel, ClientEvent, ClientSession, DataHello, Preamble};
+
+    pub struct Conn {
+        pub sock: TcpStream,
+        pub tls: Option<Tls>,
+    }
+
+    impl Conn {
+        pub fn open(addr: SocketAddr, tls: bool) -> Conn {
+            let mut sock = TcpStream::connect(addr).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            if !tls {
+                return Conn { sock, tls: None };
+            }
+            sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+                .unwrap();
+            let mut pre = [0u8; PREAMBLE_LEN];
+            sock.read_exact(&mut pre).unwrap();
+            let t = ClientTls::default()
+                .connect(&mut sock, Instant::now() + Duration::from_secs(5))
+                .unwrap();
+            Conn { sock, tls: Some(t) }
+        }
+
+        pub fn send(&mut self, b: &[u8]) {
+            match &mut self.tls {
+                Some(t) => t.write_all(&mut self.sock, b).unwrap(),
+                None => self.sock.write_all(b).unwrap(),
+            }
+        }
+
+        /// Some bytes, or none at a close or after the read timeout.
+        pub fn recv(&mut self) -> Vec<u8> {
+            let mut buf = vec![0u8; 65536];
+            let n = match &mut self.tls {
+                Some(t) => t.read(&mut self.sock, &mut buf),
+                None => self.sock.read(&mut buf),
+            };
+            buf.truncate(n.unwrap_or(0));
+            buf
+        }
+    }
+
+    pub fn server(tls: Option<ServerTls>) -> SocketAddr {
+        let mut users = Users::default();
+        users
+            .set("alice", Verifier::derive("pw", b"alices-salt", 4096))
+            .unwrap();
+        let cfg = ServerConfig {
+            quiet: true,
+            tls,
+            users: Some(Arc::new(UserDb::new(users).unwrap())),
+            idle: Duration::from_secs(3),
+            ..Default::default()
+        };
+        let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        s.spawn().unwrap();
+        addr
+    }
+
+    fn spec() -> wirerate_core::TestSpec {
+        wirerate_core::TestSpec::default()
+    }
+
+    /// A recorded login, replayed byte for byte on a new connection, is refused: the server
+    /// picked a new nonce, so the recorded proof proves nothing.
+    #[test]
+    fn a_replayed_login_is_refused() {
+        let addr = server(None);
+        let scram = ScramClient::new("alice", "pw", "recorded-nonce", Binding::None).unwrap();
+        let mut sess = ClientSession::with_login(&spec(), Instant::now(), LIMIT, scram);
+        let mut c = Conn::open(addr, false);
+        // preamble and login; the challenge makes the session queue its proof
+        let mut first = Vec::new();
+        while let Some(f) = sess.poll_transmit() {
+            first.extend_from_slice(&f);
+        }
+        c.send(&first);
+        let mut proof = Vec::new();
+        while proof.is_empty() {
+            let got = c.recv();
+            assert!(!got.is_empty(), "the server closed before its challenge");
+            sess.handle_input(&got, Instant::now()).unwrap();
+            while let Some(f) = sess.poll_transmit() {
+                proof.extend_from_slice(&f);
+            }
+        }
+        c.send(&proof);
+        // the genuine login succeeds: the client checks the server's signature and sends
+        // its spec
+        let mut spec_sent = false;
+        while !spec_sent {
+            let got = c.recv();
+            assert!(!got.is_empty(), "the genuine login was refused");
+            sess.handle_input(&got, Instant::now()).unwrap();
+            spec_sent = sess.poll_transmit().is_some();
+        }
+        drop(c);
+        // the replay
+        let mut r = Conn::open(addr, false);
+        r.send(&first);
+        let mut challenge = Vec::new();
+        while !String::from_utf8_lossy(&challenge).contains("login_challenge") {
+            let got = r.recv();
+            assert!(!got.is_empty(), "no challenge");
+            challenge.extend(got);
+        }
+        r.send(&proof);
+        let mut answer = Vec::new();
+        loop {
+            let got = r.recv();
+            if got.is_empty() {
+                break;
+            }
+            answer.extend(got);
+        }
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            text.contains("login failed: unknown user or wrong password"),
+            "{text}"
+        );
+        assert!(!text.contains("login_ok"), "{text}");
+    }
+
+    /// Over TLS the data token is derived from the TLS session: `accepted` carries none, a
+    /// data stream with another session's token is refused, and the session's own works.
+    #[test]
+    fn a_data_stream_with_another_sessions_token_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = server(Some(ServerTls::load_or_create(dir.path()).unwrap()));
+        // another TLS session's token: what someone else's control connection would derive
+        let other = Conn::open(addr, true);
+        let mut other_token = [0u8; 16];
+        other
+            .tls
+            .as_ref()
+            .unwrap()
+            .export(DATA_TOKEN_LABEL, &mut other_token)
+            .unwrap();
+        drop(other);
+
+        let mut c = Conn::open(addr, true);
+        let t = c.tls.as_ref().unwrap();
+        let mut cb = [0u8; 32];
+        t.export(wirerate_proto::auth::CHANNEL_BINDING_LABEL, &mut cb)
+            .unwrap();
+        let mut token = [0u8; 16];
+        t.export(DATA_TOKEN_LABEL, &mut token).unwrap();
+        assert_ne!(token, other_token);
+        let scram = ScramClient::new("alice", "pw", "n0nce", Binding::TlsExporter).unwrap();
+        let mut sess = ClientSession::with_login(&spec(), Instant::now(), LIMIT, scram);
+        sess.set_channel_binding(cb.to_vec());
+        sess.set_data_token(token);
+        // run the exchange until `accepted`, keeping what the server said
+        let mut heard = Vec::new();
+        let accepted = loop {
+            let mut out = Vec::new();
+            while let Some(f) = sess.poll_transmit() {
+                out.extend_from_slice(&f);
+            }
+            if !out.is_empty() {
+                c.send(&out);
+            }
+            let got = c.recv();
+            assert!(
+                !got.is_empty(),
+                "closed: {}",
+                String::from_utf8_lossy(&heard)
+            );
+            heard.extend_from_slice(&got);
+            let ev = sess.handle_input(&got, Instant::now()).unwrap();
+            if let Some(ClientEvent::Accepted(t, _)) = ev.first() {
+                break *t;
+            }
+        };
+        assert_eq!(accepted, token);
+        let text = String::from_utf8_lossy(&heard);
+        assert!(
+            text.contains("\"accepted\"") && !text.contains("token"),
+            "{text}"
+        );
+        // the other session's token: the server drops the stream
+        let hello = |t| {
+            DataHello {
+                token: t,
+                flow: wirerate_core::spec::Flow::ClientToServer,
+                stream_id: 0,
+            }
+            .emit()
+        };
+        let mut intruder = TcpStream::connect(addr).unwrap();
+        intruder
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        intruder.write_all(&hello(other_token)).unwrap();
+        let mut b = [0u8; 16];
+        assert!(matches!(intruder.read(&mut b), Ok(0) | Err(_)));
+        // the session's own: the test starts
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.write_all(&hello(token)).unwrap();
+        let started = loop {
+            let got = c.recv();
+            if got.is_empty() {
+                break false;
+            }
+            let ev = sess.handle_input(&got, Instant::now()).unwrap();
+            if ev.contains(&ClientEvent::Start) {
+                break true;
+            }
+        };
+        assert!(started);
+    }
 }
