@@ -17,6 +17,8 @@ pub mod data;
 pub mod datagram;
 pub mod depth;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzz_login;
 pub mod iperf3;
 pub mod msg;
 pub mod parts;
