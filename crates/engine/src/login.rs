@@ -209,3 +209,135 @@ pub(crate) fn bind_to_tls(
     sess.set_data_token(token);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use wirerate_proto::auth::{
+        nonce_text, Binding, ScramClient, Verifier, CHANNEL_BINDING_LABEL, DEFAULT_ITERATIONS,
+    };
+    use wirerate_proto::frame::PREAMBLE_LEN;
+    use wirerate_proto::{Channel, ClientSession, Preamble};
+
+    use crate::tls::{ClientTls, ServerTls};
+    use crate::users::{UserDb, Users};
+    use crate::{Server, ServerConfig};
+
+    /// One login over TLS, as a client does it, up to the server's proof checked.
+    fn login(addr: std::net::SocketAddr, client: &ClientTls) {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+            .unwrap();
+        let mut pre = [0u8; PREAMBLE_LEN];
+        sock.read_exact(&mut pre).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut tls = client.connect(&mut sock, deadline).unwrap();
+        let mut cb = [0u8; 32];
+        tls.export(CHANNEL_BINDING_LABEL, &mut cb).unwrap();
+        let mut n = [0u8; 18];
+        crate::net::fill_random(&mut n).unwrap();
+        let scram = ScramClient::new("alice", "pw", &nonce_text(&n), Binding::TlsExporter).unwrap();
+        let spec = wirerate_core::TestSpec::default();
+        let mut sess =
+            ClientSession::with_login(&spec, Instant::now(), Duration::from_secs(10), scram);
+        sess.set_channel_binding(cb.to_vec());
+        let mut out = Vec::new();
+        while let Some(f) = sess.poll_transmit() {
+            out.extend(f);
+        }
+        // preamble and login, then the proof; the spec is queued once the server has
+        // proved itself
+        let mut sent = 0;
+        let mut buf = vec![0u8; 65536];
+        loop {
+            if !out.is_empty() {
+                tls.write_all(&mut sock, &out).unwrap();
+                out.clear();
+                sent += 1;
+            }
+            let n = tls.read(&mut sock, &mut buf).unwrap();
+            assert!(n > 0, "the server closed");
+            sess.handle_input(&buf[..n], Instant::now()).unwrap();
+            while let Some(f) = sess.poll_transmit() {
+                out.extend(f);
+            }
+            if sent == 2 && !out.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Logins per second (TLS handshake and SCRAM-SHA-256), client and server on one host:
+    /// `cargo test -p wirerate-engine --release login_handshakes_per_second -- --ignored
+    /// --nocapture` (bench/handshakes.sh).
+    #[test]
+    #[ignore]
+    fn login_handshakes_per_second() {
+        let dir = std::env::temp_dir().join(format!("wr-login-rate-{}", std::process::id()));
+        let srv_tls = ServerTls::load_or_create(&dir).unwrap();
+        let client = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        for iterations in [4096, DEFAULT_ITERATIONS] {
+            let t = Instant::now();
+            let v = Verifier::derive("pw", b"0123456789abcdef", iterations);
+            let pbkdf2 = t.elapsed();
+            let mut users = Users::default();
+            users.set("alice", v).unwrap();
+            let cfg = ServerConfig {
+                quiet: true,
+                tls: Some(srv_tls.clone()),
+                users: Some(Arc::new(UserDb::new(users).unwrap())),
+                ..Default::default()
+            };
+            let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+            let addr = s.local_addr().unwrap();
+            s.spawn().unwrap();
+            const N: u32 = 100;
+            let start = Instant::now();
+            for _ in 0..N {
+                login(addr, &client);
+            }
+            let rate = f64::from(N) / start.elapsed().as_secs_f64();
+            println!(
+                "{iterations} iterations: {rate:.0} logins/s over TLS (client and server on one \
+                 host, one at a time); the client's PBKDF2 alone takes {:.1} ms",
+                pbkdf2.as_secs_f64() * 1e3
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The ignored benchmark's login, once, so it stays working.
+    #[test]
+    fn a_login_over_tls_completes() {
+        let dir = std::env::temp_dir().join(format!("wr-login-once-{}", std::process::id()));
+        let srv_tls = ServerTls::load_or_create(&dir).unwrap();
+        let client = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        let mut users = Users::default();
+        users
+            .set("alice", Verifier::derive("pw", b"0123456789abcdef", 4096))
+            .unwrap();
+        let cfg = ServerConfig {
+            quiet: true,
+            tls: Some(srv_tls),
+            users: Some(Arc::new(UserDb::new(users).unwrap())),
+            ..Default::default()
+        };
+        let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        s.spawn().unwrap();
+        login(addr, &client);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
