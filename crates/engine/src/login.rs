@@ -55,6 +55,27 @@ pub(crate) fn prepare(
     if derived {
         sess = sess.derived_token();
     }
+    if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
+        // mutual TLS: the handshake checked the certificate; its CN names the user
+        let cn = ctl.tls.as_ref().and_then(|t| t.peer_cn());
+        let ok = cn
+            .as_deref()
+            .is_some_and(|u| wirerate_proto::auth::check_user(u).is_ok());
+        if !ok {
+            let why = "the client certificate's CN is not a user name";
+            sess.refuse(why);
+            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+            let ev = Event::new(Kind::Connection, Some(who.into()))
+                .decided(Decision::Refused, Some(why.into()));
+            shared.log_rejected(ip, ev, format_args!("refused {who}: {why}"));
+            return None;
+        }
+        return Some(Prepared {
+            sess,
+            token,
+            user: cn,
+        });
+    }
     let Some(db) = shared.cfg.users.as_ref() else {
         return Some(Prepared {
             sess,

@@ -672,3 +672,107 @@ mod by_hand {
         assert!(started);
     }
 }
+
+/// `serve --client-ca`: mutual TLS, the certificate's CN is the user.
+mod mutual_tls {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+
+    struct Ca {
+        cert: rcgen::Certificate,
+        key: KeyPair,
+    }
+
+    fn ca(name: &str) -> Ca {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        Ca { cert, key }
+    }
+
+    /// A client certificate for `cn` signed by `ca`, written as PEM; returns (cert, key).
+    fn client_cert(dir: &Path, ca: &Ca, cn: &str) -> (String, String) {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
+        let c = dir.join(format!("{cn}-cert.pem"));
+        let k = dir.join(format!("{cn}-key.pem"));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c.to_str().unwrap().into(), k.to_str().unwrap().into())
+    }
+
+    #[test]
+    fn a_certificate_from_the_ca_names_the_user_and_others_are_refused() {
+        let s = setup();
+        let dir = s.users.parent().unwrap().to_path_buf();
+        let good = ca("wirerate test CA");
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, good.cert.pem()).unwrap();
+        let srv = ServerProc::start(&[
+            "--tls",
+            "--state-dir",
+            s.state.to_str().unwrap(),
+            "--client-ca",
+            ca_file.to_str().unwrap(),
+            "--log-format",
+            "json",
+            "--logfile",
+            s.log.to_str().unwrap(),
+        ]);
+        let p = srv.port.to_string();
+        let ks = s.known.to_str().unwrap();
+        let base = [
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--json",
+            "-n",
+            "1M",
+            "--tls",
+            "--known-servers",
+            ks,
+        ];
+        let (c, k) = client_cert(&dir, &good, "carol");
+        let mut args = base.to_vec();
+        args.extend(["--client-cert", &c, "--client-key", &k]);
+        let ok = run(&args, LIMIT);
+        assert!(ok.status.success(), "{}", stderr(&ok));
+        // no certificate, and one from another CA: refused in the TLS handshake
+        let none = run(&base, LIMIT);
+        assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+        let other = ca("someone else");
+        let (c2, k2) = client_cert(&dir, &other, "mallory");
+        let mut args = base.to_vec();
+        args.extend(["--client-cert", &c2, "--client-key", &k2]);
+        let bad = run(&args, LIMIT);
+        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        let log = log_until(&s.log, |l| l.iter().any(|v| v["event"] == "test"));
+        let test = log.iter().find(|v| v["event"] == "test").unwrap();
+        assert_eq!(test["user"], "carol", "{log:?}");
+        assert!(!log.iter().any(|v| v["user"] == "mallory"), "{log:?}");
+        // --users and --client-ca together: refused at start
+        let both = run(
+            &[
+                "serve",
+                "--tls",
+                "--client-ca",
+                ca_file.to_str().unwrap(),
+                "--users",
+                "x",
+                "-p",
+                "0",
+            ],
+            LIMIT,
+        );
+        assert_eq!(both.status.code(), Some(2));
+        assert!(stderr(&both).contains("choose one"), "{}", stderr(&both));
+    }
+}

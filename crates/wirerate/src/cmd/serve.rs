@@ -121,6 +121,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }
+    if a.users.is_some() && a.tls.client_ca.is_some() {
+        return usage("--users and --client-ca are two ways to name users: choose one");
+    }
     if a.users.is_some() && !a.tls.tls {
         return usage(
             "--users needs --tls: without it, a login could be hijacked after it succeeds",
@@ -177,6 +180,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(u) = &users {
         listening.push_str(&format!(", {} user(s) must log in", u.len()));
+    }
+    if a.tls.client_ca.is_some() {
+        listening.push_str(", clients must present a certificate");
     }
     match a.log_format {
         LogFormatArg::Text => eprintln!("wirerate serve: {listening}"),
