@@ -69,7 +69,7 @@ pub(crate) fn handle_conn(
     if shared.cfg.users.is_some() || shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
         // iperf3 has no login wirerate can check: its own "test authorization failed"
         refuse_auth(&mut sock);
-        let reason = "iperf3 client: this server requires a login, which iperf3 cannot do";
+        let reason = "iperf3 client: this server requires authentication, which iperf3 cannot do";
         let ev = Event::new(Kind::Connection, Some(who.clone()))
             .decided(Decision::Refused, Some(reason.into()));
         return shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
