@@ -105,6 +105,18 @@ impl Users {
         out
     }
 
+    /// The iteration count most users have (the default when there are none).
+    pub fn typical_iterations(&self) -> u32 {
+        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+        for v in self.users.values() {
+            *counts.entry(v.iterations).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .max_by_key(|&(_, n)| n)
+            .map_or(DEFAULT_ITERATIONS, |(i, _)| i)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Verifier> {
         self.users.get(name)
     }
@@ -191,10 +203,11 @@ impl UserDb {
     }
 
     /// The verifier to challenge `user` with, and whether the user exists. Both paths do
-    /// the same work.
+    /// the same work. A user who does not exist gets the iteration count most users have,
+    /// so the count does not tell them apart either.
     pub fn lookup(&self, user: &str) -> (Verifier, bool) {
         let users = self.current();
-        let fake = fake_verifier(&self.secret, user, DEFAULT_ITERATIONS);
+        let fake = fake_verifier(&self.secret, user, users.typical_iterations());
         match users.get(user) {
             Some(v) => (v.clone(), true),
             None => (fake, false),
@@ -314,7 +327,16 @@ mod tests {
         let (x, known) = db.lookup("mallory");
         assert!(!known);
         assert_eq!(x, db.lookup("mallory").0);
-        assert_eq!(x.iterations, DEFAULT_ITERATIONS);
+        // the count real users have, not a default that would give it away
+        assert_eq!(x.iterations, 4096);
+        assert_eq!(
+            UserDb::new(Users::default())
+                .unwrap()
+                .lookup("x")
+                .0
+                .iterations,
+            DEFAULT_ITERATIONS
+        );
         assert_eq!(x.salt.len(), 16);
     }
 

@@ -396,7 +396,7 @@ impl ClientFinal {
 }
 
 /// The client's side of one login.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ScramClient {
     user: String,
     password: String,
@@ -407,6 +407,13 @@ pub struct ScramClient {
     bare: String,
     /// The ServerSignature the server must send back.
     expect: Option<[u8; 32]>,
+}
+
+/// Without the password or the keys, so a session's debug output does not leak them.
+impl std::fmt::Debug for ScramClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScramClient({}, {:?})", self.user, self.binding)
+    }
 }
 
 impl ScramClient {
@@ -493,7 +500,7 @@ impl ScramClient {
 }
 
 /// The server's side of one login, after the client's first message.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ScramServer {
     first: ClientFirst,
     verifier: Verifier,
@@ -501,6 +508,12 @@ pub struct ScramServer {
     nonce: String,
     /// The GS2 header and channel binding data the client must send back.
     cb_expect: Vec<u8>,
+}
+
+impl std::fmt::Debug for ScramServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScramServer({})", self.first.user)
+    }
 }
 
 impl ScramServer {

@@ -157,6 +157,12 @@ fn malformed_messages_are_errors() {
 }
 
 #[test]
+fn debug_output_does_not_show_the_password() {
+    let c = ScramClient::new("user", "pencil", C_NONCE, Binding::None).unwrap();
+    assert!(!format!("{c:?}").contains("pencil"));
+}
+
+#[test]
 fn user_names() {
     assert!(check_user("alice").is_ok());
     assert!(check_user("a.b_c@d-e1").is_ok());
