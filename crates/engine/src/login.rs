@@ -7,13 +7,14 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use wirerate_proto::auth::{CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
+use wirerate_proto::auth::{AuthError, CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
 use wirerate_proto::{ProtoError, ServerEvent, ServerSession, Token};
 
 use crate::control::{Control, Input};
 use crate::logline::{Decision, Event, Kind};
 use crate::net::random_token;
 use crate::server::Shared;
+use crate::users::UserDb;
 
 /// A control connection ready to claim the slot.
 pub(crate) struct Prepared {
@@ -37,7 +38,8 @@ fn data_token(ctl: &Control) -> Result<(Token, bool), String> {
     }
 }
 
-/// Makes the session and runs the login, if the server has users. Errors are logged here.
+/// Makes the session and runs the login, if the server has users (or takes the user from
+/// the client's certificate, with mutual TLS). Refusals are logged here.
 pub(crate) fn prepare(
     ctl: &mut Control,
     shared: &Shared,
@@ -55,140 +57,159 @@ pub(crate) fn prepare(
     if derived {
         sess = sess.derived_token();
     }
-    if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
-        // mutual TLS: the handshake checked the certificate; its CN names the user
-        let cn = ctl.tls.as_ref().and_then(|t| t.peer_cn());
-        let ok = cn
-            .as_deref()
-            .is_some_and(|u| wirerate_proto::auth::check_user(u).is_ok());
-        if !ok {
-            let why = "the client certificate's CN is not a user name";
-            sess.refuse(why);
-            let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
-            let ev = Event::new(Kind::Connection, Some(who.into()))
-                .decided(Decision::Refused, Some(why.into()));
-            shared.log_rejected(ip, ev, format_args!("refused {who}: {why}"));
-            return None;
-        }
-        return Some(Prepared {
-            sess,
-            token,
-            user: cn,
-        });
-    }
-    let Some(db) = shared.cfg.users.as_ref() else {
-        return Some(Prepared {
-            sess,
-            token,
-            user: None,
-        });
+    let mut l = Login {
+        ctl,
+        shared,
+        who,
+        ip,
+        user: None,
     };
-    sess = sess.require_login();
-    let refuse = |ctl: &mut Control, sess: &mut ServerSession, user: Option<String>, why: &str| {
-        let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+    let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
+        Some(l.user_of_certificate(&mut sess)?)
+    } else if let Some(db) = shared.cfg.users.as_ref() {
+        sess = sess.require_login();
+        Some(l.scram(&mut sess, db)?)
+    } else {
+        None
+    };
+    Some(Prepared { sess, token, user })
+}
+
+/// One connection's login, and what its log lines need.
+struct Login<'a> {
+    ctl: &'a mut Control,
+    shared: &'a Shared,
+    who: &'a str,
+    ip: Option<IpAddr>,
+    /// The user the client names, and whether it exists.
+    user: Option<(String, bool)>,
+}
+
+impl Login<'_> {
+    /// Tells the client what the session queued (a refusal) and logs why.
+    fn refuse(&mut self, sess: &mut ServerSession, why: &str) {
+        let _ = self
+            .ctl
+            .flush(|| sess.poll_transmit(), Duration::from_secs(1));
+        let (who, user) = (self.who, self.user.as_ref().map(|u| u.0.clone()));
         let mut ev = Event::new(Kind::Connection, Some(who.into()))
             .decided(Decision::Refused, Some(why.to_string()));
         ev.user = user.clone();
         let user = user.map_or_else(String::new, |u| format!(" as '{u}'"));
-        shared.log_rejected(ip, ev, format_args!("refused {who}{user}: {why}"));
-    };
-    if let Some(wait) = db.blocked(ip, Instant::now()) {
-        let why = format!(
-            "too many failed logins from this address; retry in {:.0} s",
-            wait.as_secs_f64().ceil()
-        );
-        sess.refuse(&why);
-        refuse(ctl, &mut sess, None, &why);
-        return None;
+        self.shared
+            .log_rejected(self.ip, ev, format_args!("refused {who}{user}: {why}"));
     }
-    // the client has as long as any silent peer to finish; the per-address pending limit
-    // bounds how many may try at once
-    let deadline = Instant::now() + shared.cfg.idle;
-    let mut user: Option<(String, bool)> = None;
-    loop {
-        if let Err(e) = ctl.flush(|| sess.poll_transmit(), shared.cfg.idle) {
-            let why = format!("login: writing to the client: {e}");
-            refuse(ctl, &mut sess, user.map(|u| u.0), &why);
+
+    /// Mutual TLS: the handshake checked the certificate; its CN names the user.
+    fn user_of_certificate(&mut self, sess: &mut ServerSession) -> Option<String> {
+        let cn = self.ctl.tls.as_ref().and_then(|t| t.peer_cn());
+        match cn {
+            Some(u) if wirerate_proto::auth::check_user(&u).is_ok() => Some(u),
+            _ => {
+                let why = "the client certificate's CN is not a user name";
+                sess.refuse(why);
+                self.refuse(sess, why);
+                None
+            }
+        }
+    }
+
+    /// SCRAM: the user the client proved to be, or None (refused and logged).
+    fn scram(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
+        if let Some(wait) = db.blocked(self.ip, Instant::now()) {
+            let why = format!(
+                "too many failed logins from this address; retry in {:.0} s",
+                wait.as_secs_f64().ceil()
+            );
+            sess.refuse(&why);
+            self.refuse(sess, &why);
             return None;
         }
-        let now = Instant::now();
-        if now >= deadline {
-            sess.refuse("the login timed out");
-            refuse(ctl, &mut sess, user.map(|u| u.0), "the login timed out");
-            return None;
+        // the client has as long as any silent peer to finish; the per-address pending
+        // limit bounds how many may try at once
+        let idle = self.shared.cfg.idle;
+        let deadline = Instant::now() + idle;
+        loop {
+            if let Err(e) = self.ctl.flush(|| sess.poll_transmit(), idle) {
+                self.refuse(sess, &format!("login: writing to the client: {e}"));
+                return None;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                sess.refuse("the login timed out");
+                self.refuse(sess, "the login timed out");
+                return None;
+            }
+            let got = match self
+                .ctl
+                .read(Duration::from_millis(100).min(deadline - now))
+            {
+                Ok(Input::Bytes(n)) => sess.handle_input(self.ctl.bytes(n), Instant::now()),
+                Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
+                Ok(Input::Nothing) => Ok(Vec::new()),
+                Err(e) => Err(ProtoError::BadMessage(e.to_string())),
+            };
+            let events = match got {
+                Ok(ev) => ev,
+                Err(e) => {
+                    let why = self.why_failed(&e, db);
+                    self.refuse(sess, &why);
+                    return None;
+                }
+            };
+            for ev in events {
+                match ev {
+                    ServerEvent::Login(name) => self.challenge(sess, db, name)?,
+                    ServerEvent::LoggedIn(name) => return Some(name),
+                    // the session lets nothing else through before the login
+                    _ => {}
+                }
+            }
         }
-        let got = match ctl.read(Duration::from_millis(100).min(deadline - now)) {
-            Ok(Input::Bytes(n)) => sess.handle_input(ctl.bytes(n), Instant::now()),
-            Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
-            Ok(Input::Nothing) => Ok(Vec::new()),
-            Err(e) => Err(ProtoError::BadMessage(e.to_string())),
+    }
+
+    /// What the log says of a failed login (the client is told less); a failure counts
+    /// against the address.
+    fn why_failed(&self, e: &ProtoError, db: &UserDb) -> String {
+        let ProtoError::Login(inner) = e else {
+            return format!("before login: {e}");
         };
-        let events = match got {
-            Ok(ev) => ev,
+        db.failed(self.ip, Instant::now());
+        match (inner, &self.user) {
+            (_, Some((_, false))) => "login failed: unknown user".into(),
+            (AuthError::BadProof, _) => "login failed: wrong password".into(),
+            _ => format!("login failed: {inner}"),
+        }
+    }
+
+    /// Answers the client's first message with the user's (or a made-up) challenge.
+    fn challenge(&mut self, sess: &mut ServerSession, db: &UserDb, name: String) -> Option<()> {
+        let (verifier, known) = db.lookup(&name);
+        self.user = Some((name, known));
+        let mut cb = [0u8; 32];
+        let bound = match &self.ctl.tls {
+            Some(t) => match t.export(CHANNEL_BINDING_LABEL, &mut cb) {
+                Ok(()) => Some(&cb[..]),
+                Err(e) => {
+                    self.shared.log(format_args!("TLS exporter: {e}"));
+                    return None;
+                }
+            },
+            None => None,
+        };
+        let nonce = match db.nonce() {
+            Ok(n) => n,
             Err(e) => {
-                let name = user.as_ref().map(|u| u.0.clone());
-                let why = match (&e, &user) {
-                    (ProtoError::Login(_), Some((_, false))) => {
-                        db.failed(ip, Instant::now());
-                        "login failed: unknown user".to_string()
-                    }
-                    (ProtoError::Login(wirerate_proto::auth::AuthError::BadProof), _) => {
-                        db.failed(ip, Instant::now());
-                        "login failed: wrong password".to_string()
-                    }
-                    (ProtoError::Login(inner), _) => {
-                        db.failed(ip, Instant::now());
-                        format!("login failed: {inner}")
-                    }
-                    _ => format!("before login: {e}"),
-                };
-                refuse(ctl, &mut sess, name, &why);
+                self.shared.log(format_args!("{e}"));
                 return None;
             }
         };
-        for ev in events {
-            match ev {
-                ServerEvent::Login(name) => {
-                    let (verifier, known) = db.lookup(&name);
-                    user = Some((name, known));
-                    let cb = match &ctl.tls {
-                        Some(t) => {
-                            let mut b = [0u8; 32];
-                            match t.export(CHANNEL_BINDING_LABEL, &mut b) {
-                                Ok(()) => Some(b),
-                                Err(e) => {
-                                    shared.log(format_args!("TLS exporter: {e}"));
-                                    return None;
-                                }
-                            }
-                        }
-                        None => None,
-                    };
-                    let nonce = match db.nonce() {
-                        Ok(n) => n,
-                        Err(e) => {
-                            shared.log(format_args!("{e}"));
-                            return None;
-                        }
-                    };
-                    if let Err(e) = sess.challenge(verifier, &nonce, cb.as_ref().map(|b| &b[..])) {
-                        db.failed(ip, Instant::now());
-                        let why = format!("login failed: {e}");
-                        refuse(ctl, &mut sess, user.map(|u| u.0), &why);
-                        return None;
-                    }
-                }
-                ServerEvent::LoggedIn(name) => {
-                    return Some(Prepared {
-                        sess,
-                        token,
-                        user: Some(name),
-                    });
-                }
-                // the session lets nothing else through before the login
-                _ => {}
-            }
+        if let Err(e) = sess.challenge(verifier, &nonce, bound) {
+            let why = self.why_failed(&e, db);
+            self.refuse(sess, &why);
+            return None;
         }
+        Some(())
     }
 }
 

@@ -380,16 +380,21 @@ fn a_flood_of_unauthenticated_clients_does_not_stop_an_authenticated_test() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
     let stop = Instant::now() + Duration::from_secs(2);
-    let flood: Vec<_> = (0..4)
+    let flood: Vec<_> = (0..6)
         .map(|i| {
             std::thread::spawn(move || {
                 let mut n = 0;
                 while Instant::now() < stop {
                     if let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) {
                         let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
-                        match i % 2 {
+                        match i % 3 {
+                            // TLS asked for, then junk for a handshake
                             0 => {
                                 let _ = c.write_all(b"WRRT\x00\x01\x02\x00garbage");
+                            }
+                            // a plain control connection with a spec and no login
+                            1 => {
+                                let _ = c.write_all(b"WRRT\x00\x01\x00\x00\x00\x00\x00\x02{}");
                             }
                             _ => {
                                 let _ = c.write_all(b"GET / HTTP/1.0\r\n\r\n");
