@@ -299,6 +299,8 @@ impl ClientFirst {
             ));
         }
         let user = unescape_name(want(&a, 0, b'n')?)?;
+        // the name reaches log lines: only names a users file can hold get that far
+        check_user(&user)?;
         let nonce = want(&a, 1, b'r')?.to_string();
         check_nonce(&nonce)?;
         Ok(ClientFirst {

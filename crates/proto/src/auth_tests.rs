@@ -129,10 +129,14 @@ fn malformed_messages_are_errors() {
     ] {
         assert!(ClientFirst::parse(bad).is_err(), "{bad}");
     }
-    assert_eq!(
-        ClientFirst::parse("n,,n=a=2Cb=3Dc,r=x").unwrap().user,
-        "a,b=c"
-    );
+    assert_eq!(unescape_name("a=2Cb=3Dc").unwrap(), "a,b=c");
+    assert_eq!(escape_name("a,b=c"), "a=2Cb=3Dc");
+    // names no users file can hold (commas, line breaks) never reach a log line
+    assert!(matches!(
+        ClientFirst::parse("n,,n=a=2Cb,r=x"),
+        Err(AuthError::BadUser(_))
+    ));
+    assert!(ClientFirst::parse("n,,n=a\nb,r=x").is_err());
     for bad in ["", "c=biws", "c=biws,r=x,p=AAAA", "c=!!,r=x,p=dHzb"] {
         assert!(ClientFinal::parse(bad).is_err(), "{bad}");
     }
