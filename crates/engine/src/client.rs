@@ -135,8 +135,13 @@ pub fn run_test(
             if let Err(e) = ctl.flush(|| sess.poll_transmit(), cfg.idle) {
                 // a server that refuses at once closes before reading what was sent: its
                 // answer, already here, says more than the broken pipe
-                if let Ok(Input::Bytes(n)) = ctl.read(Duration::from_millis(200)) {
-                    sess.handle_input(ctl.bytes(n), Instant::now())?;
+                match ctl.read(Duration::from_millis(200)) {
+                    Ok(Input::Bytes(n)) => {
+                        sess.handle_input(ctl.bytes(n), Instant::now())?;
+                    }
+                    // a TLS alert (the server refused the client's certificate)
+                    Err(re) => return Err(crate::login::read_error(re)),
+                    _ => {}
                 }
                 return Err(EngineError::io("writing to the server")(e));
             }
@@ -147,10 +152,7 @@ pub fn run_test(
             if let Some(t) = side.as_ref().and_then(|s| s.next_tick()) {
                 wait = wait.min(t.saturating_duration_since(Instant::now()));
             }
-            let events = match ctl
-                .read(wait)
-                .map_err(EngineError::io("reading from the server"))?
-            {
+            let events = match ctl.read(wait).map_err(crate::login::read_error)? {
                 Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
                 Input::Closed => {
                     sess.handle_close()?;

@@ -102,8 +102,15 @@ impl Login<'_> {
 
     /// Mutual TLS: the handshake checked the certificate; its CN names the user.
     fn user_of_certificate(&mut self, sess: &mut ServerSession) -> Option<String> {
-        let cn = self.ctl.tls.as_ref().and_then(|t| t.peer_cn());
-        match cn {
+        let tls = self.ctl.tls.as_ref();
+        if !tls.is_some_and(|t| t.has_peer_cert()) {
+            let why = "this server requires a client certificate (run --client-cert FILE \
+                       --client-key FILE)";
+            sess.refuse(why);
+            self.refuse(sess, why);
+            return None;
+        }
+        match tls.and_then(|t| t.peer_cn()) {
             Some(u) if wirerate_proto::auth::check_user(&u).is_ok() => Some(u),
             _ => {
                 let why = "the client certificate's CN is not a user name";
@@ -210,6 +217,22 @@ impl Login<'_> {
             return None;
         }
         Some(())
+    }
+}
+
+/// A read from the server failed: with mutual TLS, the server's verdict on the client's
+/// certificate arrives as a TLS alert after the handshake, and is said in words.
+pub(crate) fn read_error(e: std::io::Error) -> crate::error::EngineError {
+    let text = e.to_string();
+    let said = |s: &str| crate::error::EngineError::Setup(s.to_string());
+    if text.contains("CertificateRequired") {
+        said("the server requires a client certificate (--client-cert FILE --client-key FILE)")
+    } else if text.contains("UnknownCA") || text.contains("BadCertificate") {
+        said("the server does not accept this client certificate (not signed by its CA)")
+    } else if text.contains("CertificateExpired") {
+        said("the server refused this client certificate: it has expired")
+    } else {
+        crate::error::EngineError::io("reading from the server")(e)
     }
 }
 

@@ -126,6 +126,8 @@ impl ServerTls {
             Arc::new(roots),
             provider(),
         )
+        // a client without a certificate is told so in the control protocol, in words
+        .allow_unauthenticated()
         .build()
         .map_err(|e| format!("{}: {e}", ca.display()))?;
         let config = rustls::ServerConfig::builder_with_provider(provider())
@@ -423,6 +425,14 @@ impl Tls {
                 s.write_all(data)?;
                 s.flush()
             }
+        }
+    }
+
+    /// Whether the client presented a certificate (checked by the handshake).
+    pub fn has_peer_cert(&self) -> bool {
+        match self {
+            Tls::Server(c) => c.peer_certificates().is_some_and(|c| !c.is_empty()),
+            Tls::Client(_) => false,
         }
     }
 

@@ -750,15 +750,21 @@ mod mutual_tls {
         args.extend(["--client-cert", &c, "--client-key", &k]);
         let ok = run(&args, LIMIT);
         assert!(ok.status.success(), "{}", stderr(&ok));
-        // no certificate, and one from another CA: refused in the TLS handshake
+        // no certificate: told in words; one from another CA: refused in the TLS handshake
         let none = run(&base, LIMIT);
         assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+        assert!(
+            stderr(&none).contains("requires a client certificate"),
+            "{}",
+            stderr(&none)
+        );
         let other = ca("someone else");
         let (c2, k2) = client_cert(&dir, &other, "mallory");
         let mut args = base.to_vec();
         args.extend(["--client-cert", &c2, "--client-key", &k2]);
         let bad = run(&args, LIMIT);
         assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        assert!(!stderr(&bad).contains("goodput"), "{}", stderr(&bad));
         let log = log_until(&s.log, |l| l.iter().any(|v| v["event"] == "test"));
         let test = log.iter().find(|v| v["event"] == "test").unwrap();
         assert_eq!(test["user"], "carol", "{log:?}");
