@@ -588,6 +588,77 @@ mod by_hand {
         assert!(!text.contains("login_ok"), "{text}");
     }
 
+    /// A server that does not hold the user's verifier cannot sign the exchange: the client
+    /// gives up at its `login_ok` and never sends its spec.
+    #[test]
+    fn the_client_refuses_a_server_that_cannot_prove_it_knows_the_verifier() {
+        use wirerate_proto::frame::{encode, FrameDecoder};
+        use wirerate_proto::msg::Msg;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // an impostor: it answers the login with a challenge of its own making and then
+        // claims success
+        let impostor = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut pre = [0u8; PREAMBLE_LEN];
+            c.read_exact(&mut pre).unwrap();
+            let mut out = Preamble::new(Channel::Control).emit().to_vec();
+            out.extend(encode(&Msg::Welcome {
+                server: "impostor".into(),
+            }));
+            c.write_all(&out).unwrap();
+            let mut dec = FrameDecoder::new(1 << 20);
+            let mut heard = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = match c.read(&mut buf) {
+                    Ok(0) | Err(_) => return heard,
+                    Ok(n) => n,
+                };
+                dec.push(&buf[..n]).unwrap();
+                while let Ok(Some(m)) = dec.next_msg() {
+                    let reply = match &m {
+                        Msg::Login { scram } => {
+                            let nonce = scram.split("r=").nth(1).unwrap().to_string();
+                            Some(Msg::LoginChallenge {
+                                scram: format!("r={nonce}xyz,s=c2FsdA==,i=4096"),
+                            })
+                        }
+                        Msg::LoginProof { .. } => Some(Msg::LoginOk {
+                            scram: "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".into(),
+                        }),
+                        _ => None,
+                    };
+                    heard.push(m.name());
+                    if let Some(r) = reply {
+                        c.write_all(&encode(&r)).unwrap();
+                    }
+                }
+            }
+        });
+        let cfg = wirerate_engine::ClientConfig {
+            login: Some(wirerate_engine::Login {
+                user: "alice".into(),
+                password: "pw".into(),
+            }),
+            idle: Duration::from_secs(5),
+            ..Default::default()
+        };
+        let mut obs = Quiet;
+        let e = match wirerate_engine::run_test(addr, &spec(), &cfg, &mut obs) {
+            Ok(_) => panic!("the impostor was believed"),
+            Err(e) => e.full(),
+        };
+        assert!(e.contains("could not prove"), "{e}");
+        let heard = impostor.join().unwrap();
+        assert!(!heard.contains(&"spec"), "{heard:?}");
+        assert!(heard.contains(&"login_proof"), "{heard:?}");
+    }
+
+    struct Quiet;
+    impl wirerate_engine::Observer for Quiet {}
+
     /// Over TLS the data token is derived from the TLS session: `accepted` carries none, a
     /// data stream with another session's token is refused, and the session's own works.
     #[test]
