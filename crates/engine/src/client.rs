@@ -42,6 +42,22 @@ pub struct ClientConfig {
     pub file: Option<Arc<PathBuf>>,
     /// TLS on the control connection, and the server key it accepts.
     pub tls: Option<crate::tls::ClientTls>,
+    /// Log in as this user with this password (the server runs `serve --users`).
+    pub login: Option<Login>,
+}
+
+/// A user and password to log in with. The password stays on this side: the login proves
+/// it is known (SCRAM-SHA-256).
+#[derive(Clone)]
+pub struct Login {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Login({})", self.user)
+    }
 }
 
 impl Default for ClientConfig {
@@ -55,6 +71,7 @@ impl Default for ClientConfig {
             cpu: None,
             file: None,
             tls: None,
+            login: None,
         }
     }
 }
@@ -98,11 +115,12 @@ pub fn run_test(
     let bind = cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let sock = connect(addr, bind, None, cfg.connect_timeout)?;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
-    let mut sess = ClientSession::new(spec, Instant::now(), cfg.idle);
+    let mut sess = crate::login::client_session(spec, cfg)?;
     let mut ctl = match &cfg.tls {
         Some(tls) => start_tls(sock, tls, cfg.idle, &mut sess)?,
         None => Control::new(sock),
     };
+    crate::login::bind_to_tls(&ctl, &mut sess)?;
     let mut run = ClientRun {
         addr,
         bind,
@@ -162,6 +180,10 @@ impl Handler<ClientSession> for ClientRun<'_> {
         write: "writing to the server",
         read: "reading from the server",
     };
+
+    fn read_error(e: std::io::Error) -> EngineError {
+        crate::login::read_error(e)
+    }
 
     fn idle(&self) -> Duration {
         self.cfg.idle

@@ -53,6 +53,11 @@ pub(crate) trait Handler<S: Session> {
     /// The test failed: stop the data side before the peer is told.
     fn stop(&mut self) {}
 
+    /// A failed read of the control connection, in words (a TLS alert, say).
+    fn read_error(e: std::io::Error) -> EngineError {
+        EngineError::io(Self::PEER.read)(e)
+    }
+
     /// What the peer is told when the test fails here.
     fn abort_reason(&self, e: &EngineError) -> String {
         e.full()
@@ -89,10 +94,15 @@ where
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), h.idle()) {
             // a peer that refuses at once closes before reading what was sent: its answer,
             // already here, says more than the broken pipe
-            if let Ok(Input::Bytes(n)) = ctl.read(Duration::from_millis(200)) {
-                if let Err(e) = sess.handle_input(ctl.bytes(n), Instant::now()) {
-                    return Err((e.into(), false));
+            match ctl.read(Duration::from_millis(200)) {
+                Ok(Input::Bytes(n)) => {
+                    if let Err(e) = sess.handle_input(ctl.bytes(n), Instant::now()) {
+                        return Err((e.into(), false));
+                    }
                 }
+                // a TLS alert (a server that refused the client's certificate)
+                Err(re) => return Err((H::read_error(re), false)),
+                _ => {}
             }
             return Err((EngineError::io(H::PEER.write)(e), false));
         }
@@ -120,7 +130,7 @@ where
         .fold(now + h.max_wait(), Instant::min);
     let events = match ctl
         .read(until.saturating_duration_since(now))
-        .map_err(EngineError::io(H::PEER.read))?
+        .map_err(H::read_error)?
     {
         Input::Bytes(n) => sess.handle_input(ctl.bytes(n), Instant::now())?,
         Input::Closed => {

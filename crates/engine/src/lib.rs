@@ -17,6 +17,7 @@ mod error;
 pub mod guard;
 pub mod iperf3;
 pub mod limits;
+mod login;
 pub mod logline;
 mod mmsg;
 pub mod net;
@@ -28,8 +29,9 @@ mod sweep;
 pub mod tls;
 pub mod ttcp;
 mod udp;
+pub mod users;
 mod zerocopy;
 
-pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
+pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};
 pub use error::{chain, EngineError};
 pub use server::{Server, ServerConfig};

@@ -500,15 +500,23 @@ impl Policy {
 pub struct Reload {
     pub flag: &'static AtomicBool,
     pub limits: Option<PathBuf>,
+    /// The users file, reloaded on the same signal.
+    pub users: Option<std::sync::Arc<crate::users::UserDb>>,
 }
 
 impl Reload {
-    /// When asked, reads the limits file again and puts it in force; a file that fails to
-    /// load keeps the rules in force. The log line to write, if there was a reload.
-    pub fn reload_now(&self, policy: &Policy) -> Option<(Event, String)> {
+    /// When asked, reads the limits and users files again and puts them in force; a file
+    /// that fails to load keeps what is in force. The log lines to write.
+    pub fn reload_now(&self, policy: &Policy) -> Vec<(Event, String)> {
         if !self.flag.swap(false, Ordering::SeqCst) {
-            return None;
+            return Vec::new();
         }
+        let mut out: Vec<_> = self.reload_limits(policy).into_iter().collect();
+        out.extend(self.users.as_ref().and_then(|u| u.reload()));
+        out
+    }
+
+    fn reload_limits(&self, policy: &Policy) -> Option<(Event, String)> {
         let path = self.limits.as_ref()?;
         let ev = Event::new(Kind::Reload, None);
         Some(match Limits::load(path) {

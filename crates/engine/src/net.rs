@@ -213,6 +213,12 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) 
 /// 16 random bytes from the kernel.
 pub fn random_token() -> Result<[u8; 16], EngineError> {
     let mut t = [0u8; 16];
+    fill_random(&mut t)?;
+    Ok(t)
+}
+
+/// Fills `t` from the kernel's CSPRNG (getrandom(2)).
+pub fn fill_random(t: &mut [u8]) -> Result<(), EngineError> {
     let mut filled = 0;
     while filled < t.len() {
         // SAFETY: writes at most the remaining length into our buffer.
@@ -226,7 +232,7 @@ pub fn random_token() -> Result<[u8; 16], EngineError> {
         }
         filled += n as usize;
     }
-    Ok(t)
+    Ok(())
 }
 
 /// The largest UDP payload that crosses the path to `addr` unfragmented, from the route's

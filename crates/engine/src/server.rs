@@ -31,7 +31,7 @@ use crate::guard::{target_bytes, Caps, Watchdog};
 use crate::limits::Reload;
 use crate::limits::{Admission, Policy};
 use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, TestNote};
-use crate::net::{apply_options, random_token, read_exact_by};
+use crate::net::{apply_options, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
 use crate::stream::STALLED;
@@ -59,6 +59,8 @@ pub struct ServerConfig {
     pub reload: Option<Reload>,
     /// TLS on the control connection, required of every wirerate client when set.
     pub tls: Option<crate::tls::ServerTls>,
+    /// Users who must log in before a test (`--users`); iperf3 clients are then refused.
+    pub users: Option<Arc<crate::users::UserDb>>,
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
@@ -77,6 +79,7 @@ impl Default for ServerConfig {
             log_format: LogFormat::Text,
             reload: None,
             tls: None,
+            users: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
         }
@@ -310,7 +313,7 @@ impl Server {
     /// rules. Running tests keep what they were admitted with.
     fn reload_if_asked(&self) {
         if let Some(r) = &self.shared.cfg.reload {
-            if let Some(ev) = r.reload_now(&self.shared.cfg.policy) {
+            for ev in r.reload_now(&self.shared.cfg.policy) {
                 self.shared.record(&ev.0, Some(format_args!("{}", ev.1)));
             }
         }
@@ -422,18 +425,14 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 );
             }
         }
-        Ok(p) if p.channel == Channel::TlsControl => {
-            let ctl = start_tls(sock, shared, deadline);
-            drop(pending);
-            match ctl {
-                Ok(ctl) => control(ctl, shared, &who),
-                Err(reason) => {
-                    let ev = Event::new(Kind::Connection, Some(who.clone()))
-                        .decided(Decision::Refused, Some(reason.clone()));
-                    shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
-                }
+        Ok(p) if p.channel == Channel::TlsControl => match start_tls(sock, shared, deadline) {
+            Ok(ctl) => control_conn(ctl, shared, &who, pending),
+            Err(reason) => {
+                let ev = Event::new(Kind::Connection, Some(who.clone()))
+                    .decided(Decision::Refused, Some(reason.clone()));
+                shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
             }
-        }
+        },
         Ok(_) if shared.cfg.tls.is_some() => {
             drop(pending);
             let reason = "this server requires TLS on the control connection (run --tls)";
@@ -442,10 +441,7 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
             shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
             refuse_at_once(sock, reason);
         }
-        Ok(_) => {
-            drop(pending);
-            control(Control::new(sock), shared, &who);
-        }
+        Ok(_) => control_conn(Control::new(sock), shared, &who, pending),
     }
 }
 
@@ -483,12 +479,19 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
         .map_err(|_| "the session has ended".to_string())
 }
 
+/// A control connection: the login first, if the server has users (while still counted as
+/// pending), then the test.
+fn control_conn(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
+    let pre = crate::login::prepare(&mut ctl, shared, who, pending.ip);
+    drop(pending);
+    if let Some(pre) = pre {
+        control(ctl, shared, who, pre);
+    }
+}
+
 /// Claims the test slot (or answers busy) and runs the session.
-fn control(mut ctl: Control, shared: &Shared, who: &str) {
-    let token = match random_token() {
-        Ok(t) => t,
-        Err(e) => return shared.log(format_args!("{}", e.full())),
-    };
+fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::Prepared) {
+    let token = pre.token;
     let (tx, rx) = mpsc::channel();
     {
         let mut slot = shared.active();
@@ -499,10 +502,23 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
                 .as_secs_f64()
                 .ceil()
                 .max(1.0);
-            let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
+            if pre.user.is_some() {
+                // after a login the preamble has gone, and the login's last answer is queued
+                let _ = ctl.flush(|| pre.sess.poll_transmit(), Duration::from_secs(1));
+                let busy = wirerate_proto::msg::Msg::Busy {
+                    retry_after_s: retry,
+                };
+                let _ = ctl.write_all(
+                    &wirerate_proto::frame::encode(&busy),
+                    Duration::from_secs(1),
+                );
+            } else {
+                let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
+            }
             drop(slot);
-            let ev = Event::new(Kind::Connection, Some(who.into()))
+            let mut ev = Event::new(Kind::Connection, Some(who.into()))
                 .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
+            ev.user = pre.user.clone();
             shared.record(
                 &ev,
                 Some(format_args!("busy: told {who} to retry in {retry:.0} s")),
@@ -518,13 +534,12 @@ fn control(mut ctl: Control, shared: &Shared, who: &str) {
             peer_ip: ctl.sock.peer_addr().ok().map(|a| a.ip()),
         });
     }
-    shared.record(
-        &Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None),
-        None,
-    );
+    let mut ev = Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None);
+    ev.user = pre.user.clone();
+    shared.record(&ev, None);
     let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
-    let outcome = run_session(ctl, token, rx, shared, &mut note);
+    let outcome = run_session(ctl, pre, rx, shared, &mut note);
     if outcome.is_ok() {
         slot.completed();
     }
@@ -573,6 +588,8 @@ struct Running {
     crr: Option<Arc<CrrRoute>>,
     watch: Option<Watchdog>,
     caps: Caps,
+    /// The user the client logged in as.
+    user: Option<String>,
     /// What the operator's rules let through; released when the test ends.
     admission: Option<(Admission, Arc<Policy>)>,
     /// What the log line about the test will say.
@@ -623,7 +640,7 @@ impl Drop for Running {
 
 fn run_session(
     mut ctl: Control,
-    token: Token,
+    pre: crate::login::Prepared,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
     note: &mut TestNote,
@@ -633,7 +650,8 @@ fn run_session(
     let idle = shared.cfg.idle;
     let local_ip = ctl.sock.local_addr().ok().map(|a| a.ip());
     let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
-    let mut sess = ServerSession::new(Instant::now(), idle, token, &shared.cfg.name);
+    let token = pre.token;
+    let mut sess = pre.sess;
     let mut run = Running {
         spec: None,
         pending: Vec::new(),
@@ -648,8 +666,12 @@ fn run_session(
         crr: None,
         watch: None,
         caps: shared.cfg.caps,
+        user: pre.user.clone(),
         admission: None,
-        note: TestNote::default(),
+        note: TestNote {
+            user: pre.user,
+            ..Default::default()
+        },
     };
     let result = drive(
         &mut ctl,
@@ -786,8 +808,9 @@ fn on_event(
                 return Err(EngineError::Setup(format!("refused: {reason}")));
             }
             if let Some(ip) = run.peer_ip {
-                let admitted = shared.cfg.policy.admit(ip, None, &spec, Instant::now());
-                run.note.rule = shared.cfg.policy.rule_name(ip, None);
+                let user = run.user.as_deref();
+                let admitted = shared.cfg.policy.admit(ip, user, &spec, Instant::now());
+                run.note.rule = shared.cfg.policy.rule_name(ip, user);
                 match admitted {
                     Ok(a) => run.admission = Some((a, shared.cfg.policy.clone())),
                     Err(reason) => {
@@ -831,7 +854,7 @@ fn on_event(
                 side.stop_sending();
             }
         }
-        ServerEvent::Start => {}
+        ServerEvent::Start | ServerEvent::Login(_) | ServerEvent::LoggedIn(_) => {}
     }
     Ok(())
 }

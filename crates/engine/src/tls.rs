@@ -54,6 +54,10 @@ pub fn normalize_fingerprint(s: &str) -> Result<String, String> {
 pub struct ServerTls {
     pub config: Arc<rustls::ServerConfig>,
     pub fingerprint: String,
+    /// Clients must present a certificate signed by `--client-ca`; its CN is the user.
+    pub client_certs: bool,
+    certs: Vec<CertificateDer<'static>>,
+    key: Arc<PrivateKeyDer<'static>>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -96,12 +100,45 @@ impl ServerTls {
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| e.to_string())?
             .with_no_client_auth()
-            .with_single_cert(certs, key)
+            .with_single_cert(certs.clone(), key.clone_key())
             .map_err(|e| format!("the TLS key and certificate: {e}"))?;
         Ok(ServerTls {
             config: Arc::new(config),
             fingerprint,
+            client_certs: false,
+            certs,
+            key: Arc::new(key),
         })
+    }
+
+    /// Requires of every client a certificate signed by one of the CA certificates in
+    /// `ca` (PEM): mutual TLS. The certificate's subject CN is the client's user.
+    pub fn with_client_ca(mut self, ca: &Path) -> Result<ServerTls, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))? {
+            let c = c.map_err(|e| format!("{}: {e}", ca.display()))?;
+            roots.add(c).map_err(|e| format!("{}: {e}", ca.display()))?;
+        }
+        if roots.is_empty() {
+            return Err(format!("{}: no CA certificate", ca.display()));
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        // a client without a certificate is told so in the control protocol, in words
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| format!("{}: {e}", ca.display()))?;
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.certs.clone(), self.key.clone_key())
+            .map_err(|e| format!("the TLS key and certificate: {e}"))?;
+        self.config = Arc::new(config);
+        self.client_certs = true;
+        Ok(self)
     }
 }
 
@@ -191,6 +228,8 @@ pub struct ClientTls {
     pub first_use: Option<FirstUse>,
     /// The fingerprint the server showed, once it has.
     pub seen: Arc<Mutex<Option<String>>>,
+    /// The client's certificate chain and key, for a server that asks for one.
+    pub client_cert: Option<Arc<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>>,
 }
 
 impl std::fmt::Debug for ClientTls {
@@ -207,18 +246,39 @@ impl ClientTls {
             seen: self.seen.clone(),
             provider: provider(),
         };
-        let config = rustls::ClientConfig::builder_with_provider(provider())
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| e.to_string())?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(Arc::new(verifier));
+        let config = match &self.client_cert {
+            Some(c) => builder
+                .with_client_auth_cert(c.0.clone(), c.1.clone_key())
+                .map_err(|e| format!("the client certificate: {e}"))?,
+            None => builder.with_no_client_auth(),
+        };
         let name = ServerName::try_from(NAME).map_err(|e| e.to_string())?;
         let conn = rustls::ClientConnection::new(Arc::new(config), name)
             .map_err(|e| format!("TLS: {e}"))?;
         let mut conn = Tls::Client(conn);
         handshake(sock, &mut conn, deadline)?;
         Ok(conn)
+    }
+
+    /// Presents this certificate (PEM, the client's first) and key (PEM) to a server that
+    /// asks for one.
+    pub fn with_client_cert(mut self, cert: &Path, key: &Path) -> Result<ClientTls, String> {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| format!("{}: {e}", cert.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: {e}", cert.display()))?;
+        if certs.is_empty() {
+            return Err(format!("{}: no certificate", cert.display()));
+        }
+        let key =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+        self.client_cert = Some(Arc::new((certs, key)));
+        Ok(self)
     }
 
     pub fn seen(&self) -> Option<String> {
@@ -368,6 +428,25 @@ impl Tls {
         }
     }
 
+    /// Whether the client presented a certificate (checked by the handshake).
+    pub fn has_peer_cert(&self) -> bool {
+        match self {
+            Tls::Server(c) => c.peer_certificates().is_some_and(|c| !c.is_empty()),
+            Tls::Client(_) => false,
+        }
+    }
+
+    /// The subject CN of the certificate the client presented (mutual TLS), if any.
+    pub fn peer_cn(&self) -> Option<String> {
+        match self {
+            Tls::Server(c) => c
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .and_then(|leaf| subject_cn(leaf)),
+            Tls::Client(_) => None,
+        }
+    }
+
     /// Keying material both ends derive from this session alone (RFC 8446 §7.5).
     pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), String> {
         let r = match self {
@@ -378,9 +457,97 @@ impl Tls {
     }
 }
 
+/// One DER element: its tag, its contents, and what follows it. None when malformed.
+fn der(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = b.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |a, &x| a << 8 | usize::from(x));
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
+/// The subject's common name (OID 2.5.4.3) of a DER certificate, as UTF-8 or printable text.
+pub fn subject_cn(cert: &[u8]) -> Option<String> {
+    const SEQ: u8 = 0x30;
+    let (SEQ, cert, _) = der(cert)? else {
+        return None;
+    };
+    let (SEQ, tbs, _) = der(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    // [0] version, if present
+    if rest.first() == Some(&0xa0) {
+        rest = der(rest)?.2;
+    }
+    // serial, signature algorithm, issuer, validity; then the subject
+    for _ in 0..4 {
+        rest = der(rest)?.2;
+    }
+    let (SEQ, mut name, _) = der(rest)? else {
+        return None;
+    };
+    while !name.is_empty() {
+        let (_, set, next) = der(name)?;
+        name = next;
+        let mut set = set;
+        while !set.is_empty() {
+            let (_, atv, next) = der(set)?;
+            set = next;
+            let (0x06, oid, value) = der(atv)? else {
+                continue;
+            };
+            if oid == [0x55, 0x04, 0x03] {
+                let (tag, text, _) = der(value)?;
+                // UTF8String, PrintableString, IA5String
+                if matches!(tag, 0x0c | 0x13 | 0x16) {
+                    return String::from_utf8(text.to_vec()).ok();
+                }
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_common_name_is_read_from_a_certificate() {
+        let mut p = rcgen::CertificateParams::new(vec!["x".into()]).unwrap();
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "wirerate tests");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        assert_eq!(subject_cn(cert.der()).as_deref(), Some("alice"));
+        // no CN, and junk: None, no panic
+        let p = rcgen::CertificateParams::new(vec!["x".into()]).unwrap();
+        let mut p = p;
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        let cert = p.self_signed(&key).unwrap();
+        assert_eq!(subject_cn(cert.der()), None);
+        let der = cert.der().to_vec();
+        for cut in 0..der.len() {
+            let _ = subject_cn(&der[..cut]);
+        }
+        assert_eq!(subject_cn(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+    }
 
     #[test]
     fn fingerprints_are_read_in_the_usual_spellings() {

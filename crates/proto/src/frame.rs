@@ -53,6 +53,13 @@ pub enum ProtoError {
     Refused(String),
     #[error("server is busy; retry in {0:.0} s")]
     Busy(f64),
+    /// The login failed; the server's log says why, the client is told only that it did.
+    #[error("login failed: {0}")]
+    Login(#[from] crate::auth::AuthError),
+    #[error("this server requires a login: run with --user NAME")]
+    LoginRequired,
+    #[error("this server has no users: run without --user")]
+    NoLogin,
 }
 
 /// Which kind of connection a preamble opens.

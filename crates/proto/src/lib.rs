@@ -12,11 +12,16 @@
 //! [`Msg`]. On a data channel the preamble is followed by the session token (16 bytes), the
 //! flow (1 byte) and the stream id (u32 big endian); then the stream's raw payload.
 
+#![forbid(unsafe_code)]
+
+pub mod auth;
 pub mod control;
 pub mod data;
 pub mod datagram;
 pub mod depth;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzz_login;
 pub mod iperf3;
 pub mod msg;
 pub mod parts;

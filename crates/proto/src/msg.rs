@@ -13,13 +13,26 @@ use wirerate_core::TestSpec;
 pub enum Msg {
     /// Server → client, first frame: ready for a spec.
     Welcome { server: String },
+    /// Client → server, first when the client logs in: SCRAM's client-first-message
+    /// (`auth.rs`).
+    Login { scram: String },
+    /// Server → client: SCRAM's server-first-message (nonce, salt, iterations).
+    LoginChallenge { scram: String },
+    /// Client → server: SCRAM's client-final-message (channel binding, nonce, proof).
+    LoginProof { scram: String },
+    /// Server → client: SCRAM's server-final-message (the server's signature); the client
+    /// checks it, then sends its spec.
+    LoginOk { scram: String },
     /// Server → client: another test is running; try again later.
     Busy { retry_after_s: f64 },
     /// Client → server: the test to run.
     Spec { spec: TestSpec },
-    /// Server → client: spec accepted; data streams must present this token (hex). For UDP,
-    /// the server's port of each stream, flow by flow, stream id by stream id.
+    /// Server → client: spec accepted; data streams must present this token (hex), or,
+    /// when the control connection is TLS, the token both sides derive from the TLS session
+    /// (the field is then absent). For UDP, the server's port of each stream, flow by flow,
+    /// stream id by stream id.
     Accepted {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         token: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         udp_ports: Vec<u16>,
@@ -52,6 +65,10 @@ impl Msg {
     pub fn name(&self) -> &'static str {
         match self {
             Msg::Welcome { .. } => "welcome",
+            Msg::Login { .. } => "login",
+            Msg::LoginChallenge { .. } => "login_challenge",
+            Msg::LoginProof { .. } => "login_proof",
+            Msg::LoginOk { .. } => "login_ok",
             Msg::Busy { .. } => "busy",
             Msg::Spec { .. } => "spec",
             Msg::Accepted { .. } => "accepted",

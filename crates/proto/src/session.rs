@@ -11,6 +11,7 @@ use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 
+use crate::auth::{AuthError, ClientFirst, ScramClient, ScramServer};
 use crate::data::{token_eq, DataHello};
 use crate::frame::{
     encode, Channel, FrameDecoder, Preamble, ProtoError, MAGIC, MAX_CLIENT_FRAME, MAX_SERVER_FRAME,
@@ -27,6 +28,10 @@ pub fn expected_streams(spec: &TestSpec) -> HashSet<(Flow, u32)> {
         .collect()
 }
 
+/// What a client whose login failed is told, whatever the reason: it does not say whether
+/// the user exists.
+pub const LOGIN_FAILED: &str = "login failed: unknown user or wrong password";
+
 /// Bytes a server sends a client it cannot serve now, then closes.
 pub fn busy_reply(retry_after_s: f64) -> Vec<u8> {
     let mut out = Preamble::new(Channel::Control).emit().to_vec();
@@ -36,6 +41,12 @@ pub fn busy_reply(retry_after_s: f64) -> Vec<u8> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ServerState {
+    /// A login is required: waiting for the client's first login message.
+    AwaitLogin,
+    /// The driver is looking up the user's verifier.
+    LoginLookup,
+    /// The challenge has gone; waiting for the client's proof.
+    AwaitProof,
     AwaitSpec,
     Preparing,
     AwaitStreams,
@@ -46,6 +57,9 @@ enum ServerState {
 impl ServerState {
     fn name(self) -> &'static str {
         match self {
+            ServerState::AwaitLogin => "waiting for the login",
+            ServerState::LoginLookup => "looking up the user",
+            ServerState::AwaitProof => "waiting for the login proof",
             ServerState::AwaitSpec => "waiting for the test spec",
             ServerState::Preparing => "preparing the test",
             ServerState::AwaitStreams => "waiting for data streams",
@@ -58,6 +72,11 @@ impl ServerState {
 /// What the server driver must act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
+    /// A client logs in as this user: find its verifier (or make one up for an unknown
+    /// user), then call `challenge`.
+    Login(String),
+    /// The client proved it knows the user's password.
+    LoggedIn(String),
     /// A valid spec arrived: prepare the streams, then call `accept` (or `refuse`).
     Spec(TestSpec),
     /// The client's answers to the UDP challenges: check them, then attach the streams.
@@ -82,6 +101,12 @@ pub struct ServerSession {
     spec: Option<TestSpec>,
     /// A `refused` has been queued: the client is told once.
     told: bool,
+    /// Whether a login is required, and the exchange while it runs.
+    login_required: bool,
+    login: Option<Box<ClientFirst>>,
+    scram: Option<Box<ScramServer>>,
+    /// The data token is derived by both sides (TLS) and not sent in `accepted`.
+    derived_token: bool,
 }
 
 impl ServerSession {
@@ -100,6 +125,10 @@ impl ServerSession {
             attached: HashSet::new(),
             spec: None,
             told: false,
+            login_required: false,
+            login: None,
+            scram: None,
+            derived_token: false,
         }
     }
 
@@ -160,6 +189,28 @@ impl ServerSession {
 
     fn on_whole_msg(&mut self, msg: Msg, now: Instant) -> Result<ServerEvent, ProtoError> {
         match (self.c.state, msg) {
+            (ServerState::AwaitLogin, Msg::Login { scram }) => {
+                let first = ClientFirst::parse(&scram).map_err(|e| self.login_failed(e))?;
+                let user = first.user.clone();
+                self.login = Some(Box::new(first));
+                self.c.state = ServerState::LoginLookup;
+                self.c.deadline = Some(now + self.idle);
+                Ok(ServerEvent::Login(user))
+            }
+            (ServerState::AwaitProof, Msg::LoginProof { scram }) => {
+                let Some(sc) = self.scram.take() else {
+                    return Err(self.login_failed(AuthError::Malformed("no exchange".into())));
+                };
+                let fin = sc.finish(&scram).map_err(|e| self.login_failed(e))?;
+                self.c.out.push_back(encode(&Msg::LoginOk { scram: fin }));
+                self.c.state = ServerState::AwaitSpec;
+                self.c.deadline = Some(now + self.idle);
+                Ok(ServerEvent::LoggedIn(sc.user().to_string()))
+            }
+            (ServerState::AwaitLogin, Msg::Spec { .. }) => Err(ProtoError::LoginRequired),
+            (ServerState::AwaitSpec, Msg::Login { .. }) if !self.login_required => {
+                Err(ProtoError::NoLogin)
+            }
             (ServerState::AwaitSpec, Msg::Spec { spec }) => {
                 if let Err(e) = spec.validate() {
                     let reason = e.to_string();
@@ -212,7 +263,11 @@ impl ServerSession {
     pub fn accept(&mut self, udp_ports: Vec<u16>, now: Instant) {
         if self.c.state == ServerState::Preparing {
             self.c.out.push_back(encode(&Msg::Accepted {
-                token: token_hex(&self.token),
+                token: if self.derived_token {
+                    String::new()
+                } else {
+                    token_hex(&self.token)
+                },
                 udp_ports,
             }));
             self.c.state = ServerState::AwaitStreams;
@@ -339,6 +394,8 @@ impl ServerSession {
 enum ClientState {
     AwaitPreamble,
     AwaitWelcome,
+    AwaitChallenge,
+    AwaitLoginOk,
     AwaitAccepted,
     AwaitStart,
     Running,
@@ -351,6 +408,8 @@ impl ClientState {
             ClientState::AwaitPreamble | ClientState::AwaitWelcome => {
                 "waiting for the server's hello"
             }
+            ClientState::AwaitChallenge => "waiting for the server's login challenge",
+            ClientState::AwaitLoginOk => "waiting for the server to accept the login",
             ClientState::AwaitAccepted => "waiting for the server to accept the spec",
             ClientState::AwaitStart => "waiting for the server to start the test",
             ClientState::Running => "running the test",
@@ -379,6 +438,10 @@ pub struct ClientSession {
     pre: Vec<u8>,
     dec: FrameDecoder,
     idle: Duration,
+    /// The login exchange, when the client logs in.
+    login: Option<Box<ScramClient>>,
+    /// The data token both sides derive from the TLS session, if any.
+    data_token: Option<Token>,
 }
 
 impl ClientSession {
@@ -393,6 +456,8 @@ impl ClientSession {
             pre: Vec::with_capacity(PREAMBLE_LEN),
             dec: FrameDecoder::new(MAX_SERVER_FRAME),
             idle,
+            login: None,
+            data_token: None,
         }
     }
 
@@ -470,12 +535,51 @@ impl ClientSession {
             (_, Msg::Busy { retry_after_s }) => Err(ProtoError::Busy(retry_after_s)),
             (_, Msg::Refused { reason }) => Err(ProtoError::Refused(reason)),
             (ClientState::AwaitWelcome, Msg::Welcome { .. }) => {
+                self.c.state = if self.login.is_some() {
+                    ClientState::AwaitChallenge
+                } else {
+                    ClientState::AwaitAccepted
+                };
+                Ok(None)
+            }
+            (ClientState::AwaitChallenge, Msg::LoginChallenge { scram }) => {
+                let l = self
+                    .login
+                    .as_mut()
+                    .ok_or(ProtoError::Login(AuthError::Malformed("no login".into())))?;
+                let proof = l.answer(&scram)?;
+                self.c
+                    .out
+                    .push_back(encode(&Msg::LoginProof { scram: proof }));
+                self.c.state = ClientState::AwaitLoginOk;
+                self.c.deadline = Some(now + self.idle);
+                Ok(None)
+            }
+            (ClientState::AwaitLoginOk, Msg::LoginOk { scram }) => {
+                let l = self
+                    .login
+                    .take()
+                    .ok_or(ProtoError::Login(AuthError::Malformed("no login".into())))?;
+                l.verify(&scram)?;
+                self.c.out.push_back(encode(&Msg::Spec {
+                    spec: self.spec.clone(),
+                }));
                 self.c.state = ClientState::AwaitAccepted;
+                self.c.deadline = Some(now + self.idle);
                 Ok(None)
             }
             (ClientState::AwaitAccepted, Msg::Accepted { token, udp_ports }) => {
-                let t = token_from_hex(&token)
-                    .ok_or_else(|| ProtoError::BadMessage("token is not 32 hex digits".into()))?;
+                let t = match (token.is_empty(), self.data_token) {
+                    (true, Some(t)) => t,
+                    (true, None) => {
+                        return Err(ProtoError::BadMessage(
+                            "no token, and none derived from TLS".into(),
+                        ))
+                    }
+                    (false, _) => token_from_hex(&token).ok_or_else(|| {
+                        ProtoError::BadMessage("token is not 32 hex digits".into())
+                    })?,
+                };
                 self.c.state = ClientState::AwaitStart;
                 self.c.deadline = Some(now + self.idle);
                 Ok(Some(ClientEvent::Accepted(t, udp_ports)))
@@ -664,6 +768,9 @@ impl<S: SessionState> Common<S> {
         Err(ProtoError::Closed(what))
     }
 }
+
+#[path = "session_login.rs"]
+mod login;
 
 #[cfg(test)]
 #[path = "session_tests.rs"]

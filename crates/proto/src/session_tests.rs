@@ -417,3 +417,145 @@ fn a_timed_out_session_tells_the_client() {
     s.refuse("timed out waiting for the test spec");
     assert!(s.poll_transmit().is_some());
 }
+
+mod login {
+    use super::*;
+    use crate::auth::{Binding, ScramClient, Verifier};
+
+    fn verifier() -> Verifier {
+        Verifier::derive("pencil", b"salt-of-alice", 4096)
+    }
+
+    /// Runs a login of `password` for alice; returns the session pair and the client's
+    /// login frames (as a recorder on the wire would see them).
+    fn login(
+        password: &str,
+        server_nonce: &str,
+    ) -> (
+        ClientSession,
+        ServerSession,
+        Result<Vec<ServerEvent>, ProtoError>,
+    ) {
+        let now = Instant::now();
+        let spec = TestSpec::default();
+        let scram = ScramClient::new("alice", password, "client-nonce", Binding::None).unwrap();
+        let mut c = ClientSession::with_login(&spec, now, IDLE, scram);
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        let bytes = drain(&mut || c.poll_transmit());
+        let ev = s.handle_input(&bytes[PREAMBLE_LEN..], now).unwrap();
+        assert_eq!(ev, vec![ServerEvent::Login("alice".into())]);
+        s.challenge(verifier(), server_nonce, None).unwrap();
+        let ev = c
+            .handle_input(&drain(&mut || s.poll_transmit()), now)
+            .unwrap();
+        assert!(ev.is_empty());
+        let proof = drain(&mut || c.poll_transmit());
+        let r = s.handle_input(&proof, now);
+        (c, s, r)
+    }
+
+    #[test]
+    fn a_right_password_logs_in_then_the_spec_goes() {
+        let now = Instant::now();
+        let (mut c, mut s, r) = login("pencil", "server-nonce");
+        assert_eq!(r.unwrap(), vec![ServerEvent::LoggedIn("alice".into())]);
+        // the client checks the server's signature, then sends its spec
+        c.handle_input(&drain(&mut || s.poll_transmit()), now)
+            .unwrap();
+        let ev = s
+            .handle_input(&drain(&mut || c.poll_transmit()), now)
+            .unwrap();
+        assert!(matches!(ev.as_slice(), [ServerEvent::Spec(_)]));
+    }
+
+    #[test]
+    fn a_wrong_password_is_refused_without_saying_why() {
+        let now = Instant::now();
+        let (mut c, mut s, r) = login("wrong", "server-nonce");
+        assert_eq!(r, Err(ProtoError::Login(AuthError::BadProof)));
+        let e = c
+            .handle_input(&drain(&mut || s.poll_transmit()), now)
+            .unwrap_err();
+        assert_eq!(e, ProtoError::Refused(LOGIN_FAILED.into()));
+    }
+
+    #[test]
+    fn a_recorded_login_replayed_to_a_new_session_is_refused() {
+        let now = Instant::now();
+        // record a good login's client bytes
+        let scram = ScramClient::new("alice", "pencil", "client-nonce", Binding::None).unwrap();
+        let mut c = ClientSession::with_login(&TestSpec::default(), now, IDLE, scram);
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        let first = drain(&mut || c.poll_transmit());
+        s.handle_input(&first[PREAMBLE_LEN..], now).unwrap();
+        s.challenge(verifier(), "nonce-one", None).unwrap();
+        c.handle_input(&drain(&mut || s.poll_transmit()), now)
+            .unwrap();
+        let proof = drain(&mut || c.poll_transmit());
+        assert!(s.handle_input(&proof, now).is_ok());
+        // replay both to a new session, which picks a new nonce
+        let mut s2 = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        s2.handle_input(&first[PREAMBLE_LEN..], now).unwrap();
+        s2.challenge(verifier(), "nonce-two", None).unwrap();
+        assert_eq!(
+            s2.handle_input(&proof, now),
+            Err(ProtoError::Login(AuthError::Replayed))
+        );
+    }
+
+    #[test]
+    fn a_spec_without_a_login_and_a_login_without_users_are_refused() {
+        let now = Instant::now();
+        let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        let b = drain(&mut || c.poll_transmit());
+        assert_eq!(
+            s.handle_input(&b[PREAMBLE_LEN..], now),
+            Err(ProtoError::LoginRequired)
+        );
+        let scram = ScramClient::new("alice", "pencil", "n", Binding::None).unwrap();
+        let mut c = ClientSession::with_login(&TestSpec::default(), now, IDLE, scram);
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test");
+        let b = drain(&mut || c.poll_transmit());
+        assert_eq!(
+            s.handle_input(&b[PREAMBLE_LEN..], now),
+            Err(ProtoError::NoLogin)
+        );
+    }
+
+    #[test]
+    fn a_server_that_does_not_know_the_verifier_is_refused_by_the_client() {
+        let now = Instant::now();
+        let scram = ScramClient::new("alice", "pencil", "client-nonce", Binding::None).unwrap();
+        let mut c = ClientSession::with_login(&TestSpec::default(), now, IDLE, scram);
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        let b = drain(&mut || c.poll_transmit());
+        s.handle_input(&b[PREAMBLE_LEN..], now).unwrap();
+        s.challenge(verifier(), "sn", None).unwrap();
+        c.handle_input(&drain(&mut || s.poll_transmit()), now)
+            .unwrap();
+        // a server that does not check the proof and makes up its signature
+        let fake = crate::frame::encode(&Msg::LoginOk {
+            scram: "v=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into(),
+        });
+        assert_eq!(
+            c.handle_input(&fake, now),
+            Err(ProtoError::Login(AuthError::BadServerSignature))
+        );
+    }
+
+    #[test]
+    fn a_derived_token_is_not_sent() {
+        let now = Instant::now();
+        let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
+        c.set_data_token([5; 16]);
+        let mut s = ServerSession::new(now, IDLE, [5; 16], "test").derived_token();
+        let b = drain(&mut || c.poll_transmit());
+        s.handle_input(&b[PREAMBLE_LEN..], now).unwrap();
+        s.accept(Vec::new(), now);
+        let reply = drain(&mut || s.poll_transmit());
+        assert!(!String::from_utf8_lossy(&reply).contains("token"));
+        let ev = c.handle_input(&reply, now).unwrap();
+        assert!(matches!(ev.as_slice(), [ClientEvent::Accepted(t, _)] if *t == [5; 16]));
+    }
+}

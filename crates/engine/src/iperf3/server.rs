@@ -67,6 +67,14 @@ pub(crate) fn handle_conn(
             return shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
         }
     };
+    if shared.cfg.users.is_some() || shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
+        // iperf3 has no login wirerate can check: its own "test authorization failed"
+        refuse_auth(&mut sock);
+        let reason = "iperf3 client: this server requires authentication, which iperf3 cannot do";
+        let ev = Event::new(Kind::Connection, Some(who.clone()))
+            .decided(Decision::Refused, Some(reason.into()));
+        return shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
+    }
     let token = match random_token() {
         Ok(t) => t,
         Err(e) => return shared.log(format_args!("{}", e.full())),
@@ -144,6 +152,16 @@ pub(crate) fn handle_conn(
 fn deny(sock: &mut TcpStream) {
     let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
     let _ = sock.write_all(&[state::ACCESS_DENIED as u8]);
+}
+
+/// iperf3's answer to a client on a server that requires a login: `SERVER_ERROR` with
+/// iperf3's error number for a failed authorization, which the client prints as its own text.
+fn refuse_auth(sock: &mut TcpStream) {
+    let mut b = vec![state::SERVER_ERROR as u8];
+    b.extend_from_slice(&wirerate_proto::iperf3::errno::AUTH.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = sock.write_all(&b);
 }
 
 /// What the session holds while the test runs; the workers are stopped if it is dropped.

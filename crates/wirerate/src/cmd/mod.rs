@@ -20,4 +20,5 @@ pub mod show;
 pub mod sweep;
 pub mod tls;
 pub mod ttcp;
+pub mod user;
 pub mod wire;

@@ -391,12 +391,10 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         ipv6: a.ipv6,
         bind: a.bind,
         idle_timeout: a.idle_timeout,
+        tls: a.tls.clone(),
     };
     let mut t = target_for(&net)?;
     t.iperf3 = a.iperf3;
-    if let Some(h) = &a.host {
-        t.cfg.tls = a.tls.client(&format!("{h}:{port}"))?;
-    }
     a.habits.apply_client(&mut t.cfg);
     Ok(t)
 }
@@ -427,6 +425,8 @@ pub struct Net {
         allow_negative_numbers = true
     )]
     pub idle_timeout: f64,
+    #[command(flatten)]
+    pub tls: crate::cmd::tls::ClientTlsArgs,
 }
 
 /// Resolves the host, or starts the embedded loopback server.
@@ -438,6 +438,11 @@ pub fn target_for(a: &Net) -> anyhow::Result<Target> {
         ..Default::default()
     };
     let port = a.port;
+    let mut cfg = cfg;
+    if let Some(h) = &a.host {
+        cfg.tls = a.tls.client(&format!("{h}:{port}"))?;
+        cfg.login = a.tls.login(h)?;
+    }
     let (addr, embedded) = match &a.host {
         Some(h) => (resolve(h, port, a.ipv4, a.ipv6)?, false),
         None => {

@@ -24,6 +24,9 @@ ended as stalled. Every test is bounded in time (--max-duration, byte-count test
 A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\
+With --users (and --tls), every client logs in first (SCRAM-SHA-256: the password never crosses \
+the wire); a failed login is told only that it failed, and an address with 5 failures in a minute \
+is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
@@ -54,6 +57,10 @@ pub struct Args {
     /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
     #[arg(long, value_name = "FILE")]
     pub limits: Option<PathBuf>,
+    /// Users who must log in before a test (`wirerate user add NAME --users FILE`); needs
+    /// --tls. iperf3 clients are then refused
+    #[arg(long, value_name = "FILE")]
+    pub users: Option<PathBuf>,
     /// Log lines: text sentences, or one JSON object per connection and per test
     /// (docs/server.md)
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
@@ -114,6 +121,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }
+    if a.users.is_some() && a.tls.client_ca.is_some() {
+        return usage("--users and --client-ca are two ways to name users: choose one");
+    }
+    if a.users.is_some() && !a.tls.tls {
+        return usage(
+            "--users needs --tls: without it, a login could be hijacked after it succeeds",
+        );
+    }
+    let users = match &a.users {
+        Some(path) => Some(Arc::new(
+            wirerate_engine::users::UserDb::load(path).map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
+    if users.as_ref().is_some_and(|u| u.is_empty()) {
+        eprintln!("wirerate serve: warning: the users file has no users; every login will fail");
+    }
     let tls = a.tls.server()?;
     let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
@@ -133,8 +157,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         reload: Some(Reload {
             flag: crate::interrupt::install_reload(),
             limits: a.limits.clone(),
+            users: users.clone(),
         }),
         tls: tls.clone(),
+        users: users.clone(),
         ..Default::default()
     };
     // every stream of a test takes two descriptors on this side: room for the largest -P
@@ -151,6 +177,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut listening = format!("listening on {}", server.local_addr()?);
     if let Some(t) = &tls {
         listening.push_str(&format!(", TLS key fingerprint SHA256:{}", t.fingerprint));
+    }
+    if let Some(u) = &users {
+        listening.push_str(&format!(", {} user(s) must log in", u.len()));
+    }
+    if a.tls.client_ca.is_some() {
+        listening.push_str(", clients must present a certificate");
     }
     match a.log_format {
         LogFormatArg::Text => eprintln!("wirerate serve: {listening}"),

@@ -20,6 +20,17 @@ pub struct ClientTlsArgs {
     /// Where remembered server keys are kept [default: ~/.config/wirerate/known_servers]
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub known_servers: Option<PathBuf>,
+    /// Log in as NAME (the server runs `serve --users`): the password is read from
+    /// WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even inside TLS
+    #[arg(long, value_name = "NAME", requires_all = ["tls", "host"], conflicts_with = "client_cert")]
+    pub user: Option<String>,
+    /// A certificate (PEM) to present to a server that requires one (`serve --client-ca`);
+    /// its CN is the user
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "client_key"])]
+    pub client_cert: Option<PathBuf>,
+    /// The key of --client-cert (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "client_cert"])]
+    pub client_key: Option<PathBuf>,
 }
 
 fn default_known_servers() -> Option<PathBuf> {
@@ -57,8 +68,32 @@ fn remember(file: &Path, server: &str, fp: &str) -> Result<(), String> {
 }
 
 impl ClientTlsArgs {
+    /// The user and password to log in with, or None without --user.
+    pub fn login(&self, host: &str) -> anyhow::Result<Option<wirerate_engine::Login>> {
+        let Some(user) = &self.user else {
+            return Ok(None);
+        };
+        wirerate_proto::auth::check_user(user)
+            .map_err(|e| crate::exit::UsageError(format!("--user: {e}")))?;
+        let password = crate::cmd::user::password(&format!("Password for {user}@{host}: "))?;
+        Ok(Some(wirerate_engine::Login {
+            user: user.clone(),
+            password,
+        }))
+    }
+
     /// The client's TLS settings for `server` ("host:port"), or None without --tls.
     pub fn client(&self, server: &str) -> anyhow::Result<Option<ClientTls>> {
+        let Some(tls) = self.client_pinned(server)? else {
+            return Ok(None);
+        };
+        Ok(Some(match (&self.client_cert, &self.client_key) {
+            (Some(c), Some(k)) => tls.with_client_cert(c, k).map_err(anyhow::Error::msg)?,
+            _ => tls,
+        }))
+    }
+
+    fn client_pinned(&self, server: &str) -> anyhow::Result<Option<ClientTls>> {
         if !self.tls {
             return Ok(None);
         }
@@ -112,6 +147,11 @@ pub struct ServerTlsArgs {
     /// The key of --tls-cert (PEM)
     #[arg(long, value_name = "FILE", requires_all = ["tls", "tls_cert"])]
     pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: every wirerate client must present a certificate signed by a CA in FILE
+    /// (PEM); its subject CN is the user (for --limits and the log). iperf3 clients are then
+    /// refused
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub client_ca: Option<PathBuf>,
 }
 
 impl ServerTlsArgs {
@@ -131,6 +171,10 @@ impl ServerTlsArgs {
             }
         }
         .map_err(anyhow::Error::msg)?;
+        let tls = match &self.client_ca {
+            Some(ca) => tls.with_client_ca(ca).map_err(anyhow::Error::msg)?,
+            None => tls,
+        };
         Ok(Some(tls))
     }
 }

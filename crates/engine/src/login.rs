@@ -1,0 +1,408 @@
+//! The server's side of a control connection before it may claim the test slot: the
+//! session is made (with the data token derived from TLS when the connection has it), and,
+//! when the server has users, the client logs in. A login runs while the connection still
+//! counts as pending, so unauthenticated clients are held to the per-address limit and never
+//! hold the slot.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use wirerate_proto::auth::{AuthError, CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
+use wirerate_proto::{ProtoError, ServerEvent, ServerSession, Token};
+
+use crate::control::{Control, Input};
+use crate::logline::{Decision, Event, Kind};
+use crate::net::random_token;
+use crate::server::Shared;
+use crate::users::UserDb;
+
+/// A control connection ready to claim the slot.
+pub(crate) struct Prepared {
+    pub(crate) sess: ServerSession,
+    pub(crate) token: Token,
+    /// The user the client logged in as.
+    pub(crate) user: Option<String>,
+}
+
+/// The data token: from the TLS session when there is one (both sides derive it, and it
+/// never crosses the wire), else random and sent in `accepted`.
+fn data_token(ctl: &Control) -> Result<(Token, bool), String> {
+    match &ctl.tls {
+        Some(t) => {
+            let mut token = [0u8; 16];
+            t.export(DATA_TOKEN_LABEL, &mut token)
+                .map_err(|e| format!("TLS exporter: {e}"))?;
+            Ok((token, true))
+        }
+        None => random_token().map(|t| (t, false)).map_err(|e| e.full()),
+    }
+}
+
+/// Makes the session and runs the login, if the server has users (or takes the user from
+/// the client's certificate, with mutual TLS). Refusals are logged here.
+pub(crate) fn prepare(
+    ctl: &mut Control,
+    shared: &Shared,
+    who: &str,
+    ip: Option<IpAddr>,
+) -> Option<Prepared> {
+    let (token, derived) = match data_token(ctl) {
+        Ok(t) => t,
+        Err(e) => {
+            shared.log(format_args!("{e}"));
+            return None;
+        }
+    };
+    let mut sess = ServerSession::new(Instant::now(), shared.cfg.idle, token, &shared.cfg.name);
+    if derived {
+        sess = sess.derived_token();
+    }
+    let mut l = Login {
+        ctl,
+        shared,
+        who,
+        ip,
+        user: None,
+    };
+    let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
+        Some(l.user_of_certificate(&mut sess)?)
+    } else if let Some(db) = shared.cfg.users.as_ref() {
+        sess = sess.require_login();
+        Some(l.scram(&mut sess, db)?)
+    } else {
+        None
+    };
+    Some(Prepared { sess, token, user })
+}
+
+/// One connection's login, and what its log lines need.
+struct Login<'a> {
+    ctl: &'a mut Control,
+    shared: &'a Shared,
+    who: &'a str,
+    ip: Option<IpAddr>,
+    /// The user the client names, and whether it exists.
+    user: Option<(String, bool)>,
+}
+
+impl Login<'_> {
+    /// Tells the client what the session queued (a refusal) and logs why.
+    fn refuse(&mut self, sess: &mut ServerSession, why: &str) {
+        let _ = self
+            .ctl
+            .flush(|| sess.poll_transmit(), Duration::from_secs(1));
+        let (who, user) = (self.who, self.user.as_ref().map(|u| u.0.clone()));
+        let mut ev = Event::new(Kind::Connection, Some(who.into()))
+            .decided(Decision::Refused, Some(why.to_string()));
+        ev.user = user.clone();
+        let user = user.map_or_else(String::new, |u| format!(" as '{u}'"));
+        self.shared
+            .log_rejected(self.ip, ev, format_args!("refused {who}{user}: {why}"));
+    }
+
+    /// Mutual TLS: the handshake checked the certificate; its CN names the user.
+    fn user_of_certificate(&mut self, sess: &mut ServerSession) -> Option<String> {
+        let tls = self.ctl.tls.as_ref();
+        if !tls.is_some_and(|t| t.has_peer_cert()) {
+            let why = "this server requires a client certificate (run --client-cert FILE \
+                       --client-key FILE)";
+            sess.refuse(why);
+            self.refuse(sess, why);
+            return None;
+        }
+        match tls.and_then(|t| t.peer_cn()) {
+            Some(u) if wirerate_proto::auth::check_user(&u).is_ok() => Some(u),
+            _ => {
+                let why = "the client certificate's CN is not a user name";
+                sess.refuse(why);
+                self.refuse(sess, why);
+                None
+            }
+        }
+    }
+
+    /// SCRAM: the user the client proved to be, or None (refused and logged).
+    fn scram(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
+        if let Some(wait) = db.blocked(self.ip, Instant::now()) {
+            let why = format!(
+                "too many failed logins from this address; retry in {:.0} s",
+                wait.as_secs_f64().ceil()
+            );
+            sess.refuse(&why);
+            self.refuse(sess, &why);
+            return None;
+        }
+        // the client has as long as any silent peer to finish; the per-address pending
+        // limit bounds how many may try at once
+        let idle = self.shared.cfg.idle;
+        let deadline = Instant::now() + idle;
+        loop {
+            if let Err(e) = self.ctl.flush(|| sess.poll_transmit(), idle) {
+                self.refuse(sess, &format!("login: writing to the client: {e}"));
+                return None;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                sess.refuse("the login timed out");
+                self.refuse(sess, "the login timed out");
+                return None;
+            }
+            let got = match self
+                .ctl
+                .read(Duration::from_millis(100).min(deadline - now))
+            {
+                Ok(Input::Bytes(n)) => sess.handle_input(self.ctl.bytes(n), Instant::now()),
+                Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
+                Ok(Input::Nothing) => Ok(Vec::new()),
+                Err(e) => Err(ProtoError::BadMessage(e.to_string())),
+            };
+            let events = match got {
+                Ok(ev) => ev,
+                Err(e) => {
+                    let why = self.why_failed(&e, db);
+                    self.refuse(sess, &why);
+                    return None;
+                }
+            };
+            for ev in events {
+                match ev {
+                    ServerEvent::Login(name) => self.challenge(sess, db, name)?,
+                    ServerEvent::LoggedIn(name) => return Some(name),
+                    // the session lets nothing else through before the login
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// What the log says of a failed login (the client is told less); a failure counts
+    /// against the address.
+    fn why_failed(&self, e: &ProtoError, db: &UserDb) -> String {
+        let ProtoError::Login(inner) = e else {
+            return format!("before login: {e}");
+        };
+        db.failed(self.ip, Instant::now());
+        match (inner, &self.user) {
+            (_, Some((_, false))) => "login failed: unknown user".into(),
+            (AuthError::BadProof, _) => "login failed: wrong password".into(),
+            _ => format!("login failed: {inner}"),
+        }
+    }
+
+    /// Answers the client's first message with the user's (or a made-up) challenge.
+    fn challenge(&mut self, sess: &mut ServerSession, db: &UserDb, name: String) -> Option<()> {
+        let (verifier, known) = db.lookup(&name);
+        self.user = Some((name, known));
+        let mut cb = [0u8; 32];
+        let bound = match &self.ctl.tls {
+            Some(t) => match t.export(CHANNEL_BINDING_LABEL, &mut cb) {
+                Ok(()) => Some(&cb[..]),
+                Err(e) => {
+                    self.shared.log(format_args!("TLS exporter: {e}"));
+                    return None;
+                }
+            },
+            None => None,
+        };
+        let nonce = match db.nonce() {
+            Ok(n) => n,
+            Err(e) => {
+                self.shared.log(format_args!("{e}"));
+                return None;
+            }
+        };
+        if let Err(e) = sess.challenge(verifier, &nonce, bound) {
+            let why = self.why_failed(&e, db);
+            self.refuse(sess, &why);
+            return None;
+        }
+        Some(())
+    }
+}
+
+/// A read from the server failed: with mutual TLS, the server's verdict on the client's
+/// certificate arrives as a TLS alert after the handshake, and is said in words.
+pub(crate) fn read_error(e: std::io::Error) -> crate::error::EngineError {
+    let text = e.to_string();
+    let said = |s: &str| crate::error::EngineError::Setup(s.to_string());
+    if text.contains("CertificateRequired") {
+        said("the server requires a client certificate (--client-cert FILE --client-key FILE)")
+    } else if text.contains("UnknownCA") || text.contains("BadCertificate") {
+        said("the server does not accept this client certificate (not signed by its CA)")
+    } else if text.contains("CertificateExpired") {
+        said("the server refused this client certificate: it has expired")
+    } else {
+        crate::error::EngineError::io("reading from the server")(e)
+    }
+}
+
+/// The client's session: with a login when the config has one (bound to TLS when on).
+pub(crate) fn client_session(
+    spec: &wirerate_core::TestSpec,
+    cfg: &crate::client::ClientConfig,
+) -> Result<wirerate_proto::ClientSession, crate::error::EngineError> {
+    use wirerate_proto::auth::{nonce_text, Binding, ScramClient};
+    use wirerate_proto::ClientSession;
+    let now = Instant::now();
+    let Some(login) = &cfg.login else {
+        return Ok(ClientSession::new(spec, now, cfg.idle));
+    };
+    let mut b = [0u8; 18];
+    crate::net::fill_random(&mut b)?;
+    let binding = if cfg.tls.is_some() {
+        Binding::TlsExporter
+    } else {
+        Binding::None
+    };
+    let scram = ScramClient::new(&login.user, &login.password, &nonce_text(&b), binding)
+        .map_err(|e| crate::error::EngineError::Setup(e.to_string()))?;
+    Ok(ClientSession::with_login(spec, now, cfg.idle, scram))
+}
+
+/// Once TLS is up: the login's channel binding and the data token, from the TLS session.
+pub(crate) fn bind_to_tls(
+    ctl: &Control,
+    sess: &mut wirerate_proto::ClientSession,
+) -> Result<(), crate::error::EngineError> {
+    let Some(t) = &ctl.tls else { return Ok(()) };
+    let setup = |e: String| crate::error::EngineError::Setup(format!("TLS exporter: {e}"));
+    let mut cb = [0u8; 32];
+    t.export(CHANNEL_BINDING_LABEL, &mut cb).map_err(setup)?;
+    sess.set_channel_binding(cb.to_vec());
+    let mut token = [0u8; 16];
+    t.export(DATA_TOKEN_LABEL, &mut token).map_err(setup)?;
+    sess.set_data_token(token);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use wirerate_proto::auth::{
+        nonce_text, Binding, ScramClient, Verifier, CHANNEL_BINDING_LABEL, DEFAULT_ITERATIONS,
+    };
+    use wirerate_proto::frame::PREAMBLE_LEN;
+    use wirerate_proto::{Channel, ClientSession, Preamble};
+
+    use crate::tls::{ClientTls, ServerTls};
+    use crate::users::{UserDb, Users};
+    use crate::{Server, ServerConfig};
+
+    /// One login over TLS, as a client does it, up to the server's proof checked.
+    fn login(addr: std::net::SocketAddr, client: &ClientTls) {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+            .unwrap();
+        let mut pre = [0u8; PREAMBLE_LEN];
+        sock.read_exact(&mut pre).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut tls = client.connect(&mut sock, deadline).unwrap();
+        let mut cb = [0u8; 32];
+        tls.export(CHANNEL_BINDING_LABEL, &mut cb).unwrap();
+        let mut n = [0u8; 18];
+        crate::net::fill_random(&mut n).unwrap();
+        let scram = ScramClient::new("alice", "pw", &nonce_text(&n), Binding::TlsExporter).unwrap();
+        let spec = wirerate_core::TestSpec::default();
+        let mut sess =
+            ClientSession::with_login(&spec, Instant::now(), Duration::from_secs(10), scram);
+        sess.set_channel_binding(cb.to_vec());
+        let mut out = Vec::new();
+        while let Some(f) = sess.poll_transmit() {
+            out.extend(f);
+        }
+        // preamble and login, then the proof; the spec is queued once the server has
+        // proved itself
+        let mut sent = 0;
+        let mut buf = vec![0u8; 65536];
+        loop {
+            if !out.is_empty() {
+                tls.write_all(&mut sock, &out).unwrap();
+                out.clear();
+                sent += 1;
+            }
+            let n = tls.read(&mut sock, &mut buf).unwrap();
+            assert!(n > 0, "the server closed");
+            sess.handle_input(&buf[..n], Instant::now()).unwrap();
+            while let Some(f) = sess.poll_transmit() {
+                out.extend(f);
+            }
+            if sent == 2 && !out.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Logins per second (TLS handshake and SCRAM-SHA-256), client and server on one host:
+    /// `cargo test -p wirerate-engine --release login_handshakes_per_second -- --ignored
+    /// --nocapture` (bench/handshakes.sh).
+    #[test]
+    #[ignore]
+    fn login_handshakes_per_second() {
+        let dir = std::env::temp_dir().join(format!("wr-login-rate-{}", std::process::id()));
+        let srv_tls = ServerTls::load_or_create(&dir).unwrap();
+        let client = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        for iterations in [4096, DEFAULT_ITERATIONS] {
+            let t = Instant::now();
+            let v = Verifier::derive("pw", b"0123456789abcdef", iterations);
+            let pbkdf2 = t.elapsed();
+            let mut users = Users::default();
+            users.set("alice", v).unwrap();
+            let cfg = ServerConfig {
+                quiet: true,
+                tls: Some(srv_tls.clone()),
+                users: Some(Arc::new(UserDb::new(users).unwrap())),
+                ..Default::default()
+            };
+            let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+            let addr = s.local_addr().unwrap();
+            s.spawn().unwrap();
+            const N: u32 = 100;
+            let start = Instant::now();
+            for _ in 0..N {
+                login(addr, &client);
+            }
+            let rate = f64::from(N) / start.elapsed().as_secs_f64();
+            println!(
+                "{iterations} iterations: {rate:.0} logins/s over TLS (client and server on one \
+                 host, one at a time); the client's PBKDF2 alone takes {:.1} ms",
+                pbkdf2.as_secs_f64() * 1e3
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The ignored benchmark's login, once, so it stays working.
+    #[test]
+    fn a_login_over_tls_completes() {
+        let dir = std::env::temp_dir().join(format!("wr-login-once-{}", std::process::id()));
+        let srv_tls = ServerTls::load_or_create(&dir).unwrap();
+        let client = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        let mut users = Users::default();
+        users
+            .set("alice", Verifier::derive("pw", b"0123456789abcdef", 4096))
+            .unwrap();
+        let cfg = ServerConfig {
+            quiet: true,
+            tls: Some(srv_tls),
+            users: Some(Arc::new(UserDb::new(users).unwrap())),
+            ..Default::default()
+        };
+        let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        s.spawn().unwrap();
+        login(addr, &client);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,356 @@
+//! The users file and what the server does with it: each line is a user name and the salted
+//! SCRAM-SHA-256 verifier of its password (never the password), as `wirerate user add`
+//! writes it:
+//!
+//! ```text
+//! # wirerate users
+//! alice SCRAM-SHA-256$100000:<salt>$<StoredKey>:<ServerKey>
+//! ```
+//!
+//! The server looks users up for the login (`login.rs`); one that does not exist gets a
+//! made-up verifier derived from a secret of this process, so the answer and the work are
+//! the same as for a real one. Failed logins are counted per source address, and a source
+//! with too many is refused for a while without a login.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use wirerate_proto::auth::{check_user, fake_verifier, nonce_text, Verifier, DEFAULT_ITERATIONS};
+
+use crate::logline::{Event, Kind};
+use crate::net::fill_random;
+
+/// The users of a users file, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Users {
+    users: BTreeMap<String, Verifier>,
+}
+
+impl Users {
+    /// Parses a users file's text; errors name the line.
+    pub fn parse(text: &str) -> Result<Users, String> {
+        let mut users = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut w = line.split_whitespace();
+            let (Some(name), Some(verifier), None) = (w.next(), w.next(), w.next()) else {
+                return Err(format!(
+                    "line {n}: expected NAME SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY"
+                ));
+            };
+            check_user(name).map_err(|e| format!("line {n}: {e}"))?;
+            let v = Verifier::decode(verifier).map_err(|e| format!("line {n}: {e}"))?;
+            if users.insert(name.to_string(), v).is_some() {
+                return Err(format!("line {n}: user '{name}' appears twice"));
+            }
+        }
+        Ok(Users { users })
+    }
+
+    /// Reads a users file; errors name the file and the line.
+    pub fn load(path: &Path) -> Result<Users, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Users::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Like `load`, but a file that does not exist is empty.
+    pub fn load_or_empty(path: &Path) -> Result<Users, String> {
+        if path.exists() {
+            Users::load(path)
+        } else {
+            Ok(Users::default())
+        }
+    }
+
+    /// Writes the file readable by its owner only, replacing it whole (a new file renamed
+    /// over the old one).
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".new");
+        let tmp = PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| err(&tmp, e))?;
+        f.write_all(self.render().as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| err(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(path, e))
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::from(
+            "# wirerate users: NAME SCRAM-SHA-256$ITERATIONS:SALT$STOREDKEY:SERVERKEY\n\
+             # (salted verifiers, never passwords; `wirerate user add` writes them)\n",
+        );
+        for (name, v) in &self.users {
+            out.push_str(&format!("{name} {}\n", v.encode()));
+        }
+        out
+    }
+
+    /// The iteration count most users have (the default when there are none).
+    pub fn typical_iterations(&self) -> u32 {
+        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+        for v in self.users.values() {
+            *counts.entry(v.iterations).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .max_by_key(|&(_, n)| n)
+            .map_or(DEFAULT_ITERATIONS, |(i, _)| i)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Verifier> {
+        self.users.get(name)
+    }
+
+    /// Adds or replaces a user.
+    pub fn set(&mut self, name: &str, v: Verifier) -> Result<(), String> {
+        check_user(name).map_err(|e| e.to_string())?;
+        self.users.insert(name.to_string(), v);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.users.remove(name).is_some()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = (&str, &Verifier)> {
+        self.users.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+}
+
+/// A new verifier for `password`: a random 16-byte salt.
+pub fn new_verifier(password: &str, iterations: u32) -> Result<Verifier, String> {
+    let mut salt = [0u8; 16];
+    fill_random(&mut salt).map_err(|e| e.full())?;
+    Ok(Verifier::derive(password, &salt, iterations))
+}
+
+/// Failed logins from one source address allowed within `FAIL_WINDOW`; more are refused
+/// without a login until the window has passed.
+pub const MAX_FAILURES: u32 = 5;
+pub const FAIL_WINDOW: Duration = Duration::from_secs(60);
+/// Sources remembered at most (a flood of many addresses forgets the oldest windows).
+const MAX_SOURCES: usize = 4096;
+
+/// The server's users: the file's, reloaded on SIGHUP, and what a login needs besides.
+#[derive(Debug)]
+pub struct UserDb {
+    path: Option<PathBuf>,
+    users: RwLock<Arc<Users>>,
+    /// The made-up verifiers of unknown users derive from it.
+    secret: [u8; 32],
+    failures: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+}
+
+impl UserDb {
+    /// The users of `path`.
+    pub fn load(path: &Path) -> Result<UserDb, String> {
+        let users = Users::load(path)?;
+        let mut db = UserDb::new(users)?;
+        db.path = Some(path.to_path_buf());
+        Ok(db)
+    }
+
+    /// These users (no file to reload).
+    pub fn new(users: Users) -> Result<UserDb, String> {
+        let mut secret = [0u8; 32];
+        fill_random(&mut secret).map_err(|e| e.full())?;
+        Ok(UserDb {
+            path: None,
+            users: RwLock::new(Arc::new(users)),
+            secret,
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.current().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.current().is_empty()
+    }
+
+    fn current(&self) -> Arc<Users> {
+        self.users.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The verifier to challenge `user` with, and whether the user exists. Both paths do
+    /// the same work. A user who does not exist gets the iteration count most users have,
+    /// so the count does not tell them apart either.
+    pub fn lookup(&self, user: &str) -> (Verifier, bool) {
+        let users = self.current();
+        let fake = fake_verifier(&self.secret, user, users.typical_iterations());
+        match users.get(user) {
+            Some(v) => (v.clone(), true),
+            None => (fake, false),
+        }
+    }
+
+    /// Reads the file again; a bad file keeps the users in force. The log line.
+    pub fn reload(&self) -> Option<(Event, String)> {
+        let path = self.path.as_ref()?;
+        let ev = Event::new(Kind::Reload, None);
+        Some(match Users::load(path) {
+            Ok(u) => {
+                let text = format!("reloaded {}: {} user(s)", path.display(), u.len());
+                *self.users.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(u);
+                (ev.reason(text.clone()), text)
+            }
+            Err(e) => {
+                let text = format!("reload failed, the old users stay: {e}");
+                let mut ev = ev;
+                ev.error = Some(text.clone());
+                (ev, text)
+            }
+        })
+    }
+
+    /// None if `ip` may try to log in; else how long until it may.
+    pub fn blocked(&self, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+        let ip = ip?;
+        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let &(start, n) = map.get(&ip)?;
+        let left = FAIL_WINDOW.saturating_sub(now.saturating_duration_since(start));
+        (n >= MAX_FAILURES && !left.is_zero()).then_some(left)
+    }
+
+    /// Counts a failed login from `ip`.
+    pub fn failed(&self, ip: Option<IpAddr>, now: Instant) {
+        let Some(ip) = ip else { return };
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_SOURCES && !map.contains_key(&ip) {
+            map.retain(|_, (start, _)| now.saturating_duration_since(*start) < FAIL_WINDOW);
+            if map.len() >= MAX_SOURCES {
+                map.clear();
+            }
+        }
+        let e = map.entry(ip).or_insert((now, 0));
+        if now.saturating_duration_since(e.0) >= FAIL_WINDOW {
+            *e = (now, 0);
+        }
+        e.1 += 1;
+    }
+
+    /// A fresh server nonce.
+    pub fn nonce(&self) -> Result<String, String> {
+        let mut b = [0u8; 18];
+        fill_random(&mut b).map_err(|e| e.full())?;
+        Ok(nonce_text(&b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_file_round_trips_and_bad_lines_are_named() {
+        let mut u = Users::default();
+        u.set("alice", Verifier::derive("pw", b"salt", 4096))
+            .unwrap();
+        u.set("bob", Verifier::derive("pw2", b"salt2", 4096))
+            .unwrap();
+        let text = u.render();
+        assert!(!text.contains("pw2 "));
+        assert_eq!(Users::parse(&text).unwrap(), u);
+        let good = format!("alice {}", Verifier::derive("pw", b"s", 4096).encode());
+        for (bad, line) in [
+            (format!("# c\n\n{good}\nbob\n"), "line 4"),
+            (format!("{good}\n{good}\n"), "line 2"),
+            (format!("\n{good} extra\n"), "line 2"),
+            ("a,b SCRAM-SHA-256$4096:AA$AA:AA\n".to_string(), "line 1"),
+            (
+                "carol SCRAM-SHA-256$4096:AAAA$AAAA:AAAA\n".to_string(),
+                "line 1",
+            ),
+        ] {
+            let e = Users::parse(&bad).unwrap_err();
+            assert!(e.starts_with(line), "{e}");
+        }
+        assert!(u
+            .set("bad name", Verifier::derive("pw", b"s", 4096))
+            .is_err());
+    }
+
+    #[test]
+    fn saved_files_are_for_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("wr-users-{}", std::process::id()));
+        let path = dir.join("users");
+        let mut u = Users::default();
+        u.set("alice", Verifier::derive("pw", b"salt", 4096))
+            .unwrap();
+        u.save(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(Users::load(&path).unwrap(), u);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unknown_users_get_a_stable_made_up_verifier() {
+        let mut u = Users::default();
+        u.set("alice", Verifier::derive("pw", b"salt", 4096))
+            .unwrap();
+        let db = UserDb::new(u).unwrap();
+        let (a, known) = db.lookup("alice");
+        assert!(known);
+        assert_eq!(a.salt, b"salt");
+        let (x, known) = db.lookup("mallory");
+        assert!(!known);
+        assert_eq!(x, db.lookup("mallory").0);
+        // the count real users have, not a default that would give it away
+        assert_eq!(x.iterations, 4096);
+        assert_eq!(
+            UserDb::new(Users::default())
+                .unwrap()
+                .lookup("x")
+                .0
+                .iterations,
+            DEFAULT_ITERATIONS
+        );
+        assert_eq!(x.salt.len(), 16);
+    }
+
+    #[test]
+    fn failures_block_a_source_for_a_while() {
+        let db = UserDb::new(Users::default()).unwrap();
+        let ip = Some(IpAddr::from([127, 0, 0, 9]));
+        let t0 = Instant::now();
+        for _ in 0..MAX_FAILURES {
+            assert_eq!(db.blocked(ip, t0), None);
+            db.failed(ip, t0);
+        }
+        assert!(db.blocked(ip, t0).is_some());
+        assert_eq!(db.blocked(Some(IpAddr::from([127, 0, 0, 8])), t0), None);
+        assert_eq!(db.blocked(ip, t0 + FAIL_WINDOW), None);
+    }
+}
