@@ -38,11 +38,16 @@ fn namespaces_of(name: &str) -> Vec<String> {
 pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
     spec.validate()?;
     require_root()?;
-    if !namespaces_of(&spec.name).is_empty() {
+    if !namespaces_of(&spec.name).is_empty() || switch_exists(&spec.name) {
         return Err(LabError::Exists(spec.name.clone()));
     }
     let mut made = Vec::new();
-    match build(spec, &mut made) {
+    let built = if spec.bridged() {
+        build_bridged(spec, &mut made)
+    } else {
+        build(spec, &mut made)
+    };
+    match built {
         Ok(state) => Ok(state),
         Err(e) => {
             for ns in made.iter().rev() {
@@ -51,6 +56,57 @@ pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
             let _ = state::remove(Path::new(STATE_DIR), &spec.name);
             Err(e)
         }
+    }
+}
+
+/// Whether lab `name` has a switch namespace.
+fn switch_exists(name: &str) -> bool {
+    Path::new(NETNS_DIR)
+        .join(crate::spec::switch_netns_name(name))
+        .exists()
+}
+
+/// Three or more hosts: each joined by its own shaped veth to a bridge in the switch
+/// namespace (the commands are [`LabSpec::bridge_commands`]).
+fn build_bridged(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
+    for (program, args) in spec.bridge_commands() {
+        run(program, &args)?;
+        if args.first().map(String::as_str) == Some("netns")
+            && args.get(1).map(String::as_str) == Some("add")
+        {
+            made.extend(args.get(2).cloned());
+        }
+    }
+    let hosts = (0..spec.hosts.len()).map(|i| lab_host(spec, i)).collect();
+    let state = LabState {
+        switch_netns: Some(spec.switch_netns()),
+        ..lab_state(spec, hosts)
+    };
+    state::save(Path::new(STATE_DIR), &state)?;
+    Ok(state)
+}
+
+fn lab_host(spec: &LabSpec, i: usize) -> LabHost {
+    LabHost {
+        name: spec.hosts[i].clone(),
+        netns: spec.netns(i),
+        ifname: IFNAME.to_string(),
+        ipv4: ipv4_cidr(i),
+        ipv6: ipv6_cidr(i),
+    }
+}
+
+fn lab_state(spec: &LabSpec, hosts: Vec<LabHost>) -> LabState {
+    LabState {
+        name: spec.name.clone(),
+        link_bps: spec.link_bps,
+        mtu: spec.mtu,
+        buffer_bytes: spec.buffer_bytes,
+        burst_bytes: spec.burst_bytes(),
+        overhead_bytes: TBF_OVERHEAD_BYTES,
+        mpu_bytes: TBF_MPU_BYTES,
+        hosts,
+        switch_netns: None,
     }
 }
 
@@ -100,27 +156,12 @@ fn build(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
             ],
         )?;
         run("tc", &spec.tbf_args(n))?;
-        hosts.push(LabHost {
-            name: spec.hosts[i].clone(),
-            netns: n.clone(),
-            ifname: IFNAME.to_string(),
-            ipv4: ipv4_cidr(i),
-            ipv6: ipv6_cidr(i),
-        });
+        hosts.push(lab_host(spec, i));
     }
     for n in &ns {
         run("ip", &["-n", n, "link", "set", IFNAME, "up"])?;
     }
-    let state = LabState {
-        name: spec.name.clone(),
-        link_bps: spec.link_bps,
-        mtu: spec.mtu,
-        buffer_bytes: spec.buffer_bytes,
-        burst_bytes: spec.burst_bytes(),
-        overhead_bytes: TBF_OVERHEAD_BYTES,
-        mpu_bytes: TBF_MPU_BYTES,
-        hosts,
-    };
+    let state = lab_state(spec, hosts);
     state::save(Path::new(STATE_DIR), &state)?;
     Ok(state)
 }
@@ -139,7 +180,11 @@ pub fn down(name: &str) -> Result<DownReport, LabError> {
     require_root()?;
     let mut report = DownReport::default();
     let mut first_error = None;
-    for ns in namespaces_of(name) {
+    let mut all = namespaces_of(name);
+    if switch_exists(name) {
+        all.push(crate::spec::switch_netns_name(name));
+    }
+    for ns in all {
         let pids: Vec<u32> = run("ip", &["netns", "pids", ns.as_str()])
             .map(|out| {
                 out.split_whitespace()
