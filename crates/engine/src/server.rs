@@ -61,6 +61,8 @@ pub struct ServerConfig {
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
+    /// Third-party requests: who may ask, and where their tests may go.
+    pub agent: crate::agent::AgentConfig,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +80,7 @@ impl Default for ServerConfig {
             tls: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
+            agent: Default::default(),
         }
     }
 }
@@ -420,6 +423,10 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                     format_args!("rejected data stream from {who}: {reason}"),
                 );
             }
+        }
+        Ok(p) if p.channel == Channel::Agent => {
+            drop(pending);
+            crate::agent::serve(sock, shared, &who);
         }
         Ok(p) if p.channel == Channel::TlsControl => {
             let ctl = start_tls(sock, shared, deadline);

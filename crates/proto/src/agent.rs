@@ -195,13 +195,11 @@ impl AgentClient {
                 AgentMsg::Done { result } if self.started => AgentOutcome::Done(result),
                 AgentMsg::Failed { reason } if self.started => AgentOutcome::Failed(reason),
                 AgentMsg::Refused { reason } if !self.started => AgentOutcome::Refused(reason),
-                AgentMsg::Busy { retry_s } if !self.started => {
-                    AgentOutcome::Busy(if retry_s.is_finite() {
-                        retry_s.clamp(0.0, 3600.0)
-                    } else {
-                        1.0
-                    })
-                }
+                AgentMsg::Busy { retry_s } => AgentOutcome::Busy(if retry_s.is_finite() {
+                    retry_s.clamp(0.0, 3600.0)
+                } else {
+                    1.0
+                }),
                 other => {
                     return Err(ProtoError::Unexpected {
                         got: other.name(),
