@@ -1,4 +1,5 @@
-//! Results history of wirerate, kept in SQLite.
+//! Results history of wirerate, kept in SQLite (a file, the default) or PostgreSQL (a
+//! `postgres://` URL, shared by many hosts).
 //!
 //! Promises:
 //! - a run is stored whole or not at all: one transaction per run, and the full `RunResult`
@@ -8,8 +9,12 @@
 //! - storing the same result again (a retry after an unknown outcome) returns the first id
 //!   and adds nothing: each run has a unique key derived from its full JSON;
 //! - a database written by a newer wirerate is refused, never rewritten.
+//!
+//! Both backends give the same answers: the same columns, ids in storing order, text
+//! compared byte by byte.
 
 mod key;
+pub mod pg;
 mod rows;
 mod schema;
 
@@ -68,6 +73,12 @@ pub enum StoreError {
     TooOld { path: String, found: i64 },
     #[error("result cannot be stored as JSON: {0}")]
     Encode(String),
+    #[error("bad PostgreSQL URL {url}: {cause}")]
+    BadUrl { url: String, cause: String },
+    #[error("cannot connect to results database {url}: {cause}")]
+    Connect { url: String, cause: String },
+    #[error("results database {url}: {cause}")]
+    Postgres { url: String, cause: String },
     #[error("stored run {id} is not a readable wirerate result")]
     Decode {
         id: i64,
@@ -95,11 +106,81 @@ pub struct Stored {
 
 /// An open results database.
 pub struct Store {
-    conn: Connection,
+    backend: Backend,
     path: PathBuf,
+    shown: String,
+}
+
+enum Backend {
+    Sqlite(Connection),
+    Postgres(Box<pg::Pg>),
 }
 
 impl Store {
+    fn sqlite(conn: Connection, path: &Path) -> Store {
+        Store {
+            backend: Backend::Sqlite(conn),
+            path: path.to_path_buf(),
+            shown: path.display().to_string(),
+        }
+    }
+
+    fn postgres(db: pg::Pg) -> Store {
+        Store {
+            path: PathBuf::from(&db.shown),
+            shown: db.shown.clone(),
+            backend: Backend::Postgres(Box::new(db)),
+        }
+    }
+
+    /// Opens for writing the database `location` names: a PostgreSQL URL (`postgres://…` or
+    /// `postgresql://…`) or else a SQLite file path ([`Store::open`]).
+    pub fn connect(location: &Path) -> Result<Store, StoreError> {
+        match location.to_str().filter(|s| pg::is_url(s)) {
+            Some(url) => Self::open_url(url),
+            None => Self::open(location),
+        }
+    }
+
+    /// Opens for reading the database `location` names ([`Store::connect`]'s rule;
+    /// [`Store::open_existing`] for a file).
+    pub fn connect_existing(location: &Path) -> Result<Store, StoreError> {
+        match location.to_str().filter(|s| pg::is_url(s)) {
+            Some(url) => Self::open_url_existing(url),
+            None => Self::open_existing(location),
+        }
+    }
+
+    /// Connects to a PostgreSQL results database and brings its layout up to date (under an
+    /// advisory lock, so hosts starting at once migrate once).
+    pub fn open_url(url: &str) -> Result<Store, StoreError> {
+        pg::Pg::open(url).map(Self::postgres)
+    }
+
+    /// Connects to a PostgreSQL results database for reading: nothing is created or migrated,
+    /// and the session is read-only.
+    pub fn open_url_existing(url: &str) -> Result<Store, StoreError> {
+        pg::Pg::open_existing(url).map(Self::postgres)
+    }
+
+    /// Whether `location` (a `--db` value) is a PostgreSQL URL.
+    pub fn is_url(location: &Path) -> bool {
+        location.to_str().is_some_and(pg::is_url)
+    }
+
+    /// "sqlite" or "postgresql".
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgresql",
+        }
+    }
+
+    /// The database for messages: the file's path, or the URL without its password.
+    pub fn location(&self) -> &str {
+        &self.shown
+    }
+
     /// Opens the database at `path`, creating it (and its parent directories) when absent,
     /// and brings its layout up to date.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
@@ -165,10 +246,7 @@ impl Store {
             StoreError::Sqlite(cause) => open_err(cause),
             other => other,
         })?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-        })
+        Ok(Store::sqlite(conn, path))
     }
 
     fn open_with(path: &Path, extra: OpenFlags) -> Result<Store, StoreError> {
@@ -195,10 +273,7 @@ impl Store {
             StoreError::Sqlite(cause) => open_err(cause),
             other => other,
         })?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-        })
+        Ok(Store::sqlite(conn, path))
     }
 
     /// The database's location: `WIRERATE_DB` when set, else
@@ -212,6 +287,7 @@ impl Store {
         )
     }
 
+    /// The file's path; for PostgreSQL, the redacted URL ([`Store::location`]).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -243,9 +319,13 @@ impl Store {
         let stored = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => {
+                return db.store_run(result, &key, label, group, stored, &json);
+            }
+        };
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let existing: Option<i64> = tx
             .query_row("SELECT id FROM runs WHERE run_key = ?1", [&key], |r| {
                 r.get(0)
@@ -267,7 +347,11 @@ impl Store {
         label: Option<&str>,
         group: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let n = self.conn.execute(
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => return db.set_label(id, label, group),
+        };
+        let n = conn.execute(
             "UPDATE runs SET label = ?2, repeat_group = ?3 WHERE id = ?1",
             rusqlite::params![id, label, group],
         )?;
@@ -277,17 +361,26 @@ impl Store {
     /// Runs matching `filter` with their full documents, oldest first (the newest `limit`
     /// when a limit is set).
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
-        rows::list_runs(&self.conn, filter)
+        match &self.backend {
+            Backend::Sqlite(c) => rows::list_runs(c, filter),
+            Backend::Postgres(db) => db.list(filter),
+        }
     }
 
     /// [`Store::list`] without the documents: the summary columns only, for long lists.
     pub fn list_rows(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        rows::list_rows(&self.conn, filter)
+        match &self.backend {
+            Backend::Sqlite(c) => rows::list_rows(c, filter),
+            Backend::Postgres(db) => db.list_rows(filter),
+        }
     }
 
     /// One run by id.
     pub fn get(&self, id: i64) -> Result<Option<StoredRun>, StoreError> {
-        rows::get(&self.conn, id)
+        match &self.backend {
+            Backend::Sqlite(c) => rows::get(c, id),
+            Backend::Postgres(db) => db.get(id),
+        }
     }
 
     /// Every run with this label, oldest first: the sample `compare` uses for a label.
@@ -300,7 +393,11 @@ impl Store {
 
     /// Labels in use with their run counts, by label.
     pub fn labels(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut st = self.conn.prepare(
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => return db.labels(),
+        };
+        let mut st = conn.prepare(
             "SELECT label, COUNT(*) FROM runs WHERE label IS NOT NULL GROUP BY label ORDER BY label",
         )?;
         let out = st
@@ -309,20 +406,27 @@ impl Store {
         Ok(out)
     }
 
-    /// SQLite's `PRAGMA integrity_check`: "ok" or the problems it found.
+    /// SQLite's `PRAGMA integrity_check`: "ok" or the problems it found. For PostgreSQL
+    /// (whose server keeps its own pages whole), a check that every row has its document.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        let mut st = self.conn.prepare("PRAGMA integrity_check")?;
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => return db.integrity_check(),
+        };
+        let mut st = conn.prepare("PRAGMA integrity_check")?;
         let lines = st
             .query_map([], |r| r.get::<_, String>(0))?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(lines.join("; "))
     }
 
-    /// The journal mode in force ("wal").
+    /// The journal mode in force ("wal"); for PostgreSQL, its commit durability.
     pub fn journal_mode(&self) -> Result<String, StoreError> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
+        let conn = match &self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => return db.journal_mode(),
+        };
+        Ok(conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
     }
 }
 

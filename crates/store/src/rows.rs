@@ -171,6 +171,78 @@ fn enum_text<T: Serialize>(v: &T) -> String {
     }
 }
 
+/// The summary columns of a result, as both backends write them.
+pub(crate) struct Columns<'a> {
+    pub started_unix_s: f64,
+    pub result_schema: u32,
+    pub tool_version: &'a str,
+    pub protocol: String,
+    pub direction: String,
+    pub parallel: u32,
+    pub goodput_bps: Option<f64>,
+    pub sender_bps: Option<f64>,
+    pub cpu_local_percent: Option<f64>,
+    pub cpu_remote_percent: Option<f64>,
+    pub pi: Option<f64>,
+    pub retransmits: Option<i64>,
+    pub client_host: Option<&'a str>,
+    pub server_host: Option<&'a str>,
+    pub client_kernel: Option<&'a str>,
+    pub server_kernel: Option<&'a str>,
+    pub client_cpu_model: Option<&'a str>,
+    pub server_cpu_model: Option<&'a str>,
+    pub interfaces: Option<String>,
+    pub mtu_bytes: Option<u32>,
+    pub link_bps: Option<f64>,
+}
+
+impl<'a> Columns<'a> {
+    pub fn of(r: &'a RunResult) -> Columns<'a> {
+        let s = &r.summary;
+        let client = &r.env.client;
+        let server = &r.env.server;
+        let cpu = |side: &Option<wirerate_core::result::CpuSide>| {
+            side.as_ref().and_then(|c| c.system_percent)
+        };
+        let names: Vec<&str> = client.interfaces.iter().map(|i| i.name.as_str()).collect();
+        Columns {
+            started_unix_s: r.started_unix_s,
+            result_schema: r.schema_version,
+            tool_version: &r.tool.version,
+            protocol: enum_text(&r.spec.protocol),
+            direction: enum_text(&r.spec.direction),
+            parallel: r.spec.parallel,
+            goodput_bps: non_finite_to_none(s.goodput_bps),
+            sender_bps: non_finite_to_none(s.sender_bps),
+            cpu_local_percent: cpu(&s.cpu.local),
+            cpu_remote_percent: cpu(&s.cpu.remote),
+            pi: s.pi.and_then(non_finite_to_none),
+            retransmits: s
+                .tcp
+                .as_ref()
+                .and_then(|t| t.retransmits)
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            client_host: host_name(client),
+            server_host: host_name(server),
+            client_kernel: client.kernel.as_deref(),
+            server_kernel: server.kernel.as_deref(),
+            client_cpu_model: client.cpu_model.as_deref(),
+            server_cpu_model: server.cpu_model.as_deref(),
+            interfaces: (!names.is_empty()).then(|| names.join(",")),
+            mtu_bytes: client
+                .interfaces
+                .iter()
+                .find_map(|i| i.mtu_bytes)
+                .or(s.wire.mtu_bytes),
+            link_bps: s
+                .wire
+                .link_bps
+                .or(r.spec.link_bps)
+                .or_else(|| client.interfaces.iter().find_map(|i| i.speed_bps)),
+        }
+    }
+}
+
 /// Writes the run's row: its key, label, group, the summary columns and the JSON.
 pub(crate) fn insert(
     tx: &Transaction<'_>,
@@ -181,29 +253,7 @@ pub(crate) fn insert(
     stored_unix_s: f64,
     json: &str,
 ) -> Result<i64, StoreError> {
-    let s = &r.summary;
-    let client = &r.env.client;
-    let server = &r.env.server;
-    let cpu = |side: &Option<wirerate_core::result::CpuSide>| {
-        side.as_ref().and_then(|c| c.system_percent)
-    };
-    let names: Vec<&str> = client.interfaces.iter().map(|i| i.name.as_str()).collect();
-    let interfaces = (!names.is_empty()).then(|| names.join(","));
-    let mtu = client
-        .interfaces
-        .iter()
-        .find_map(|i| i.mtu_bytes)
-        .or(s.wire.mtu_bytes);
-    let link = s
-        .wire
-        .link_bps
-        .or(r.spec.link_bps)
-        .or_else(|| client.interfaces.iter().find_map(|i| i.speed_bps));
-    let retransmits = s
-        .tcp
-        .as_ref()
-        .and_then(|t| t.retransmits)
-        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let c = Columns::of(r);
     tx.execute(
         "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
          result_schema, tool_version, protocol, direction, parallel, goodput_bps, sender_bps, \
@@ -216,27 +266,27 @@ pub(crate) fn insert(
             label,
             group,
             stored_unix_s,
-            r.started_unix_s,
-            r.schema_version,
-            r.tool.version,
-            enum_text(&r.spec.protocol),
-            enum_text(&r.spec.direction),
-            r.spec.parallel,
-            non_finite_to_none(s.goodput_bps),
-            non_finite_to_none(s.sender_bps),
-            cpu(&s.cpu.local),
-            cpu(&s.cpu.remote),
-            s.pi.and_then(non_finite_to_none),
-            retransmits,
-            host_name(client),
-            host_name(server),
-            client.kernel,
-            server.kernel,
-            client.cpu_model,
-            server.cpu_model,
-            interfaces,
-            mtu,
-            link,
+            c.started_unix_s,
+            c.result_schema,
+            c.tool_version,
+            c.protocol,
+            c.direction,
+            c.parallel,
+            c.goodput_bps,
+            c.sender_bps,
+            c.cpu_local_percent,
+            c.cpu_remote_percent,
+            c.pi,
+            c.retransmits,
+            c.client_host,
+            c.server_host,
+            c.client_kernel,
+            c.server_kernel,
+            c.client_cpu_model,
+            c.server_cpu_model,
+            c.interfaces,
+            c.mtu_bytes,
+            c.link_bps,
             json,
         ],
     )?;

@@ -1,0 +1,572 @@
+//! The PostgreSQL backend: the same runs table as SQLite's, shared by many hosts.
+//!
+//! Promises, as for SQLite: a run is one transaction (one `INSERT`), the unique run key makes a
+//! second store of the same result return the first id (`ON CONFLICT DO NOTHING`, then the
+//! existing row), and a commit is acknowledged only once the server has it. Many writers on
+//! many hosts may store at once: the key's unique index is what decides, not the writers.
+//!
+//! The connection is plain (no TLS): a Unix socket, a loopback address or a trusted network.
+//! A password in the URL is never shown: every message names the database by [`redact`]'s
+//! form of its URL.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Row};
+use wirerate_core::RunResult;
+
+use crate::rows::{Columns, RunFilter, RunRow, StoredRun};
+use crate::{StoreError, Stored, SCHEMA_VERSION};
+
+/// How long connecting may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The advisory lock that serialises migrations between hosts ("wirerate" in ASCII).
+const MIGRATION_LOCK: i64 = 0x7769_7265_7261_7465;
+
+/// Whether a `--db` value is a PostgreSQL URL rather than a file path.
+pub fn is_url(s: &str) -> bool {
+    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// The URL with its password (in the user part or a `password=` parameter) replaced by
+/// `***`, for messages.
+pub fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => (&url[..i + 3], &url[i + 3..]),
+        None => return url.to_string(),
+    };
+    // the authority ends at the first '/', '?' or '#'; its user part at the last '@' in it
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let (user, host) = authority.split_at(at);
+            match user.find(':') {
+                Some(c) => format!("{}:***{host}", &user[..c]),
+                None => authority.to_string(),
+            }
+        }
+        None => authority.to_string(),
+    };
+    let tail = match tail.find('?') {
+        Some(q) => {
+            let (path, query) = tail.split_at(q + 1);
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("{path}{}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+/// One line for a PostgreSQL error: the server's message when it sent one, else the client's.
+pub(crate) fn cause(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => {
+            let mut s = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(inner) = src {
+                let t = inner.to_string();
+                if !s.contains(&t) {
+                    s = format!("{s}: {t}");
+                }
+                src = inner.source();
+            }
+            s
+        }
+    }
+}
+
+/// Connects to the server a URL names (`postgres://` or `postgresql://`), without TLS, with
+/// a 10 s connect timeout unless the URL sets `connect_timeout`. The errors name the
+/// database by its redacted URL. Other programs of the project (a work queue, say) reach the
+/// results database through this.
+pub fn connect(url: &str) -> Result<Client, StoreError> {
+    let shown = redact(url);
+    if !is_url(url) {
+        return Err(StoreError::BadUrl {
+            url: shown,
+            cause: "a PostgreSQL URL starts with postgres:// or postgresql://".into(),
+        });
+    }
+    let mut config: postgres::Config =
+        url.parse()
+            .map_err(|e: postgres::Error| StoreError::BadUrl {
+                url: shown.clone(),
+                cause: cause(&e),
+            })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("wirerate");
+    }
+    config.connect(NoTls).map_err(|e| StoreError::Connect {
+        url: shown,
+        cause: cause(&e),
+    })
+}
+
+/// An open PostgreSQL results database.
+pub(crate) struct Pg {
+    // the store's reading methods take &self; a client needs &mut for every query
+    client: RefCell<Client>,
+    pub shown: String,
+}
+
+impl Pg {
+    /// Connects and brings the layout up to date.
+    pub fn open(url: &str) -> Result<Pg, StoreError> {
+        let mut client = connect(url)?;
+        let shown = redact(url);
+        migrate(&mut client, &shown)?;
+        Ok(Pg {
+            client: RefCell::new(client),
+            shown,
+        })
+    }
+
+    /// Connects for reading: no migration, and the session is read-only.
+    pub fn open_existing(url: &str) -> Result<Pg, StoreError> {
+        let mut client = connect(url)?;
+        let shown = redact(url);
+        check_readable(&mut client, &shown)?;
+        client
+            .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .map_err(|e| err(&shown, &e))?;
+        Ok(Pg {
+            client: RefCell::new(client),
+            shown,
+        })
+    }
+
+    fn err(&self, e: &postgres::Error) -> StoreError {
+        err(&self.shown, e)
+    }
+
+    pub fn store_run(
+        &mut self,
+        r: &RunResult,
+        key: &str,
+        label: Option<&str>,
+        group: Option<&str>,
+        stored_unix_s: f64,
+        json: &str,
+    ) -> Result<Stored, StoreError> {
+        let shown = self.shown.clone();
+        let e = |e: postgres::Error| err(&shown, &e);
+        let client = self.client.get_mut();
+        // the common retry finds its run without taking an id from the sequence
+        if let Some(row) = client
+            .query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])
+            .map_err(e)?
+        {
+            return Ok(Stored {
+                id: row.get(0),
+                new: false,
+            });
+        }
+        let c = Columns::of(r);
+        let mut tx = client.transaction().map_err(e)?;
+        let inserted = tx
+            .query_opt(
+                "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+                 result_schema, tool_version, protocol, direction, parallel, goodput_bps, \
+                 sender_bps, cpu_local_percent, cpu_remote_percent, pi, retransmits, \
+                 client_host, server_host, client_kernel, server_kernel, client_cpu_model, \
+                 server_cpu_model, interfaces, mtu_bytes, link_bps, result_json) VALUES ($1, \
+                 $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+                 $19, $20, $21, $22, $23, $24, $25, $26) \
+                 ON CONFLICT (run_key) DO NOTHING RETURNING id",
+                &[
+                    &key,
+                    &label,
+                    &group,
+                    &stored_unix_s,
+                    &c.started_unix_s,
+                    &i64::from(c.result_schema),
+                    &c.tool_version,
+                    &c.protocol,
+                    &c.direction,
+                    &i64::from(c.parallel),
+                    &c.goodput_bps,
+                    &c.sender_bps,
+                    &c.cpu_local_percent,
+                    &c.cpu_remote_percent,
+                    &c.pi,
+                    &c.retransmits,
+                    &c.client_host,
+                    &c.server_host,
+                    &c.client_kernel,
+                    &c.server_kernel,
+                    &c.client_cpu_model,
+                    &c.server_cpu_model,
+                    &c.interfaces,
+                    &c.mtu_bytes.map(i64::from),
+                    &c.link_bps,
+                    &json,
+                ],
+            )
+            .map_err(e)?;
+        let stored = match inserted {
+            Some(row) => Stored {
+                id: row.get(0),
+                new: true,
+            },
+            // another writer stored the same run between the look-up and the insert; its
+            // commit is visible to this next statement
+            None => Stored {
+                id: tx
+                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&key])
+                    .map_err(e)?
+                    .get(0),
+                new: false,
+            },
+        };
+        tx.commit().map_err(e)?;
+        Ok(stored)
+    }
+
+    pub fn set_label(
+        &mut self,
+        id: i64,
+        label: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .client
+            .get_mut()
+            .execute(
+                "UPDATE runs SET label = $2, repeat_group = $3 WHERE id = $1",
+                &[&id, &label, &group],
+            )
+            .map_err(|e| err(&self.shown, &e))?;
+        Ok(n == 1)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.client
+            .borrow_mut()
+            .query(sql, params)
+            .map_err(|e| self.err(&e))
+    }
+
+    fn list_sql(with_json: bool) -> String {
+        let json = if with_json { ", result_json" } else { "" };
+        format!(
+            "SELECT * FROM (SELECT {COLUMNS}{json} FROM runs \
+             WHERE ($1::text IS NULL OR label = $1) AND ($2::text IS NULL OR repeat_group = $2) \
+             ORDER BY id DESC LIMIT $3) AS newest ORDER BY id"
+        )
+    }
+
+    pub fn list(&self, f: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+        let limit = f.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        self.query(&Self::list_sql(true), &[&f.label, &f.group, &limit])?
+            .iter()
+            .map(|r| self.stored_from(r))
+            .collect()
+    }
+
+    pub fn list_rows(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let limit = f.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        self.query(&Self::list_sql(false), &[&f.label, &f.group, &limit])?
+            .iter()
+            .map(|r| self.row_from(r))
+            .collect()
+    }
+
+    pub fn get(&self, id: i64) -> Result<Option<StoredRun>, StoreError> {
+        let sql = format!("SELECT {COLUMNS}, result_json FROM runs WHERE id = $1");
+        self.query(&sql, &[&id])?
+            .first()
+            .map(|r| self.stored_from(r))
+            .transpose()
+    }
+
+    pub fn labels(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.query(
+            "SELECT label, COUNT(*) FROM runs WHERE label IS NOT NULL GROUP BY label \
+             ORDER BY label",
+            &[],
+        )?
+        .iter()
+        .map(|r| {
+            let n: i64 = r.try_get(1).map_err(|e| self.err(&e))?;
+            Ok((
+                r.try_get(0).map_err(|e| self.err(&e))?,
+                u64::try_from(n).unwrap_or(0),
+            ))
+        })
+        .collect()
+    }
+
+    /// "ok" when every stored document is the JSON its indexed copy was made from.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let rows = self.query(
+            "SELECT count(*) FROM runs WHERE result IS NULL OR run_key !~ '^[0-9a-f]{32}$'",
+            &[],
+        )?;
+        let bad: i64 = rows.first().map_or(0, |r| r.get(0));
+        Ok(if bad == 0 {
+            "ok".into()
+        } else {
+            format!("{bad} rows without a document or with a malformed run key")
+        })
+    }
+
+    /// The server's commit durability, in the place of SQLite's journal mode.
+    pub fn journal_mode(&self) -> Result<String, StoreError> {
+        let rows = self.query("SHOW synchronous_commit", &[])?;
+        let v: String = rows.first().map_or_else(String::new, |r| r.get(0));
+        Ok(format!("postgresql synchronous_commit={v}"))
+    }
+
+    fn stored_from(&self, r: &Row) -> Result<StoredRun, StoreError> {
+        Ok(StoredRun {
+            row: self.row_from(r)?,
+            result_json: r.try_get(JSON_INDEX).map_err(|e| self.err(&e))?,
+        })
+    }
+
+    fn row_from(&self, r: &Row) -> Result<RunRow, StoreError> {
+        row_from(r).map_err(|e| self.err(&e))
+    }
+}
+
+fn err(shown: &str, e: &postgres::Error) -> StoreError {
+    StoreError::Postgres {
+        url: shown.to_string(),
+        cause: cause(e),
+    }
+}
+
+/// The summary columns in [`RunRow`]'s order, as SQLite's backend reads them: kind and the
+/// rr figures come from the document.
+const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+    tool_version, protocol, direction, parallel, goodput_bps, sender_bps, cpu_local_percent, \
+    cpu_remote_percent, pi, retransmits, client_host, server_host, client_kernel, \
+    server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
+    coalesce(result #>> '{spec,test,kind}', 'stream'), \
+    (result #>> '{summary,rr,tps}')::float8, \
+    (result #>> '{summary,rr,rtt_p99_us}')::float8";
+const JSON_INDEX: usize = 28;
+
+fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
+    let small = |i: usize| -> Result<Option<u32>, postgres::Error> {
+        Ok(r.try_get::<_, Option<i64>>(i)?
+            .and_then(|n| u32::try_from(n).ok()))
+    };
+    Ok(RunRow {
+        id: r.try_get(0)?,
+        run_key: r.try_get(1)?,
+        label: r.try_get(2)?,
+        group: r.try_get(3)?,
+        stored_unix_s: r.try_get(4)?,
+        started_unix_s: r.try_get(5)?,
+        tool_version: r.try_get(6)?,
+        protocol: r.try_get(7)?,
+        direction: r.try_get(8)?,
+        parallel: small(9)?.unwrap_or(0),
+        goodput_bps: r.try_get(10)?,
+        sender_bps: r.try_get(11)?,
+        cpu_local_percent: r.try_get(12)?,
+        cpu_remote_percent: r.try_get(13)?,
+        pi: r.try_get(14)?,
+        retransmits: r.try_get(15)?,
+        client_host: r.try_get(16)?,
+        server_host: r.try_get(17)?,
+        client_kernel: r.try_get(18)?,
+        server_kernel: r.try_get(19)?,
+        client_cpu_model: r.try_get(20)?,
+        server_cpu_model: r.try_get(21)?,
+        interfaces: r.try_get(22)?,
+        mtu_bytes: small(23)?,
+        link_bps: r.try_get(24)?,
+        kind: r.try_get(25)?,
+        tps: r.try_get(26)?,
+        rtt_p99_us: r.try_get(27)?,
+    })
+}
+
+/// Version 1 of the PostgreSQL layout: SQLite's `runs` table with the same columns, text in
+/// byte order (`COLLATE "C"`, as SQLite compares) so lists sort alike on both, and the document
+/// twice: `result_json`, the text as stored (the record of truth, read back bit for bit), and
+/// `result`, its `jsonb` form for queries.
+const V1: &str = r#"
+CREATE TABLE runs (
+    id                 bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_key            text COLLATE "C" NOT NULL UNIQUE,
+    label              text COLLATE "C",
+    repeat_group       text COLLATE "C",
+    stored_unix_s      double precision NOT NULL,
+    started_unix_s     double precision NOT NULL,
+    result_schema      bigint NOT NULL,
+    tool_version       text COLLATE "C" NOT NULL,
+    protocol           text COLLATE "C" NOT NULL,
+    direction          text COLLATE "C" NOT NULL,
+    parallel           bigint NOT NULL,
+    goodput_bps        double precision,
+    sender_bps         double precision,
+    cpu_local_percent  double precision,
+    cpu_remote_percent double precision,
+    pi                 double precision,
+    retransmits        bigint,
+    client_host        text COLLATE "C",
+    server_host        text COLLATE "C",
+    client_kernel      text COLLATE "C",
+    server_kernel      text COLLATE "C",
+    client_cpu_model   text COLLATE "C",
+    server_cpu_model   text COLLATE "C",
+    interfaces         text COLLATE "C",
+    mtu_bytes          bigint,
+    link_bps           double precision,
+    result_json        text NOT NULL,
+    result             jsonb GENERATED ALWAYS AS (result_json::jsonb) STORED
+);
+CREATE INDEX runs_by_label ON runs (label, id);
+CREATE INDEX runs_by_group ON runs (repeat_group, id);
+CREATE INDEX runs_by_pair ON runs (client_host, server_host, started_unix_s);
+"#;
+
+/// The version table: one row per layout version applied.
+const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS wirerate_schema (
+    version        integer PRIMARY KEY,
+    applied_unix_s double precision NOT NULL,
+    tool_version   text NOT NULL
+)";
+
+/// The layout version found: 0 when there is no version table yet.
+fn found_version(
+    client: &mut impl postgres::GenericClient,
+    shown: &str,
+) -> Result<i64, StoreError> {
+    let e = |e: postgres::Error| err(shown, &e);
+    let exists: bool = client
+        .query_one("SELECT to_regclass('wirerate_schema') IS NOT NULL", &[])
+        .map_err(e)?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i32> = client
+        .query_one("SELECT max(version) FROM wirerate_schema", &[])
+        .map_err(e)?
+        .get(0);
+    Ok(v.map_or(0, i64::from))
+}
+
+/// Brings the layout to [`SCHEMA_VERSION`] in one transaction under an advisory lock, so two
+/// hosts starting at once apply it once; a layout newer than this build's is refused.
+pub(crate) fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+    let e = |e: postgres::Error| err(shown, &e);
+    // the usual case reads the version and takes no lock
+    if found_version(client, shown)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let mut tx = client.transaction().map_err(e)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(e)?;
+    tx.batch_execute(VERSION_TABLE).map_err(e)?;
+    let found = found_version(&mut tx, shown)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: shown.to_string(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    let applied = |tx: &mut postgres::Transaction<'_>, v: i32| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        tx.execute(
+            "INSERT INTO wirerate_schema (version, applied_unix_s, tool_version) \
+             VALUES ($1, $2, $3)",
+            &[&v, &now, &env!("CARGO_PKG_VERSION")],
+        )
+    };
+    if found < 1 {
+        tx.batch_execute(V1).map_err(e)?;
+        applied(&mut tx, 1).map_err(e)?;
+    }
+    // later versions: `if found < 2 { tx.batch_execute(V2)?; applied(&mut tx, 2)?; }`
+    tx.commit().map_err(e)?;
+    Ok(())
+}
+
+/// A reader's check: the layout is this build's, and nothing is changed.
+fn check_readable(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+    let found = found_version(client, shown)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: shown.to_string(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if found < 1 {
+        return Err(StoreError::Empty(shown.to_string()));
+    }
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::TooOld {
+            path: shown.to_string(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        assert!(is_url("postgres://h/db"));
+        assert!(is_url("PostgreSQL://h/db"));
+        assert!(is_url("postgresql:///db?host=/run/pg"));
+        assert!(!is_url("results.db"));
+        assert!(!is_url("/var/postgres://x"));
+        assert!(!is_url("pg"));
+    }
+
+    #[test]
+    fn passwords_are_never_shown() {
+        assert_eq!(
+            redact("postgres://u:s3cret@db.example:5432/r"),
+            "postgres://u:***@db.example:5432/r"
+        );
+        assert_eq!(
+            redact("postgresql://u:p@ss@h/r?sslmode=disable"),
+            "postgresql://u:***@h/r?sslmode=disable"
+        );
+        assert_eq!(
+            redact("postgres:///r?host=/run&password=xyz&user=u"),
+            "postgres:///r?host=/run&password=***&user=u"
+        );
+        assert_eq!(redact("postgres://u@h/r"), "postgres://u@h/r");
+        assert_eq!(redact("postgres://h"), "postgres://h");
+    }
+
+    #[test]
+    fn a_bad_url_is_one_line_without_its_password() {
+        let e = connect("postgres://u:hunter2@h:notaport/db").err().unwrap();
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::BadUrl { .. }), "{msg}");
+        assert!(!msg.contains("hunter2") && !msg.contains('\n'), "{msg}");
+    }
+}
