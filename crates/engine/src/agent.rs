@@ -193,7 +193,7 @@ fn run_held(
         }
         Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
         Err(e) => AgentMsg::Failed {
-            reason: format!("towards {target}: {}", e.full()),
+            reason: format!("the test towards {target} failed: {}", e.full()),
         },
     };
     let text = match &answer {
@@ -202,7 +202,7 @@ fn run_held(
             wirerate_core::units::format_bps(result.summary.goodput_bps)
         ),
         AgentMsg::Busy { .. } => format!("third-party test for {who}: {target} is busy"),
-        AgentMsg::Failed { reason } => format!("third-party test for {who} failed {reason}"),
+        AgentMsg::Failed { reason } => format!("third-party test for {who}: {reason}"),
         _ => String::new(),
     };
     shared.log(format_args!("{text}"));
@@ -363,7 +363,7 @@ pub fn into_result(out: AgentOutcome, agent: SocketAddr) -> Result<RunResult, St
         AgentOutcome::Done(r) => Ok(*r),
         AgentOutcome::Refused(reason) => Err(format!("agent {agent} refused: {reason}")),
         AgentOutcome::Busy(s) => Err(format!("agent {agent} is busy; retry in {s:.0} s")),
-        AgentOutcome::Failed(reason) => Err(format!("agent {agent}: test failed {reason}")),
+        AgentOutcome::Failed(reason) => Err(format!("agent {agent}: {reason}")),
     }
 }
 

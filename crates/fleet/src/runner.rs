@@ -211,7 +211,7 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, idle: Duration) -> Fin
             Finish::Failed(format!("agent {} refused: {reason}", claim.src))
         }
         Ok(AgentOutcome::Failed(reason)) => {
-            Finish::Failed(format!("agent {} ran it and it failed {reason}", claim.src))
+            Finish::Failed(format!("agent {}: {reason}", claim.src))
         }
         Ok(AgentOutcome::Busy(retry_s)) => Finish::Busy {
             retry_s: retry_s.clamp(1.0, 60.0),
