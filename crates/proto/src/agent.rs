@@ -43,7 +43,7 @@ pub struct AgentRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AgentMsg {
-    Request(AgentRequest),
+    Request(Box<AgentRequest>),
     Started,
     Done { result: Box<RunResult> },
     Failed { reason: String },
@@ -135,7 +135,7 @@ impl AgentClient {
     /// bounded by bytes).
     pub fn new(req: AgentRequest, now: Instant, idle: Duration, run_bound: Duration) -> Self {
         let mut out = Preamble::new(Channel::Agent).emit().to_vec();
-        out.extend(encode(&AgentMsg::Request(req)));
+        out.extend(encode(&AgentMsg::Request(Box::new(req))));
         AgentClient {
             out: Some(out),
             buf: Vec::new(),
@@ -247,6 +247,7 @@ impl AgentServer {
         match take_frame::<AgentMsg>(&mut self.buf, MAX_REQUEST_FRAME)? {
             None => Ok(None),
             Some(AgentMsg::Request(req)) => {
+                let req = *req;
                 if req.to.is_empty() || req.to.len() > MAX_TARGET_LEN {
                     return Err(ProtoError::BadMessage(format!(
                         "the target must be HOST:PORT of 1 to {MAX_TARGET_LEN} bytes"
@@ -368,17 +369,18 @@ mod tests {
     fn an_agent_refuses_bad_requests() {
         let bad = |msg: &AgentMsg| AgentServer::new().handle_input(&encode(msg));
         assert!(bad(&AgentMsg::Started).is_err());
-        assert!(bad(&AgentMsg::Request(AgentRequest {
+        let request = |r: AgentRequest| AgentMsg::Request(Box::new(r));
+        assert!(bad(&request(AgentRequest {
             to: String::new(),
             ..req()
         }))
         .is_err());
-        assert!(bad(&AgentMsg::Request(AgentRequest {
+        assert!(bad(&request(AgentRequest {
             to: "x".repeat(MAX_TARGET_LEN + 1),
             ..req()
         }))
         .is_err());
-        assert!(bad(&AgentMsg::Request(AgentRequest {
+        assert!(bad(&request(AgentRequest {
             spec: TestSpec {
                 parallel: 0,
                 ..TestSpec::default()
