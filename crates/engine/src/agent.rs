@@ -29,7 +29,7 @@ use crate::client::{run_test, ClientConfig, Observer};
 use crate::error::EngineError;
 use crate::limits::{Cidr, ThirdPartyRule};
 use crate::logline::{Decision, Event, Kind};
-use crate::server::{Active, Shared, SlotGuard};
+use crate::server::{Active, Pending, Shared, SlotGuard};
 
 /// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
 pub type WireFacts = fn(&TestSpec, &SideReport) -> WireSummary;
@@ -89,11 +89,14 @@ impl Observer for Quiet {}
 
 /// Serves one agent connection (its preamble already read). Never panics on the caller's
 /// input; every read is bounded in time.
-pub(crate) fn serve(mut sock: TcpStream, shared: &Shared, who: &str) {
+/// The connection counts as pending (`pending`) until its request is read, like any
+/// connection that has not yet said what it wants.
+pub(crate) fn serve(mut sock: TcpStream, shared: &Shared, who: &str, pending: Pending) {
     let ip = sock.peer_addr().ok().map(|a| a.ip());
-    let idle = shared.cfg.idle;
-    let _ = sock.set_write_timeout(Some(idle));
-    let req = match read_request(&mut sock, Instant::now() + shared.cfg.handshake.max(idle)) {
+    let _ = sock.set_write_timeout(Some(shared.cfg.idle));
+    let req = read_request(&mut sock, Instant::now() + shared.cfg.handshake);
+    drop(pending);
+    let req = match req {
         Ok(r) => r,
         Err(reason) => return refuse(sock, shared, who, ip, &reason),
     };
@@ -286,6 +289,14 @@ fn read_request(sock: &mut TcpStream, deadline: Instant) -> Result<AgentRequest,
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err("no request in time".into())
+            }
             Err(e) => return Err(format!("reading the request: {e}")),
         }
     }

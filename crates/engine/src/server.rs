@@ -424,10 +424,7 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 );
             }
         }
-        Ok(p) if p.channel == Channel::Agent => {
-            drop(pending);
-            crate::agent::serve(sock, shared, &who);
-        }
+        Ok(p) if p.channel == Channel::Agent => crate::agent::serve(sock, shared, &who, pending),
         Ok(p) if p.channel == Channel::TlsControl => {
             let ctl = start_tls(sock, shared, deadline);
             drop(pending);

@@ -534,3 +534,148 @@ fn an_agent_killed_mid_plan_fails_its_tests_and_the_rest_complete() {
     assert_eq!(done + failed, 12);
     assert_eq!(stored(&m.url, "kill").0, done);
 }
+
+#[test]
+fn a_busy_agent_says_so_and_holds_its_slot_while_it_runs() {
+    let (pa, pb, pc) = (free_port(), free_port(), free_port());
+    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
+    let _b = Agent::loopback("127.0.0.2", pb, &[]);
+    let _c = Agent::loopback("127.0.0.3", pc, &[]);
+    let from = format!("127.0.0.1:{pa}");
+    let long = Command::new(bin())
+        .args([
+            "run",
+            "--from",
+            &from,
+            "--to",
+            &format!("127.0.0.2:{pb}"),
+            "-t",
+            "3",
+            "-b",
+            "100M",
+        ])
+        .args(["--json", "--no-store"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
+    std::thread::sleep(Duration::from_millis(800));
+    // another third-party request, and a direct test, meet the agent's slot taken
+    let out = run(
+        &[
+            "run",
+            "--from",
+            &from,
+            "--to",
+            &format!("127.0.0.3:{pc}"),
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(
+        e.contains("is busy; retry in") && e.trim().lines().count() == 1,
+        "{e}"
+    );
+    let direct = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &pa.to_string(),
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(direct.status.code(), Some(1));
+    assert!(stderr(&direct).contains("busy"), "{}", stderr(&direct));
+    let first = wait_bounded(long, Duration::from_secs(30));
+    assert!(first.status.success(), "{}", stderr(&first));
+    // and the slot is free again afterwards
+    let again = run(
+        &[
+            "run",
+            "--from",
+            &from,
+            "--to",
+            &format!("127.0.0.3:{pc}"),
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+#[test]
+fn junk_or_silence_on_the_agent_channel_does_not_stop_the_agent() {
+    use std::io::{Read, Write};
+    let (pa, pb) = (free_port(), free_port());
+    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
+    let _b = Agent::loopback("127.0.0.2", pb, &[]);
+    let addr: SocketAddr = format!("127.0.0.1:{pa}").parse().unwrap();
+    let preamble = [b'W', b'R', b'R', b'T', 0, 1, 3, 0];
+    // junk after the agent preamble: a refusal with the reason, then the close
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&preamble).unwrap();
+    s.write_all(b"\x00\x00\x00\x05hello").unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.contains("refused") && text.contains("malformed"),
+        "{text}"
+    );
+    // a huge length prefix is refused before anything is read
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&preamble).unwrap();
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    assert!(
+        String::from_utf8_lossy(&reply).contains("exceeds"),
+        "{reply:?}"
+    );
+    // a silent caller is dropped after the handshake timeout, and tests go on meanwhile
+    let silent: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&preamble).unwrap();
+            s
+        })
+        .collect();
+    let ok = run(
+        &[
+            "run",
+            "--from",
+            &addr.to_string(),
+            "--to",
+            &format!("127.0.0.2:{pb}"),
+            "-t",
+            "1",
+            "--no-store",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = Instant::now();
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        assert!(
+            started.elapsed() < Duration::from_secs(9),
+            "a silent caller was held"
+        );
+        assert!(String::from_utf8_lossy(&reply).contains("no request in time"));
+    }
+}
