@@ -16,6 +16,7 @@
 mod findmax;
 mod groups;
 pub mod html;
+mod matrix;
 mod single;
 pub mod svg;
 
@@ -53,6 +54,8 @@ pub struct Input {
     pub groups: Vec<Group>,
     /// Searches, each with the name of the file it came from.
     pub find_max: Vec<(String, FindMax)>,
+    /// The host-pair matrix, and what its runs are (" labelled 'plan:nightly'", or empty).
+    pub matrix: Option<(wirerate_core::stats::PairMatrix, String)>,
 }
 
 /// One chart of a report, for `--svg DIR`.
@@ -91,12 +94,17 @@ impl std::error::Error for ReportError {}
 /// Renders the report: sections chosen by what the input holds.
 pub fn render(input: &Input) -> Result<Report, ReportError> {
     let groups: Vec<&Group> = input.groups.iter().filter(|g| !g.runs.is_empty()).collect();
-    if groups.is_empty() && input.find_max.is_empty() {
+    let matrix = input.matrix.as_ref().filter(|(m, _)| !m.cells.is_empty());
+    if groups.is_empty() && input.find_max.is_empty() && matrix.is_none() {
         return Err(ReportError::Empty);
     }
     let mut sections = Vec::new();
+    if let Some((m, what)) = matrix {
+        sections.push(matrix::section(m, what));
+    }
     let total_runs: usize = groups.iter().map(|g| g.runs.len()).sum();
     let title = match groups.as_slice() {
+        [] if input.find_max.is_empty() => "wirerate report: host pairs".to_string(),
         [] => "wirerate report: find-max".to_string(),
         [g] => format!("wirerate report: {}", g.name),
         [a, b] => format!("wirerate report: {} against {}", b.name, a.name),
@@ -132,6 +140,10 @@ pub fn render(input: &Input) -> Result<Report, ReportError> {
             groups.len(),
             svg::plural(groups.len())
         ));
+    }
+    if let Some((m, _)) = matrix {
+        let n = m.cells.len();
+        parts.push(format!("{n} host pair{}", svg::plural(n)));
     }
     if !input.find_max.is_empty() {
         let n = input.find_max.len();

@@ -30,6 +30,7 @@ fn nothing_to_report_is_an_error() {
     let empty = Input {
         groups: vec![group("x", vec![])],
         find_max: vec![],
+        matrix: None,
     };
     assert_eq!(render(&empty).unwrap_err(), ReportError::Empty);
 }
@@ -40,6 +41,7 @@ fn one_run_has_its_time_series_with_a_table_and_no_external_reference() {
     let r = render(&Input {
         groups: vec![group("run 1", vec![run.clone()])],
         find_max: vec![],
+        matrix: None,
     })
     .unwrap();
     assert!(r.html.contains("<title>wirerate report: run 1</title>"));
@@ -82,6 +84,7 @@ fn streams_get_a_fairness_chart() {
     let r = render(&Input {
         groups: vec![group("p2", vec![run])],
         find_max: vec![],
+        matrix: None,
     })
     .unwrap();
     let streams = r.charts.iter().find(|c| c.id == "p2-streams").unwrap();
@@ -99,6 +102,7 @@ fn two_groups_are_compared_with_box_plots_and_the_ab_table() {
     let r = render(&Input {
         groups: vec![group("k6.8", a.clone()), group("k6.9", b)],
         find_max: vec![],
+        matrix: None,
     })
     .unwrap();
     assert_eq!(r.title, "wirerate report: k6.9 against k6.8");
@@ -131,6 +135,7 @@ fn groups_with_one_short_name_get_distinct_ids() {
             group("a-b", vec![synth::run(2, 1e9, 2)]),
         ],
         find_max: vec![],
+        matrix: None,
     })
     .unwrap();
     let mut ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
@@ -165,6 +170,7 @@ fn a_find_max_search_marks_the_rate_found() {
     let r = render(&Input {
         groups: vec![],
         find_max: vec![("fm.json".into(), fm)],
+        matrix: None,
     })
     .unwrap();
     assert_eq!(r.charts.len(), 1);
@@ -174,4 +180,48 @@ fn a_find_max_search_marks_the_rate_found() {
     assert!(svg.contains("offered rate per stream (Mbit/s)"));
     assert!(r.html.contains("unpaced"));
     assert!(r.html.contains("data-value=\"900000000\""));
+}
+
+#[test]
+fn a_host_pair_matrix_alone_makes_a_report_and_an_empty_one_does_not() {
+    use wirerate_core::stats::{pair_matrix, PairRun};
+    let run = |c: &str, t: f64, g: f64| PairRun {
+        client_host: Some(c.into()),
+        server_host: Some("srv".into()),
+        started_unix_s: t,
+        goodput_bps: Some(g),
+    };
+    let runs: Vec<PairRun> = (0..6)
+        .flat_map(|i| {
+            let i = f64::from(i);
+            [
+                run("a<b", 100.0 + i, 9e9 + i),
+                run("a<b", 200.0 + i, 8e9 + i),
+            ]
+        })
+        .collect();
+    let m = pair_matrix(&runs, 100.0, 205.0);
+    let r = render(&Input {
+        groups: vec![],
+        find_max: vec![],
+        matrix: Some((m.clone(), " labelled 'plan:x'".into())),
+    })
+    .unwrap();
+    assert_eq!(r.title, "wirerate report: host pairs");
+    assert!(r.html.contains("<h2>Host pairs</h2>"));
+    assert!(r.html.contains("labelled &#39;plan:x&#39;") || r.html.contains("labelled 'plan:x'"));
+    // the client's name is escaped, the latest value carried exactly
+    assert!(r.html.contains("a&lt;b → srv"));
+    assert!(r.html.contains("data-value=\"8000000005\""));
+    assert!(r.html.contains(" %*)"), "the significant drop is marked");
+    let empty = pair_matrix(&[], 100.0, 0.0);
+    assert_eq!(
+        render(&Input {
+            groups: vec![],
+            find_max: vec![],
+            matrix: Some((empty, String::new())),
+        })
+        .unwrap_err(),
+        ReportError::Empty
+    );
 }

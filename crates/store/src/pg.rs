@@ -104,6 +104,14 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
                 url: shown.clone(),
                 cause: cause(&e),
             })?;
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(StoreError::BadUrl {
+            url: shown,
+            cause: "sslmode=require: this wirerate does not speak TLS to PostgreSQL (use a \
+                    Unix socket, a loopback address or a tunnel)"
+                .into(),
+        });
+    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -121,6 +129,8 @@ pub(crate) struct Pg {
     // the store's reading methods take &self; a client needs &mut for every query
     client: RefCell<Client>,
     pub shown: String,
+    /// Kept to connect again when the server dropped the connection during a long test.
+    url: String,
 }
 
 impl Pg {
@@ -132,6 +142,7 @@ impl Pg {
         Ok(Pg {
             client: RefCell::new(client),
             shown,
+            url: url.to_string(),
         })
     }
 
@@ -146,6 +157,7 @@ impl Pg {
         Ok(Pg {
             client: RefCell::new(client),
             shown,
+            url: url.to_string(),
         })
     }
 
@@ -153,6 +165,9 @@ impl Pg {
         err(&self.shown, e)
     }
 
+    /// Stores a run. A connection the server closed while the test ran (an idle timeout, a
+    /// restart) is opened again and the store tried once more: safe, since the run key makes
+    /// a second store of a run that did commit return that run.
     pub fn store_run(
         &mut self,
         r: &RunResult,
@@ -162,24 +177,46 @@ impl Pg {
         stored_unix_s: f64,
         json: &str,
     ) -> Result<Stored, StoreError> {
-        let shown = self.shown.clone();
-        let e = |e: postgres::Error| err(&shown, &e);
+        if self.client.get_mut().is_closed() {
+            self.reconnect()?;
+        }
+        let first = self.try_store(r, key, label, group, stored_unix_s, json);
+        let result = match first {
+            Err(e) if connection_lost(&e) => {
+                self.reconnect()?;
+                self.try_store(r, key, label, group, stored_unix_s, json)
+            }
+            other => other,
+        };
+        result.map_err(|e| self.err(&e))
+    }
+
+    fn reconnect(&mut self) -> Result<(), StoreError> {
+        *self.client.get_mut() = connect(&self.url)?;
+        Ok(())
+    }
+
+    fn try_store(
+        &mut self,
+        r: &RunResult,
+        key: &str,
+        label: Option<&str>,
+        group: Option<&str>,
+        stored_unix_s: f64,
+        json: &str,
+    ) -> Result<Stored, postgres::Error> {
         let client = self.client.get_mut();
         // the common retry finds its run without taking an id from the sequence
-        if let Some(row) = client
-            .query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])
-            .map_err(e)?
-        {
+        if let Some(row) = client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])? {
             return Ok(Stored {
                 id: row.get(0),
                 new: false,
             });
         }
         let c = Columns::of(r);
-        let mut tx = client.transaction().map_err(e)?;
-        let inserted = tx
-            .query_opt(
-                "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+        let mut tx = client.transaction()?;
+        let inserted = tx.query_opt(
+            "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
                  result_schema, tool_version, protocol, direction, parallel, goodput_bps, \
                  sender_bps, cpu_local_percent, cpu_remote_percent, pi, retransmits, \
                  client_host, server_host, client_kernel, server_kernel, client_cpu_model, \
@@ -187,36 +224,35 @@ impl Pg {
                  $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
                  $19, $20, $21, $22, $23, $24, $25, $26) \
                  ON CONFLICT (run_key) DO NOTHING RETURNING id",
-                &[
-                    &key,
-                    &label,
-                    &group,
-                    &stored_unix_s,
-                    &c.started_unix_s,
-                    &i64::from(c.result_schema),
-                    &c.tool_version,
-                    &c.protocol,
-                    &c.direction,
-                    &i64::from(c.parallel),
-                    &c.goodput_bps,
-                    &c.sender_bps,
-                    &c.cpu_local_percent,
-                    &c.cpu_remote_percent,
-                    &c.pi,
-                    &c.retransmits,
-                    &c.client_host,
-                    &c.server_host,
-                    &c.client_kernel,
-                    &c.server_kernel,
-                    &c.client_cpu_model,
-                    &c.server_cpu_model,
-                    &c.interfaces,
-                    &c.mtu_bytes.map(i64::from),
-                    &c.link_bps,
-                    &json,
-                ],
-            )
-            .map_err(e)?;
+            &[
+                &key,
+                &label,
+                &group,
+                &stored_unix_s,
+                &c.started_unix_s,
+                &i64::from(c.result_schema),
+                &c.tool_version,
+                &c.protocol,
+                &c.direction,
+                &i64::from(c.parallel),
+                &c.goodput_bps,
+                &c.sender_bps,
+                &c.cpu_local_percent,
+                &c.cpu_remote_percent,
+                &c.pi,
+                &c.retransmits,
+                &c.client_host,
+                &c.server_host,
+                &c.client_kernel,
+                &c.server_kernel,
+                &c.client_cpu_model,
+                &c.server_cpu_model,
+                &c.interfaces,
+                &c.mtu_bytes.map(i64::from),
+                &c.link_bps,
+                &json,
+            ],
+        )?;
         let stored = match inserted {
             Some(row) => Stored {
                 id: row.get(0),
@@ -226,13 +262,12 @@ impl Pg {
             // commit is visible to this next statement
             None => Stored {
                 id: tx
-                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&key])
-                    .map_err(e)?
+                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&key])?
                     .get(0),
                 new: false,
             },
         };
-        tx.commit().map_err(e)?;
+        tx.commit()?;
         Ok(stored)
     }
 
@@ -345,6 +380,18 @@ impl Pg {
     fn row_from(&self, r: &Row) -> Result<RunRow, StoreError> {
         row_from(r).map_err(|e| self.err(&e))
     }
+}
+
+/// Whether an error means the session is gone (closed socket, the server ending it, a
+/// connection exception), so a new connection may succeed where this one failed.
+fn connection_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    e.as_db_error().is_some_and(|d| {
+        let code = d.code().code();
+        d.severity() == "FATAL" || code.starts_with("08") || code.starts_with("57P")
+    })
 }
 
 fn err(shown: &str, e: &postgres::Error) -> StoreError {

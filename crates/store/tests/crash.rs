@@ -34,7 +34,8 @@ fn crash_writer_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let mut store = Store::open(std::path::Path::new(&path)).unwrap();
+    // a file path or a postgres:// URL
+    let mut store = Store::connect(std::path::Path::new(&path)).unwrap();
     for n in start..start + 100_000 {
         let r = common::run(n, goodput(n), INTERVALS);
         let id = store.insert_run(&r, Some("crash"), Some("writer")).unwrap();
@@ -178,4 +179,26 @@ fn sigkill_during_writes_loses_nothing_acknowledged() {
     keys.dedup();
     assert_eq!(keys.len(), after.len(), "duplicate runs after retry");
     assert!(after.len() >= attempted.len());
+}
+
+#[test]
+fn writers_on_postgres_killed_at_once_lose_nothing_acknowledged() {
+    let Some(cluster) = wirerate_testpg::Cluster::shared("crash_pg") else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    // the first writer creates the tables; the second starts on them, then both race
+    let a = spawn_writer(Path::new(&url), 0);
+    let b = spawn_writer(Path::new(&url), 1_000_000);
+    let (ta, tb) = (
+        std::thread::spawn(move || kill_after(a, 25)),
+        std::thread::spawn(move || kill_after(b, 25)),
+    );
+    let mut acked = ta.join().unwrap();
+    acked.extend(tb.join().unwrap());
+    assert!(acked.len() >= 50, "{}", acked.len());
+    let store = Store::open_url_existing(&url).unwrap();
+    let rows = check_store(&store, &acked);
+    // at most one commit per writer can have landed without its acknowledgement printed
+    assert!(rows.len() <= acked.len() + 2, "{} rows", rows.len());
 }

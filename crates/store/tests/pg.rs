@@ -267,9 +267,44 @@ fn errors_are_one_line_and_never_show_the_password() {
         .err()
         .unwrap();
     check(e, "does not exist");
+    // TLS is not spoken: asking for it is a clear refusal
+    let tls = format!(
+        "{}?sslmode=require",
+        cluster.tcp_url(dbname, cluster.password())
+    );
+    let e = Store::open_url(&tls).err().unwrap();
+    assert!(matches!(e, StoreError::BadUrl { .. }), "{e}");
+    check(e, "does not speak TLS");
     // not a URL the client reads
     let e = Store::open_url("postgres://u:wrongpass@h:port/db")
         .err()
         .unwrap();
     check(e, "bad PostgreSQL URL");
+}
+
+#[test]
+fn a_connection_the_server_dropped_is_opened_again_to_store() {
+    let Some(url) = db("reconnect") else { return };
+    let cluster = Cluster::shared("reconnect").unwrap();
+    let dbname = url.split('?').next().unwrap().rsplit('/').next().unwrap();
+    let mut store = Store::open_url(&url).unwrap();
+    let first = store
+        .insert_run(&common::run(1, 1e9, 1), None, None)
+        .unwrap();
+    // the server ends the session while a long test runs (an idle timeout, a restart)
+    let mut admin = cluster.client(dbname).unwrap();
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = 'wirerate') AS t",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1);
+    let second = store
+        .insert_run(&common::run(2, 1e9, 1), None, None)
+        .unwrap();
+    assert_eq!(second, first + 1);
+    assert_eq!(store.list(&RunFilter::default()).unwrap().len(), 2);
 }

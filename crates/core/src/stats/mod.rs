@@ -7,6 +7,7 @@
 //! anything is computed, so one NaN never poisons a mean. Distributions come from `statrs`.
 
 mod compare;
+mod matrix;
 mod rank;
 mod welch;
 
@@ -14,6 +15,7 @@ pub use compare::{
     choose_test, compare, summarize_runs, Change, Comparison, Metric, TestKind, TestResult,
     SKEW_LIMIT, WELCH_MIN_N,
 };
+pub use matrix::{pair_matrix, PairCell, PairMatrix, PairRun, UNKNOWN_HOST};
 pub use rank::{mann_whitney, rank_test_can_reach, MannWhitney};
 pub use welch::{welch, Welch};
 

@@ -12,9 +12,8 @@ use wirerate_core::stats::{compare, Change, Comparison, Metric};
 use wirerate_core::units::format_bps;
 use wirerate_core::RunResult;
 use wirerate_render::stats::{compare_table, verdict};
-use wirerate_store::Store;
 
-use super::results::{db_path, Operand, Sample, DB_HELP};
+use super::results::{open_existing, Operand, Sample, DB_HELP};
 use crate::exit;
 
 /// Exit status when `--fail-if-slower` trips.
@@ -29,15 +28,33 @@ label:, id: or file: to say which.\n\nThe p-value comes from Welch's t-test when
 have at least 5 runs and neither is skewed (|skewness| at most 1), otherwise from the \
 Mann-Whitney U test (exact when small and without ties). A difference is called significant \
 at p < 0.05. Settings and host facts in which A and B differ are listed under their names.\n\nExit status: 0 compared, 1 a side could not be loaded or \
-the gate could not be decided, 2 bad usage, 3 --fail-if-slower tripped."
+the gate could not be decided, 2 bad usage, 3 --fail-if-slower tripped.\n\n--matrix instead \
+shows goodput per (client host, server host) pair, from the host names each run recorded: \
+each pair's latest run, and the change of the mean over the last --period against the \
+period before, with the same test as A against B (* marks p < 0.05). Periods end at the \
+newest run's start, not at the clock."
 )]
 pub struct Args {
     /// The baseline: a label, a run id or a saved JSON file
-    #[arg(value_name = "A")]
-    pub a: String,
+    #[arg(value_name = "A", required_unless_present = "matrix")]
+    pub a: Option<String>,
     /// The candidate, compared with A
-    #[arg(value_name = "B")]
-    pub b: String,
+    #[arg(value_name = "B", required_unless_present = "matrix")]
+    pub b: Option<String>,
+    /// Goodput per (client host, server host) pair from the database: each pair's latest
+    /// run and the change against the previous period (instead of A against B)
+    #[arg(long, conflicts_with_all = ["a", "b", "fail_if_slower"])]
+    pub matrix: bool,
+    /// With --matrix: only runs stored with this label (a plan's runs: plan:NAME)
+    #[arg(long, value_name = "NAME", requires = "matrix")]
+    pub label: Option<String>,
+    /// With --matrix: only runs started within this span before the newest (90s, 30m, 12h,
+    /// 7d, 2w)
+    #[arg(long, value_name = "SPAN", requires = "matrix")]
+    pub since: Option<String>,
+    /// With --matrix: the length of a period, the latest compared with the one before
+    #[arg(long, value_name = "SPAN", default_value = "1d", requires = "matrix")]
+    pub period: String,
     /// Print the comparison as JSON
     #[arg(long)]
     pub json: bool,
@@ -45,7 +62,7 @@ pub struct Args {
     /// percent (0 trips on any significant slowdown)
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
 }
 
@@ -55,10 +72,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return exit::usage("--fail-if-slower takes a percentage from 0 to below 100");
         }
     }
-    let a_op = Operand::parse(&args.a)?;
-    let b_op = Operand::parse(&args.b)?;
+    let (Some(a), Some(b)) = (&args.a, &args.b) else {
+        return matrix(args);
+    };
+    let a_op = Operand::parse(a)?;
+    let b_op = Operand::parse(b)?;
     let store = if a_op.needs_db() || b_op.needs_db() {
-        Some(Store::open_existing(&db_path(args.db)?)?)
+        Some(open_existing(args.db)?)
     } else {
         None
     };
@@ -90,6 +110,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Some(Gate::Undecided(msg)) => anyhow::bail!("{msg}"),
     }
+}
+
+fn matrix(args: Args) -> anyhow::Result<ExitCode> {
+    let margs = super::matrix::args(args.label, args.since.as_deref(), &args.period)?;
+    let store = open_existing(args.db)?;
+    let (m, runs) = super::matrix::build(&store, &margs)?;
+    let report = if args.json {
+        serde_json::to_string_pretty(&super::matrix::json(&m, &margs, runs))? + "\n"
+    } else {
+        super::matrix::text(&m, &margs, runs)
+    };
+    let mut out = crate::exit::stdout();
+    out.write_all(report.as_bytes())?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `--fail-if-slower` decides.

@@ -32,7 +32,7 @@ pub struct Args {
     /// CSV with a header row: one line per run, the stored summary columns
     #[arg(long)]
     pub csv: bool,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
 }
 

@@ -2,6 +2,7 @@
 //! exports from another machine) in the results database. Importing the same run twice
 //! stores it once.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,8 +30,13 @@ pub struct Args {
     /// Label for the imported runs (replaces the labels of an export)
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
+    /// Print each run's id on stdout as soon as it is committed, one line each: `ID new`,
+    /// or `ID stored` for a run that was already there (for scripts that must know what is
+    /// safely stored if the import is cut short)
+    #[arg(long)]
+    pub ids: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -50,6 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let label = args.label.as_deref().or(e.label.as_deref());
             let group = e.group.as_deref().unwrap_or(&file_group);
             let stored = store.store_run(&e.result, label, Some(group))?;
+            if args.ids {
+                let state = if stored.new { "new" } else { "stored" };
+                let mut out = crate::exit::stdout();
+                writeln!(out, "{} {state}", stored.id)?;
+                out.flush()?;
+            }
             if stored.new {
                 new += 1;
             } else if relabel(
@@ -66,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let runs = |n: u64| format!("{n} run{}", if n == 1 { "" } else { "s" });
-    let mut line = format!("stored {} in {}", runs(new), store.path().display());
+    let mut line = format!("stored {} in {}", runs(new), store.location());
     if relabelled > 0 {
         let label = args
             .label

@@ -9,6 +9,7 @@ pub mod history;
 pub mod import;
 pub mod lab;
 pub mod live;
+pub mod matrix;
 pub mod plan;
 pub mod repeat;
 pub mod report;

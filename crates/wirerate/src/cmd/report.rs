@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use wirerate_report::{FindMax, Group, Input};
 use wirerate_store::Store;
 
-use super::results::{db_path, read_entries, utc, Operand, DB_HELP};
+use super::results::{open_existing, read_entries, utc, Operand, DB_HELP};
 use crate::exit;
 
 /// Largest find-max file read.
@@ -26,19 +26,34 @@ congestion window over time, CPU per core, the streams' shares with Jain's fairn
 the diagnosis; several runs or groups give box plots of goodput, CPU and PI with the verdicts \
 and p-values of `wirerate compare` (each group against the first) and the A/B table; a \
 find-max search gives loss against offered rate. Every chart has a table of its numbers.\n\n\
+--matrix adds a section of goodput per (client host, server host) pair from the database, as \
+`compare --matrix` shows it; with --matrix the operands may be left out.\n\n\
 The page needs no network and no JavaScript."
 )]
 pub struct Args {
     /// Runs to report: labels, run ids or saved JSON files
-    #[arg(value_name = "RUNS", required = true)]
+    #[arg(value_name = "RUNS", required_unless_present = "matrix")]
     pub operands: Vec<String>,
+    /// Add the host-pair matrix: each (client, server) pair's latest goodput and the change
+    /// against the previous period
+    #[arg(long)]
+    pub matrix: bool,
+    /// With --matrix: only runs stored with this label (a plan's runs: plan:NAME)
+    #[arg(long, value_name = "NAME", requires = "matrix")]
+    pub label: Option<String>,
+    /// With --matrix: only runs started within this span before the newest (30m, 12h, 7d)
+    #[arg(long, value_name = "SPAN", requires = "matrix")]
+    pub since: Option<String>,
+    /// With --matrix: the length of a period, the latest compared with the one before
+    #[arg(long, value_name = "SPAN", default_value = "1d", requires = "matrix")]
+    pub period: String,
     /// The HTML file to write ('-' for standard output)
     #[arg(short, long, value_name = "FILE", default_value = "report.html")]
     pub output: PathBuf,
     /// Also write each chart as DIR/NAME.svg (DIR is created when missing)
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
 }
 
@@ -48,12 +63,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| Operand::parse(s).map(|o| (s.clone(), o)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let store = if ops.iter().any(|(_, o)| o.needs_db()) {
-        Some(Store::open_existing(&db_path(args.db.clone())?)?)
+    let margs = if args.matrix {
+        Some(super::matrix::args(
+            args.label.clone(),
+            args.since.as_deref(),
+            &args.period,
+        )?)
+    } else {
+        None
+    };
+    let store = if margs.is_some() || ops.iter().any(|(_, o)| o.needs_db()) {
+        Some(open_existing(args.db.clone())?)
     } else {
         None
     };
     let mut input = Input::default();
+    if let (Some(margs), Some(store)) = (&margs, &store) {
+        let (m, _) = super::matrix::build(store, margs)?;
+        if m.cells.is_empty() {
+            anyhow::bail!(
+                "no runs{} with a goodput in {} for the host-pair matrix",
+                super::matrix::described(margs),
+                store.location()
+            );
+        }
+        input.matrix = Some((m, super::matrix::described(margs)));
+    }
     for (text, op) in &ops {
         if let Operand::File(p) = op {
             if let Some(fm) = find_max(p)? {

@@ -10,21 +10,23 @@ use wirerate_store::Store;
 use crate::exit;
 
 /// Help text of every `--db` option.
-pub const DB_HELP: &str = "Results database [default: $WIRERATE_DB, else \
-$XDG_DATA_HOME/wirerate/results.db, else ~/.local/share/wirerate/results.db]";
+pub const DB_HELP: &str = "Results database: a SQLite file, or a PostgreSQL URL \
+(postgres://USER[:PASSWORD]@HOST[:PORT]/DB, or postgres:///DB?host=/SOCKET/DIR; no TLS) \
+shared by many hosts [default: $WIRERATE_DB, else $XDG_DATA_HOME/wirerate/results.db, else \
+~/.local/share/wirerate/results.db]";
 
 /// The database path: `--db` when given, else the default.
 pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match db.or_else(Store::default_path) {
         Some(p) => Ok(p),
-        None => exit::usage("no results database: pass --db PATH or set WIRERATE_DB"),
+        None => exit::usage("no results database: pass --db PATH|URL or set WIRERATE_DB"),
     }
 }
 
 /// Opens an existing database for reading commands.
 pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
     let path = db_path(db)?;
-    Ok(Store::open_existing(&path)?)
+    Ok(Store::connect_existing(&path)?)
 }
 
 /// Opens (creating when absent) the database for writing commands. The default database's
@@ -33,7 +35,7 @@ pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
 pub fn open_for_write(db: Option<PathBuf>) -> anyhow::Result<Store> {
     let named = db.is_some() || std::env::var_os("WIRERATE_DB").is_some_and(|v| !v.is_empty());
     let path = db_path(db)?;
-    if named {
+    if named && !Store::is_url(&path) {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir.filter(|d| !d.is_dir()) {
             anyhow::bail!(
@@ -43,7 +45,7 @@ pub fn open_for_write(db: Option<PathBuf>) -> anyhow::Result<Store> {
             );
         }
     }
-    Ok(Store::open(&path)?)
+    Ok(Store::connect(&path)?)
 }
 
 /// The storing options of a measuring command (`run`), to flatten into its arguments.
@@ -52,7 +54,7 @@ pub struct StoreArgs {
     /// Store the run(s) under this label (compare by label later)
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
     /// Do not store the result in the results database
     #[arg(long, conflicts_with_all = ["label", "db"])]
@@ -127,9 +129,9 @@ impl Operand {
         match (self, store) {
             (Operand::File(p), _) => load_file(p),
             (Operand::Id(id), Some(store)) => {
-                let run = store.get(*id)?.with_context(|| {
-                    format!("no run with id {id} in {}", store.path().display())
-                })?;
+                let run = store
+                    .get(*id)?
+                    .with_context(|| format!("no run with id {id} in {}", store.location()))?;
                 Ok(Sample {
                     description: format!("run {id}"),
                     runs: vec![run.result()?],
@@ -156,7 +158,7 @@ fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
         };
         anyhow::bail!(
             "no runs labelled '{label}' in {} ({hint})",
-            store.path().display()
+            store.location()
         );
     }
     let runs = rows

@@ -26,7 +26,7 @@ pub struct Args {
     /// Print the stored result document (the JSON contract) instead of text
     #[arg(long)]
     pub json: bool,
-    #[arg(long, value_name = "PATH", help = DB_HELP)]
+    #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
 }
 
@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = open_existing(args.db)?;
     let row = store
         .get(id)?
-        .with_context(|| format!("no run with id {id} in {}", store.path().display()))?;
+        .with_context(|| format!("no run with id {id} in {}", store.location()))?;
     let mut out = crate::exit::stdout();
     if args.json {
         let v: serde_json::Value = serde_json::from_str(&row.result_json)?;
