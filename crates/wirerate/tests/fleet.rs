@@ -679,3 +679,78 @@ fn junk_or_silence_on_the_agent_channel_does_not_stop_the_agent() {
         assert!(String::from_utf8_lossy(&reply).contains("no request in time"));
     }
 }
+
+#[test]
+fn plan_files_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = plan_file(
+        &dir,
+        "name = \"p\"\n[hosts]\na = \"127.0.0.1\"\nb = \"127.0.0.2:6000\"\nc = \"127.0.0.3\"\n\
+         [matrix]\nkind = \"star\"\ncenter = \"a\"\n[test]\nseconds = 1\n",
+    );
+    let good_s = good.display().to_string();
+    let out = run(&["plan", "check", &good_s], Duration::from_secs(10));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let t = stdout(&out);
+    assert!(
+        t.contains("3 host(s), 4 pair(s)") && t.contains("test b -> a"),
+        "{t}"
+    );
+    assert!(t.contains("agent 127.0.0.2:6000"), "{t}");
+    // a plan needs PostgreSQL for its queue: a file path is bad usage, said in one line
+    let out = run(
+        &["plan", "run", &good_s, "--db", "/tmp/results.db"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("postgres://"), "{}", stderr(&out));
+    // bad files: the field and the reason, exit 2
+    let bad = dir.path().join("bad.toml");
+    for (text, want) in [
+        ("name = \"p\"\n[hosts]\na = \"x\"\n", "2 to"),
+        (
+            "name = \"p\"\n[hosts]\na = \"x\"\nb = \"y\"\n[matrix]\nkind = \"ring\"\n",
+            "ring",
+        ),
+        ("name = \"p\"\nhosts = 3\n", "line 2"),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let out = run(
+            &[
+                "plan",
+                "run",
+                &bad.display().to_string(),
+                "--db",
+                "postgres:///x",
+            ],
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let e = stderr(&out);
+        assert!(
+            e.contains(want) && e.trim().lines().count() == 1,
+            "{text}: {e}"
+        );
+    }
+    let out = run(
+        &["plan", "check", "/nonexistent/plan.toml"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn plan_status_of_a_plan_that_never_ran_says_so() {
+    let test = "plan_status_of_a_plan_that_never_ran_says_so";
+    let Some(cluster) = Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let out = run(
+        &["plan", "status", "--plan", "nope", "--db", &url],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(e.contains("plan 'nope' has not run"), "{e}");
+}
