@@ -179,7 +179,7 @@ pub fn claim(
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
         .map_err(db)?;
     tx.execute(
-        "UPDATE plan_tests SET status = 'failed', finished_at = now(), claim_expires = NULL, \
+        "UPDATE plan_tests SET status = 'failed', finished_at = clock_timestamp(), claim_expires = NULL, \
          error = 'its controller stopped (lease expired ' || attempts || ' times)' \
          WHERE plan = $1 AND epoch = $2 AND status = 'running' AND claim_expires < now() \
          AND attempts >= $3",
@@ -220,7 +220,7 @@ pub fn claim(
     tx.execute(
         "UPDATE plan_tests SET status = 'running', claimed_by = $2, \
          claim_expires = now() + make_interval(secs => $3), attempts = attempts + 1, \
-         started_at = now(), error = NULL WHERE id = $1",
+         started_at = clock_timestamp(), error = NULL WHERE id = $1",
         &[&claim.id, &me, &lease_s],
     )
     .map_err(db)?;
@@ -260,13 +260,13 @@ pub fn finish(
         } => c.execute(
             &format!(
                 "UPDATE plan_tests SET status = 'done', result_id = $3, goodput_bps = $4, \
-                 finished_at = now(), claim_expires = NULL {mine}"
+                 finished_at = clock_timestamp(), claim_expires = NULL {mine}"
             ),
             &[&claim.id, &me, result_id, goodput_bps],
         ),
         Finish::Failed(reason) => c.execute(
             &format!(
-                "UPDATE plan_tests SET status = 'failed', error = $3, finished_at = now(), \
+                "UPDATE plan_tests SET status = 'failed', error = $3, finished_at = clock_timestamp(), \
                  claim_expires = NULL {mine}"
             ),
             &[&claim.id, &me, reason],
@@ -277,7 +277,7 @@ pub fn finish(
                  status = CASE WHEN busy + 1 >= {MAX_BUSY} THEN 'failed' ELSE 'queued' END, \
                  error = $3, busy = busy + 1, attempts = attempts - 1, claim_expires = NULL, \
                  due_at = now() + make_interval(secs => $4), \
-                 finished_at = CASE WHEN busy + 1 >= {MAX_BUSY} THEN now() END {mine}"
+                 finished_at = CASE WHEN busy + 1 >= {MAX_BUSY} THEN clock_timestamp() END {mine}"
             ),
             &[&claim.id, &me, reason, retry_s],
         ),

@@ -264,6 +264,26 @@ fn plan_status(url: &str, name: &str) -> Value {
     common::json(&out)
 }
 
+/// No two tests that share a host ran at the same time (pScheduler's rule).
+fn assert_no_host_overlap(tests: &[Value]) {
+    let span = |t: &Value| {
+        (
+            t["started_unix_s"].as_f64().unwrap(),
+            t["finished_unix_s"].as_f64().unwrap(),
+        )
+    };
+    for (i, a) in tests.iter().enumerate() {
+        for b in &tests[i + 1..] {
+            let hosts = [&a["from"], &a["to"]];
+            if !(hosts.contains(&&b["from"]) || hosts.contains(&&b["to"])) {
+                continue;
+            }
+            let ((s1, e1), (s2, e2)) = (span(a), span(b));
+            assert!(e1 <= s2 || e2 <= s1, "tests overlap on a host: {a} and {b}");
+        }
+    }
+}
+
 /// Stored runs with the plan's label: (count, distinct pairs, distinct ids in the queue).
 fn stored(url: &str, name: &str) -> (i64, i64) {
     let mut c = wirerate_store::pg::connect(url).unwrap();
@@ -341,6 +361,7 @@ fn two_controllers_on_one_plan_run_each_test_once() {
     ids.dedup();
     assert_eq!(ids.len(), 12, "one result per test");
     assert_eq!(stored(&url, "duo"), (12, 12));
+    assert_no_host_overlap(tests);
     let claimers: std::collections::BTreeSet<String> = tests
         .iter()
         .filter_map(|t| t["claimed_by"].as_str())
@@ -436,6 +457,7 @@ fn a_full_mesh_plan_on_a_four_host_lab_stores_every_pair_once() {
     let st = plan_status(&m.url, "mesh");
     assert_eq!(st["progress"]["done"], 12, "{st}");
     let mut pairs = Vec::new();
+    assert_no_host_overlap(st["tests"].as_array().unwrap());
     for t in st["tests"].as_array().unwrap() {
         let g = t["goodput_bps"].as_f64().unwrap();
         // a 100 Mbit/s link each way: nothing carries more than the wire
@@ -753,4 +775,49 @@ fn plan_status_of_a_plan_that_never_ran_says_so() {
     assert_eq!(out.status.code(), Some(1));
     let e = stderr(&out);
     assert!(e.contains("plan 'nope' has not run"), "{e}");
+}
+
+#[test]
+fn a_scheduled_plan_starts_each_run_on_time() {
+    let test = "a_scheduled_plan_starts_each_run_on_time";
+    let Some(cluster) = Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let (pa, pb) = (free_port(), free_port());
+    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
+    let _b = Agent::loopback("127.0.0.2", pb, &["--allow-third-party", LOOP_TARGETS]);
+    let dir = tempfile::tempdir().unwrap();
+    // two runs 3 s apart, each pair both ways twice
+    let plan = plan_file(
+        &dir,
+        &format!(
+            "name = \"sched\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
+             [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n\
+             [test]\nseconds = 0.5\nbitrate = \"100M\"\n\
+             [schedule]\nrepeat = 2\nruns = 2\nevery_min = 0.05\n"
+        ),
+    );
+    let out = run(
+        &["plan", "run", &plan.display().to_string(), "--db", &url],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let st = plan_status(&url, "sched");
+    let tests = st["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 8);
+    assert!(tests.iter().all(|t| t["status"] == "done"), "{st}");
+    let first = |run: i64, key: &str| {
+        tests
+            .iter()
+            .filter(|t| t["run"] == run)
+            .map(|t| t[key].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    // the second run is due 3 s after the first and none of its tests starts before that
+    let due = first(1, "due_unix_s") - first(0, "due_unix_s");
+    assert!((due - 3.0).abs() < 0.01, "{due}");
+    assert!(first(1, "started_unix_s") >= first(1, "due_unix_s"));
+    assert_no_host_overlap(tests);
+    assert_eq!(stored(&url, "sched"), (8, 2));
 }
