@@ -107,14 +107,9 @@ pub(crate) fn serve(mut sock: TcpStream, shared: &Shared, who: &str, pending: Pe
         Ok(t) => t,
         Err(reason) => return refuse(sock, shared, who, Some(ip), &reason),
     };
-    if let Some(s) = req.spec.send_seconds() {
-        if s > shared.cfg.caps.max_duration.as_secs_f64() {
-            let reason = format!(
-                "duration {s:.0} s exceeds this agent's cap of {:.0} s",
-                shared.cfg.caps.max_duration.as_secs_f64()
-            );
-            return refuse(sock, shared, who, Some(ip), &reason);
-        }
+    // the agent's caps hold for the tests it runs as a client too (duration, rate, memory)
+    if let Err(reason) = shared.cfg.caps.check(&req.spec) {
+        return refuse(sock, shared, who, Some(ip), &reason);
     }
     let admission = match shared.cfg.policy.admit(ip, None, &req.spec, Instant::now()) {
         Ok(a) => a,
