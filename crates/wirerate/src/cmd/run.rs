@@ -678,6 +678,10 @@ fn third_party(
         Ok(r) => r,
         Err(reason) => anyhow::bail!("{reason}"),
     };
+    // the intervals arrive with the result: printed then, as a local run prints them live
+    let mut printer = Printer::new(&spec, format == Format::Text, false, false);
+    printer.started();
+    printer.finish(&result);
     emit(&result, format)?;
     let stored = match store {
         Some(store) => save(store, &result, a.store.label.as_deref(), None),
