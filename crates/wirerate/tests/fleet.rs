@@ -134,10 +134,10 @@ fn a_third_party_test_on_loopback_returns_a_full_result() {
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    let t = stdout(&out);
     assert!(
-        stdout(&out).contains("run by the agent on 127.0.0.1"),
-        "{}",
-        stdout(&out)
+        t.contains("run by the agent on 127.0.0.1") && t.contains("0.00-1.00 s"),
+        "{t}"
     );
     let hist = run(
         &["history", "--db", &db_s, "--json"],
