@@ -317,6 +317,12 @@ impl Plan {
         2.0 * self.spec.send_seconds().unwrap_or(10.0) + 30.0
     }
 
+    /// The shortest lease allowed: the test's time plus 3 s to connect and report, so a
+    /// test that runs normally is not taken over while it runs.
+    pub fn min_lease_s(&self) -> f64 {
+        self.spec.send_seconds().unwrap_or(10.0) + 3.0
+    }
+
     /// The plan as the queue records it, to tell a second controller's file from the first.
     pub fn fingerprint(&self) -> String {
         format!(
@@ -481,6 +487,7 @@ seconds = 1
         assert_eq!(t.len(), 12);
         assert!(t.iter().all(|t| t.due_unix_s == 1000.0 && t.run == 0));
         assert_eq!(p.lease_s(), 32.0);
+        assert_eq!(p.min_lease_s(), 4.0);
     }
 
     #[test]

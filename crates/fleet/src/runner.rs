@@ -29,6 +29,9 @@ pub struct RunnerConfig {
     pub idle: Duration,
     /// The longest an idle worker sleeps before looking again (expired leases wake no one).
     pub poll: Duration,
+    /// How long a claim lasts before another controller may take the test over; None:
+    /// [`Plan::lease_s`].
+    pub lease_s: Option<f64>,
 }
 
 /// What a controller did.
@@ -124,7 +127,7 @@ fn worker(
     let mut store =
         Store::open_url(&cfg.db_url).map_err(|e| FleetError::Store(wirerate_engine::chain(&e)))?;
     let (mut ran, mut failed) = (0, 0);
-    let lease = plan.lease_s();
+    let lease = cfg.lease_s.unwrap_or_else(|| plan.lease_s());
     loop {
         if let Some(claim) = queue::claim(&mut c, &plan.name, epoch, me, lease)? {
             say(format!(

@@ -821,3 +821,95 @@ fn a_scheduled_plan_starts_each_run_on_time() {
     assert_no_host_overlap(tests);
     assert_eq!(stored(&url, "sched"), (8, 2));
 }
+
+#[test]
+fn a_killed_controllers_tests_are_taken_over_when_their_lease_expires() {
+    let test = "a_killed_controllers_tests_are_taken_over_when_their_lease_expires";
+    let Some(cluster) = Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let _agents: Vec<Agent> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Agent::loopback(
+                &format!("127.0.0.{}", i + 1),
+                *p,
+                &["--allow-third-party", LOOP_TARGETS],
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = "name = \"crash\"\n[hosts]\n".to_string();
+    for (i, p) in ports.iter().enumerate() {
+        text += &format!("h{} = \"127.0.0.{}:{p}\"\n", i + 1, i + 1);
+    }
+    text += "[test]\nseconds = 1\nbitrate = \"100M\"\n";
+    let plan = plan_file(&dir, &text).display().to_string();
+    let controller = || {
+        Command::new(bin())
+            .args(["plan", "run", &plan, "--db", &url, "--lease", "4"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn plan run")
+    };
+    // the first controller dies (SIGKILL) while it holds claims
+    let mut first = controller();
+    let mut c = wirerate_store::pg::connect(&url).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held: Vec<i64> = loop {
+        let ids: Vec<i64> = c
+            .query(
+                "SELECT id FROM plan_tests WHERE status = 'running' ORDER BY id",
+                &[],
+            )
+            .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            .unwrap_or_default();
+        if !ids.is_empty() {
+            break ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first controller claimed nothing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.kill().unwrap();
+    let _ = first.wait();
+    let started = Instant::now();
+    let second = wait_bounded(controller(), Duration::from_secs(90));
+    println!("{}", stdout(&second));
+    assert!(
+        second.status.success(),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    let st = plan_status(&url, "crash");
+    let tests = st["tests"].as_array().unwrap();
+    assert!(tests.iter().all(|t| t["status"] == "done"), "{st}");
+    for id in &held {
+        let t = tests.iter().find(|t| t["id"] == *id).unwrap();
+        assert_eq!(t["attempts"], 2, "taken over once: {t}");
+        assert!(!t["claimed_by"].as_str().unwrap().is_empty());
+    }
+    // the taken-over tests waited for the lease (4 s) of the dead controller
+    println!(
+        "second controller finished after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let (runs, pairs) = stored(&url, "crash");
+    assert_eq!(pairs, 12, "every pair stored");
+    assert!(runs >= 12, "{runs}");
+    // a lease shorter than a test is refused
+    let out = run(
+        &["plan", "run", &plan, "--db", &url, "--lease", "2"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--lease"), "{}", stderr(&out));
+}

@@ -57,6 +57,11 @@ struct RunArgs {
     /// Seconds an agent may stay silent before its test fails
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     idle_timeout: f64,
+    /// Seconds a claimed test is this controller's before another controller may take it
+    /// over (a controller that died) [default: twice the test's time plus 30 s; at least
+    /// the test's time plus 3 s]
+    #[arg(long, value_name = "SECONDS")]
+    lease: Option<f64>,
     /// Print nothing while running; only the final line
     #[arg(short, long)]
     quiet: bool,
@@ -137,7 +142,16 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         Some(n) => n,
         None => (plan.hosts.len() / 2).clamp(1, 64),
     };
+    if let Some(l) = a.lease {
+        let min = plan.min_lease_s();
+        if !(l.is_finite() && l >= min && l <= 86_400.0 * 2.0) {
+            return exit::usage(format!(
+                "--lease: at least {min:.0} s for this plan's tests (their time plus 3 s), at most 2 days"
+            ));
+        }
+    }
     let cfg = RunnerConfig {
+        lease_s: a.lease,
         db_url,
         workers,
         me: controller_name(),
