@@ -637,21 +637,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as `HOST:PORT`.
-pub fn host_port(s: &str, default_port: u16) -> String {
-    let s = s.trim();
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return SocketAddr::new(ip, default_port).to_string();
-    }
-    if s.parse::<SocketAddr>().is_ok() {
-        return s.to_string();
-    }
-    match s.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => s.to_string(),
-        _ => format!("{s}:{default_port}"),
-    }
-}
-
 /// `run --from A --to B`: the agent on A runs the test towards B; its result is printed
 /// and stored here.
 fn third_party(
@@ -662,7 +647,16 @@ fn third_party(
     store: Option<&mut Store>,
 ) -> anyhow::Result<ExitCode> {
     let port = a.port.unwrap_or(DEFAULT_PORT);
-    let (from, to) = (host_port(from, port), host_port(to, port));
+    let hp = |flag: &str, s: &str| -> anyhow::Result<String> {
+        match wirerate_fleet::plan::agent_address(s, port) {
+            Ok(a) => Ok(a),
+            Err(e) => usage(format!(
+                "{flag}: {}",
+                e.to_string().trim_start_matches("plan: ")
+            )),
+        }
+    };
+    let (from, to) = (hp("--from", from)?, hp("--to", to)?);
     let agent = resolve_hostport(&from, a.ipv4, a.ipv6)?;
     let spec = spec_from(a, 1472)?;
     if format == Format::Text {
