@@ -223,6 +223,20 @@ pub struct HostStatus {
     pub sent_bytes: Option<u64>,
     pub sent_packets: Option<u64>,
     pub dropped_packets: Option<u64>,
+    /// In a lab on a bridge: the switch's port towards this host, its shaper and what it
+    /// sent to the host and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_port: Option<PortStatus>,
+}
+
+/// The switch's port towards one host of a lab on a bridge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortStatus {
+    pub ifname: String,
+    pub qdisc: String,
+    pub sent_bytes: Option<u64>,
+    pub sent_packets: Option<u64>,
+    pub dropped_packets: Option<u64>,
 }
 
 /// Reads the first qdisc of `tc -s qdisc show`: its description line, then the counters
@@ -278,7 +292,25 @@ pub fn status(only: Option<&str>) -> Result<Vec<LabStatus>, LabError> {
         )
         .unwrap_or_default();
         let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&stats);
+        let sw = crate::spec::switch_netns_name(lab);
+        let switch_port = switch_exists(lab).then(|| {
+            let ifname = crate::spec::port_name(host);
+            let text = run(
+                "tc",
+                &["-n", sw.as_str(), "-s", "qdisc", "show", "dev", &ifname],
+            )
+            .unwrap_or_default();
+            let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&text);
+            PortStatus {
+                ifname,
+                qdisc,
+                sent_bytes,
+                sent_packets,
+                dropped_packets,
+            }
+        });
         let entry = HostStatus {
+            switch_port,
             netns: ns.clone(),
             host: host.to_string(),
             addresses,

@@ -31,6 +31,12 @@ fn lab_of_five_hosts_on_a_bridge_up_status_down() {
         let addrs = h["addresses"].to_string();
         assert!(addrs.contains(&format!("10.77.0.{}/24", i + 1)), "{addrs}");
         assert!(h["qdisc"].as_str().unwrap().starts_with("qdisc tbf"), "{h}");
+        let port = &h["switch_port"];
+        assert_eq!(port["ifname"], format!("p{}", ["a", "b", "c", "d", "e"][i]));
+        assert!(
+            port["qdisc"].as_str().unwrap().starts_with("qdisc tbf"),
+            "{h}"
+        );
     }
     let sw = format!("wrs-{}", lab.name);
     assert_eq!(v[0]["state"]["switch_netns"].as_str(), Some(sw.as_str()));

@@ -369,6 +369,16 @@ fn status_text(lab: &LabStatus) -> String {
             n(h.sent_packets),
             n(h.dropped_packets)
         );
+        if let Some(p) = &h.switch_port {
+            out += &format!(
+                "    switch port {}: {}\n    sent {} bytes in {} packets to the host, {} dropped at the queue limit\n",
+                p.ifname,
+                p.qdisc,
+                n(p.sent_bytes),
+                n(p.sent_packets),
+                n(p.dropped_packets)
+            );
+        }
     }
     out
 }
