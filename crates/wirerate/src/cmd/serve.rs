@@ -25,6 +25,9 @@ A new connection has --handshake-timeout to say what it is; at most 8 may wait f
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
+With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
+`wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
+rule's third_party_targets), and send back the result (docs/fleet.md).\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
 pub struct Args {
