@@ -13,6 +13,8 @@
 //!
 //! [`plan`] is pure; [`queue`] speaks SQL; [`runner`] opens sockets and threads.
 
+#![forbid(unsafe_code)]
+
 pub mod plan;
 pub mod queue;
 pub mod runner;
