@@ -37,18 +37,20 @@ pub fn redact(url: &str) -> String {
         Some(i) => (&url[..i + 3], &url[i + 3..]),
         None => return url.to_string(),
     };
-    // the authority ends at the first '/', '?' or '#'; its user part at the last '@' in it
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let authority = match authority.rfind('@') {
+    // the user part ends at the last '@' before the parameters: a password with an unencoded
+    // '/' or '@' in it is still hidden (a database name with '@' in it is hidden too: better
+    // too much than too little)
+    let params_at = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = match rest[..params_at].rfind('@') {
         Some(at) => {
-            let (user, host) = authority.split_at(at);
-            match user.find(':') {
-                Some(c) => format!("{}:***{host}", &user[..c]),
-                None => authority.to_string(),
-            }
+            let (user, host) = rest.split_at(at);
+            let user = match user.find(':') {
+                Some(c) => format!("{}:***", &user[..c]),
+                None => user.to_string(),
+            };
+            (user, host)
         }
-        None => authority.to_string(),
+        None => (String::new(), rest),
     };
     let tail = match tail.find('?') {
         Some(q) => {
@@ -606,6 +608,8 @@ mod tests {
             "postgres:///r?host=/run&password=***&user=u"
         );
         assert_eq!(redact("postgres://u@h/r"), "postgres://u@h/r");
+        assert_eq!(redact("postgres://u:a/b@h/r"), "postgres://u:***@h/r");
+        assert_eq!(redact("postgres://h/r?x=a@b"), "postgres://h/r?x=a@b");
         assert_eq!(redact("postgres://h"), "postgres://h");
     }
 

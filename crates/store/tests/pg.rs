@@ -308,3 +308,21 @@ fn a_connection_the_server_dropped_is_opened_again_to_store() {
     assert_eq!(second, first + 1);
     assert_eq!(store.list(&RunFilter::default()).unwrap().len(), 2);
 }
+
+/// A store moves to another thread (a writer thread of a lab driver, say).
+#[test]
+fn a_store_can_be_sent_to_another_thread() {
+    fn send<T: Send>() {}
+    send::<Store>();
+    let Some(url) = db("send") else { return };
+    let store = Store::open_url(&url).unwrap();
+    let id = std::thread::spawn(move || {
+        let mut store = store;
+        store
+            .insert_run(&common::run(3, 1e9, 1), None, None)
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(id, 1);
+}

@@ -11,8 +11,11 @@
 //!   database from it ([`Cluster::fresh_database`]), so tests run in parallel. A watchdog
 //!   process stops that cluster when the test process exits.
 //!
-//! Local (socket) connections are trusted; loopback TCP asks for the password
-//! ([`Cluster::password`]), so authentication failures can be tested too.
+//! Local (socket) connections are trusted; TCP asks for the password
+//! ([`Cluster::password`]), so authentication failures can be tested too. Processes in other
+//! network namespaces reach the cluster through its Unix socket (a path, not an address), or
+//! over TCP when it was started with [`Cluster::start_listening_on`] an address they can
+//! route to.
 
 #![forbid(unsafe_code)]
 
@@ -30,6 +33,7 @@ pub const SUPERUSER: &str = "postgres";
 /// A running throwaway cluster.
 pub struct Cluster {
     root: PathBuf,
+    listen: String,
     bin: PathBuf,
     run_as: Option<String>,
     port: u16,
@@ -104,8 +108,15 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 impl Cluster {
-    /// Starts a new cluster; Err says why it could not (no binaries, initdb failed, …).
+    /// Starts a new cluster listening on loopback; Err says why it could not (no binaries,
+    /// initdb failed, …).
     pub fn start() -> Result<Cluster, String> {
+        Self::start_listening_on("127.0.0.1")
+    }
+
+    /// [`Cluster::start`] with the server's `listen_addresses` (`"*"` for every address of
+    /// this network namespace, a comma-separated list otherwise).
+    pub fn start_listening_on(listen: &str) -> Result<Cluster, String> {
         let bin = find_bin().ok_or_else(|| {
             "PostgreSQL server binaries (initdb, pg_ctl) not found: install postgresql \
              or set WIRERATE_PG_BIN"
@@ -129,6 +140,7 @@ impl Cluster {
             .keep();
         let mut c = Cluster {
             root,
+            listen: listen.to_string(),
             bin,
             run_as,
             port: 0,
@@ -239,10 +251,11 @@ impl Cluster {
 
     fn pg_ctl_start(&self) -> Result<(), String> {
         let opts = format!(
-            "-k {} -p {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 \
+            "-k {} -p {} -c listen_addresses='{}' -c fsync=off -c max_connections=200 \
              -c shared_buffers=16MB",
             self.socket_dir().display(),
-            self.port
+            self.port,
+            self.listen
         );
         let log = self.root.join("log");
         let out = self
@@ -320,10 +333,27 @@ impl Cluster {
 
     /// A URL to database `db` over loopback TCP, with the password in it.
     pub fn tcp_url(&self, db: &str, password: &str) -> String {
+        self.tcp_url_at("127.0.0.1", db, password)
+    }
+
+    /// A URL to database `db` over TCP at `host` (an address the cluster listens on).
+    pub fn tcp_url_at(&self, host: &str, db: &str, password: &str) -> String {
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
         format!(
-            "postgres://{SUPERUSER}:{password}@127.0.0.1:{}/{db}",
+            "postgres://{SUPERUSER}:{password}@{host}:{}/{db}",
             self.port
         )
+    }
+
+    /// The name of the database a URL from [`Cluster::url`] or [`Cluster::fresh_database`]
+    /// names.
+    pub fn database_of(url: &str) -> &str {
+        let path = url.split(['?', '#']).next().unwrap_or(url);
+        path.rsplit('/').next().unwrap_or(path)
     }
 
     /// A client connected as the superuser to database `db` over the socket.

@@ -509,3 +509,85 @@ fn bad_urls_and_unreachable_servers_are_one_line_errors_without_the_password() {
         1
     );
 }
+
+#[test]
+fn a_reader_role_reads_and_a_newer_layout_is_refused() {
+    let Some(cluster) = Cluster::shared("roles") else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.jsonl");
+    write_jsonl(&f, &[synth::run(1, 1e9, 1), synth::run(2, 2e9, 1)]);
+    let f = f.to_str().unwrap();
+    // a reading command on a database nobody wrote yet creates nothing
+    let o = wirerate(&["history", "--db", &url]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("holds no runs yet"), "{err}");
+    ok(&["import", "--label", "x", "--db", &url, f]);
+    // a role that may only read: history and compare work, storing is refused in one line
+    let db = Cluster::database_of(&url);
+    let mut admin = cluster.client(db).unwrap();
+    admin
+        .batch_execute("CREATE ROLE reader LOGIN; GRANT SELECT ON runs, wirerate_schema TO reader")
+        .unwrap();
+    let as_reader = url.replace("user=postgres", "user=reader");
+    assert!(ok(&["history", "--db", &as_reader]).contains("alpha"));
+    ok(&["compare", "id:1", "id:2", "--db", &as_reader]);
+    let g = dir.path().join("g.jsonl");
+    write_jsonl(&g, &[synth::run(3, 1e9, 1)]);
+    let o = wirerate(&["import", "--db", &as_reader, g.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("permission denied"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // a layout from a newer wirerate is refused by readers and writers alike
+    admin
+        .batch_execute(
+            "INSERT INTO wirerate_schema (version, applied_unix_s, tool_version) \
+             VALUES (7, 0, 'future')",
+        )
+        .unwrap();
+    for args in [
+        vec!["history", "--db", &url],
+        vec!["import", "--db", &url, f],
+        vec!["run", "-n", "1M", "--db", &url],
+    ] {
+        let o = wirerate(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("has layout version 7"), "{args:?}: {err}");
+    }
+    let runs: i64 = admin
+        .query_one("SELECT count(*) FROM runs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 2);
+}
+
+#[test]
+fn a_repeat_set_is_stored_under_one_group() {
+    let Some(cluster) = Cluster::shared("repeat") else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let o = wirerate(&[
+        "run", "-n", "1M", "--repeat", "3", "--label", "rep", "--json", "--db", &url,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&["history", "--json", "--label", "rep", "--db", &url])).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let group = rows[0]["group"].as_str().unwrap();
+    assert!(rows.iter().all(|r| r["group"] == group));
+    let by_group: serde_json::Value =
+        serde_json::from_str(&ok(&["history", "--json", "--group", group, "--db", &url])).unwrap();
+    assert_eq!(by_group.as_array().unwrap().len(), 3);
+    // what run printed is what was stored, document for document
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (p, r) in printed.as_array().unwrap().iter().zip(rows) {
+        assert_eq!(p, &r["result"]);
+    }
+}

@@ -613,3 +613,68 @@ fn history_says_each_run_s_direction() {
         assert_eq!(cols.get(at + 1), Some(&d), "{d}: {line}");
     }
 }
+
+#[test]
+fn matrix_json_validates_against_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = lab_db(dir.path());
+    let db = db.to_str().unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../schema/matrix.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    for args in [
+        &["compare", "--matrix", "--json", "--db", db][..],
+        &[
+            "compare", "--matrix", "--period", "3m", "--json", "--db", db,
+        ],
+        &[
+            "compare", "--matrix", "--label", "none", "--json", "--db", db,
+        ],
+        &["compare", "--matrix", "--since", "1h", "--json", "--db", db],
+    ] {
+        let (code, out, err) = outcome(&wirerate(args));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let doc = json_of(&out);
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+    }
+    // the runs of lab_db are all alpha → beta: old at 0-121 s, new at 1100-1221 s, again at
+    // 2200-2299 s; 20-minute periods ending at 2299 s hold new and again, and old before
+    let (_, out, _) = outcome(&wirerate(&[
+        "compare", "--matrix", "--period", "20m", "--json", "--db", db,
+    ]));
+    let doc = json_of(&out);
+    assert_eq!(doc["runs"], 34);
+    assert_eq!(doc["matrix"]["cells"].as_array().unwrap().len(), 1);
+    let cell = &doc["matrix"]["cells"][0];
+    assert_eq!(
+        (&cell["client_host"], &cell["server_host"]),
+        (&"alpha".into(), &"beta".into())
+    );
+    let n = |s: &str| cell[s]["n"].as_u64().unwrap_or(0);
+    assert_eq!((n("current"), n("previous")), (22, 12));
+    assert_eq!(
+        cell["change"], "lower",
+        "new (75) and again (100) against old (100)"
+    );
+    // the schema is strict enough to catch a broken document
+    let mut bad = doc.clone();
+    bad["matrix"]["cells"][0]["change"] = "faster".into();
+    assert!(!validator.is_valid(&bad));
+    // an empty selection says so in text
+    let (code, out, _) = outcome(&wirerate(&[
+        "compare", "--matrix", "--label", "none", "--db", db,
+    ]));
+    assert_eq!(code, 0);
+    assert!(out.starts_with("no runs labelled 'none'"), "{out}");
+    // the matrix does not mix with A and B, nor with the gate
+    for args in [
+        &["compare", "--matrix", "old", "new", "--db", db][..],
+        &["compare", "--matrix", "--fail-if-slower", "5", "--db", db],
+        &["compare", "old", "new", "--period", "1d", "--db", db],
+        &["compare", "--matrix", "--since", "soon", "--db", db],
+    ] {
+        let (code, _, err) = outcome(&wirerate(args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+}

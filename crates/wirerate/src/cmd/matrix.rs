@@ -167,17 +167,34 @@ pub fn text(m: &PairMatrix, args: &MatrixArgs, runs: usize) -> String {
     out
 }
 
+/// Refuses --label, --since and --period without --matrix (clap's `requires` cannot see
+/// a flag's absence).
+pub fn only_with_matrix(
+    matrix: bool,
+    label: &Option<String>,
+    since: &Option<String>,
+    period: &Option<String>,
+) -> anyhow::Result<()> {
+    let given = [("--label", label), ("--since", since), ("--period", period)]
+        .into_iter()
+        .find(|(_, v)| v.is_some());
+    match given {
+        Some((flag, _)) if !matrix => exit::usage(format!("{flag} goes with --matrix")),
+        _ => Ok(()),
+    }
+}
+
 /// Checks the spans given on the command line.
 pub fn args(
     label: Option<String>,
     since: Option<&str>,
-    period: &str,
+    period: Option<&str>,
 ) -> anyhow::Result<MatrixArgs> {
     let since_s = match since.map(parse_span).transpose() {
         Ok(s) => s,
         Err(e) => return exit::usage(format!("--since {e}")),
     };
-    let period_s = match parse_span(period) {
+    let period_s = match parse_span(period.unwrap_or("1d")) {
         Ok(p) => p,
         Err(e) => return exit::usage(format!("--period {e}")),
     };
