@@ -45,6 +45,10 @@ use crate::FleetError;
 pub const MAX_HOSTS: usize = 256;
 pub const MAX_TESTS: usize = 100_000;
 pub const DEFAULT_PORT: u16 = 5350;
+/// The longest default lease, seconds.
+pub const MAX_DEFAULT_LEASE_S: f64 = 120.0;
+/// The shortest lease `--lease` takes, seconds: three renewals must fit in it.
+pub const MIN_LEASE_S: f64 = 3.0;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -311,16 +315,12 @@ impl Plan {
         out
     }
 
-    /// How long one test may hold its claim before another controller takes it over:
-    /// twice the test's time, plus room to connect and report.
+    /// How long a claim lasts unless renewed: twice the test's time plus room to connect
+    /// and report, at most [`MAX_DEFAULT_LEASE_S`] (the runner renews it every third of
+    /// the lease while the test runs, so a long test keeps its claim and a dead
+    /// controller's claim expires soon).
     pub fn lease_s(&self) -> f64 {
-        2.0 * self.spec.send_seconds().unwrap_or(10.0) + 30.0
-    }
-
-    /// The shortest lease allowed: the test's time plus 3 s to connect and report, so a
-    /// test that runs normally is not taken over while it runs.
-    pub fn min_lease_s(&self) -> f64 {
-        self.spec.send_seconds().unwrap_or(10.0) + 3.0
+        (2.0 * self.spec.send_seconds().unwrap_or(10.0) + 30.0).min(MAX_DEFAULT_LEASE_S)
     }
 
     /// The plan as the queue records it, to tell a second controller's file from the first.
@@ -487,7 +487,8 @@ seconds = 1
         assert_eq!(t.len(), 12);
         assert!(t.iter().all(|t| t.due_unix_s == 1000.0 && t.run == 0));
         assert_eq!(p.lease_s(), 32.0);
-        assert_eq!(p.min_lease_s(), 4.0);
+        let long = Plan::parse(&FOUR.replace("seconds = 1", "seconds = 3600")).unwrap();
+        assert_eq!(long.lease_s(), MAX_DEFAULT_LEASE_S);
     }
 
     #[test]

@@ -228,6 +228,18 @@ pub fn claim(
     Ok(Some(claim))
 }
 
+/// Extends a claim this controller still holds by `lease_s` from now; false when it no
+/// longer holds it.
+pub fn renew(c: &mut Client, id: i64, me: &str, lease_s: f64) -> Result<bool, FleetError> {
+    c.execute(
+        "UPDATE plan_tests SET claim_expires = now() + make_interval(secs => $3) \
+         WHERE id = $1 AND claimed_by = $2 AND status = 'running'",
+        &[&id, &me, &lease_s],
+    )
+    .map(|n| n == 1)
+    .map_err(db)
+}
+
 /// How a claimed test ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {

@@ -126,6 +126,8 @@ fn worker(
         .map_err(|e| FleetError::Queue(e.to_string()))?;
     let mut store =
         Store::open_url(&cfg.db_url).map_err(|e| FleetError::Store(wirerate_engine::chain(&e)))?;
+    // the claims of running tests are renewed on a connection of their own
+    let mut renewer = Some(connect(&cfg.db_url)?);
     let (mut ran, mut failed) = (0, 0);
     let lease = cfg.lease_s.unwrap_or_else(|| plan.lease_s());
     loop {
@@ -137,7 +139,24 @@ fn worker(
                 claim.run + 1,
                 claim.rep + 1
             ));
-            let how = run_one(plan, &claim, &mut store, cfg.idle);
+            let how = std::thread::scope(|s| {
+                let (stop, stopped) = std::sync::mpsc::channel::<()>();
+                let mut rc = renewer.take();
+                let id = claim.id;
+                let h = s.spawn(move || {
+                    if let Some(c) = rc.as_mut() {
+                        renew_until(c, id, me, lease, &stopped);
+                    }
+                    rc
+                });
+                let how = run_one(plan, &claim, &mut store, cfg.idle);
+                drop(stop);
+                renewer = h.join().ok().flatten();
+                how
+            });
+            if renewer.is_none() {
+                renewer = connect(&cfg.db_url).ok();
+            }
             let line = match &how {
                 Finish::Done { goodput_bps, .. } => {
                     format!("done, {}", wirerate_core::units::format_bps(*goodput_bps))
@@ -178,6 +197,25 @@ fn worker(
         let woke = matches!(n.timeout_iter(wait).next(), Ok(Some(_)));
         if woke {
             while let Ok(Some(_)) = n.iter().next() {}
+        }
+    }
+}
+
+/// Renews a running test's claim every third of its lease until `stopped` says the test
+/// ended, so a test that runs long is never taken over while this controller lives, and
+/// a dead controller's claim expires after one lease whatever the test's length.
+fn renew_until(
+    c: &mut Client,
+    id: i64,
+    me: &str,
+    lease_s: f64,
+    stopped: &std::sync::mpsc::Receiver<()>,
+) {
+    let every = Duration::from_secs_f64(lease_s / 3.0);
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+        // a failed renewal is retried at the next beat; the lease covers two of them
+        if let Ok(false) = queue::renew(c, id, me, lease_s) {
+            return;
         }
     }
 }

@@ -295,11 +295,60 @@ fn a_killed_controllers_tests_are_taken_over_when_their_lease_expires() {
     let (runs, pairs) = stored(&url, "crash");
     assert_eq!(pairs, 12, "every pair stored");
     assert!(runs >= 12, "{runs}");
-    // a lease shorter than a test is refused
+    // a lease too short to be renewed is refused
     let out = run(
-        &["plan", "run", &plan, "--db", &url, "--lease", "2"],
+        &["plan", "run", &plan, "--db", &url, "--lease", "1"],
         Duration::from_secs(10),
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--lease"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_test_longer_than_its_lease_keeps_its_claim_while_its_controller_lives() {
+    let test = "a_test_longer_than_its_lease_keeps_its_claim_while_its_controller_lives";
+    let Some(cluster) = Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let (pa, pb) = (free_port(), free_port());
+    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
+    let _b = Agent::loopback("127.0.0.2", pb, &["--allow-third-party", LOOP_TARGETS]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan_file(
+        &dir,
+        &format!(
+            "name = \"long\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
+             [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n\
+             [test]\nseconds = 4\nbitrate = \"100M\"\n"
+        ),
+    )
+    .display()
+    .to_string();
+    // 4 s tests under a 3 s lease, with a second controller waiting to take over: only the
+    // renewals keep each test with the controller that runs it
+    let start = || {
+        Command::new(bin())
+            .args(["plan", "run", &plan, "--db", &url, "--lease", "3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn plan run")
+    };
+    let (one, two) = (start(), start());
+    let one = wait_bounded(one, Duration::from_secs(60));
+    let two = wait_bounded(two, Duration::from_secs(60));
+    assert!(
+        one.status.success() && two.status.success(),
+        "{}{}",
+        stderr(&one),
+        stderr(&two)
+    );
+    let st = plan_status(&url, "long");
+    for t in st["tests"].as_array().unwrap() {
+        assert_eq!(t["status"], "done", "{t}");
+        assert_eq!(t["attempts"], 1, "never taken over: {t}");
+    }
+    assert_eq!(stored(&url, "long"), (2, 2));
 }

@@ -57,9 +57,9 @@ struct RunArgs {
     /// Seconds an agent may stay silent before its test fails
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     idle_timeout: f64,
-    /// Seconds a claimed test is this controller's before another controller may take it
-    /// over (a controller that died) [default: twice the test's time plus 30 s; at least
-    /// the test's time plus 3 s]
+    /// Seconds a claim lasts unless renewed: a controller renews its running tests' claims
+    /// every third of it, and another controller takes over the tests of one that stopped
+    /// once it expires [default: twice the test's time plus 30 s, at most 120 s; at least 3]
     #[arg(long, value_name = "SECONDS")]
     lease: Option<f64>,
     /// Print nothing while running; only the final line
@@ -143,11 +143,9 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         None => (plan.hosts.len() / 2).clamp(1, 64),
     };
     if let Some(l) = a.lease {
-        let min = plan.min_lease_s();
-        if !(l.is_finite() && l >= min && l <= 86_400.0 * 2.0) {
-            return exit::usage(format!(
-                "--lease: at least {min:.0} s for this plan's tests (their time plus 3 s), at most 2 days"
-            ));
+        let min = wirerate_fleet::plan::MIN_LEASE_S;
+        if !(l.is_finite() && (min..=86_400.0).contains(&l)) {
+            return exit::usage(format!("--lease takes {min} to 86400 seconds"));
         }
     }
     let cfg = RunnerConfig {
