@@ -5,7 +5,7 @@
 //! ```text
 //! caller → agent   preamble (channel 3), frame Request { to: "HOST:PORT", spec }
 //! agent  → caller  frame Started                     (the agent took its slot and began)
-//! agent  → caller  frame Done { result } | Failed { reason }
+//! agent  → caller  frame Done { result } | Failed { reason } | Busy { retry_s } (B was busy)
 //!     or at once   frame Refused { reason } | Busy { retry_s }
 //! ```
 //!
