@@ -91,7 +91,14 @@ pub fn plan_status(url: &str, name: &str) -> Value {
         Duration::from_secs(20),
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    super::json(&out)
+    let doc = super::json(&out);
+    // every status document follows its schema
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../../schema/plan-status.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    doc
 }
 
 /// No two tests that share a host ran at the same time (pScheduler's rule).
