@@ -394,7 +394,7 @@ impl MeshLab {
 #[test]
 fn a_full_mesh_plan_on_a_four_host_lab_stores_every_pair_once() {
     let test = "a_full_mesh_plan_on_a_four_host_lab_stores_every_pair_once";
-    let Some(m) = mesh_lab("fm", test) else {
+    let Some(m) = mesh_lab("mx", test) else {
         return;
     };
     let plan = m.plan("mesh");
