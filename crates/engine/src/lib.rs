@@ -10,6 +10,7 @@
 //! Promise: a server never dies or hangs because of a client. Every read is bounded in size
 //! and time; a client that stalls or vanishes frees the server within the idle timeout.
 
+pub mod agent;
 pub mod client;
 mod control;
 mod driver;

@@ -105,6 +105,9 @@ struct RawRule {
     directions: Option<Vec<Direction>>,
     tests_per_hour: Option<u32>,
     concurrent: Option<u32>,
+    third_party: Option<bool>,
+    #[serde(default)]
+    third_party_targets: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +134,20 @@ pub struct Rule {
     pub directions: Option<Vec<Direction>>,
     pub tests_per_hour: Option<u32>,
     pub concurrent: Option<u32>,
+    /// Whether matching callers may ask for third-party tests (None: the server's
+    /// `--allow-third-party` decides).
+    pub third_party: Option<bool>,
+    /// Where their third-party tests may go; empty: the server's `--third-party-targets`.
+    pub third_party_targets: Vec<Cidr>,
+}
+
+/// What the rules say about a caller's third-party requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThirdPartyRule {
+    /// "rule 'mesh' for 10.0.0.0/8"
+    pub of: String,
+    pub allow: Option<bool>,
+    pub targets: Vec<Cidr>,
 }
 
 /// A limits file, validated.
@@ -184,7 +201,14 @@ impl RawRule {
             .as_ref()
             .map(|a| amount(a, "max_rate", &name, true))
             .transpose()?;
+        let third_party_targets = self
+            .third_party_targets
+            .iter()
+            .map(|s| Cidr::parse(s).map_err(|e| format!("rule '{name}': third_party_targets: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Rule {
+            third_party: self.third_party,
+            third_party_targets,
             from,
             users: self.users,
             refuse: self.refuse,
@@ -301,6 +325,19 @@ impl Rule {
         }
         if let Some(n) = self.tests_per_hour {
             parts.push(format!("{n} tests per client per hour"));
+        }
+        match self.third_party {
+            Some(true) => parts.push("third-party tests allowed".into()),
+            Some(false) => parts.push("no third-party tests".into()),
+            None => {}
+        }
+        if !self.third_party_targets.is_empty() {
+            let t: Vec<String> = self
+                .third_party_targets
+                .iter()
+                .map(Cidr::to_string)
+                .collect();
+            parts.push(format!("third-party targets {}", t.join(", ")));
         }
         if let Some(n) = self.concurrent {
             parts.push(format!("{n} concurrent"));
@@ -473,6 +510,18 @@ impl Policy {
             max_bytes: rule.max_bytes,
             pace_bps: rule.max_rate_bps,
             index: Some(index),
+        })
+    }
+
+    /// What the rule that applies to `ip` says about third-party requests; None when no
+    /// rule applies.
+    pub fn third_party(&self, ip: IpAddr) -> Option<ThirdPartyRule> {
+        let st = self.lock();
+        let (_, rule, what) = st.limits.rule_for(ip, None)?;
+        Some(ThirdPartyRule {
+            of: format!("rule '{}' for {what}", rule.name),
+            allow: rule.third_party,
+            targets: rule.third_party_targets.clone(),
         })
     }
 

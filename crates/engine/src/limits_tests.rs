@@ -184,3 +184,35 @@ fn the_description_lists_every_rule() {
     assert!(d.contains("2 tests per client per hour"), "{d}");
     assert!(d.contains("default: 'default'; duration ≤ 10 s"), "{d}");
 }
+
+#[test]
+fn rules_say_who_may_ask_for_third_party_tests_and_where_to() {
+    let l = Limits::parse(
+        "[[rule]]\nname = \"mesh\"\nfrom = [\"10.0.0.0/8\"]\nthird_party = true\n\
+         third_party_targets = [\"10.77.0.0/24\", \"fd77::/64\"]\n\
+         [default]\nthird_party = false\n",
+    )
+    .unwrap();
+    let p = Policy::new(l.clone());
+    let mesh = p.third_party(ip("10.1.1.1")).unwrap();
+    assert_eq!(mesh.of, "rule 'mesh' for 10.0.0.0/8");
+    assert_eq!(mesh.allow, Some(true));
+    assert_eq!(mesh.targets.len(), 2);
+    assert!(mesh.targets[1].contains(ip("fd77::9")));
+    let other = p.third_party(ip("192.0.2.1")).unwrap();
+    assert_eq!((other.allow, other.targets.len()), (Some(false), 0));
+    assert!(Policy::default().third_party(ip("10.1.1.1")).is_none());
+    let d = l.describe();
+    assert!(
+        d.contains("third-party tests allowed") && d.contains("10.77.0.0/24"),
+        "{d}"
+    );
+    assert!(d.contains("no third-party tests"), "{d}");
+    let e = Limits::parse("[[rule]]\nthird_party_targets = [\"10.0.0.0/33\"]\n").unwrap_err();
+    assert!(
+        e.contains("third_party_targets") && e.contains("prefix"),
+        "{e}"
+    );
+    let e = Limits::parse("[[rule]]\nthird_party = \"yes\"\n").unwrap_err();
+    assert!(e.contains("line 2"), "{e}");
+}

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
+    /// Third-party requests: who may ask, and where their tests may go.
+    pub agent: crate::agent::AgentConfig,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +84,7 @@ impl Default for ServerConfig {
             users: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
+            agent: Default::default(),
         }
     }
 }
@@ -425,6 +428,7 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
                 );
             }
         }
+        Ok(p) if p.channel == Channel::Agent => crate::agent::serve(sock, shared, &who, pending),
         Ok(p) if p.channel == Channel::TlsControl => match start_tls(sock, shared, deadline) {
             Ok(ctl) => control_conn(ctl, shared, &who, pending),
             Err(reason) => {

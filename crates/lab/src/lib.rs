@@ -1,6 +1,7 @@
 //! Emulated Ethernet links: two hosts, each in its own network namespace (`wr-LAB-HOST`),
 //! joined by a veth pair whose both egresses are shaped by tbf to behave like a
-//! full-duplex Ethernet wire of a given rate.
+//! full-duplex Ethernet wire of a given rate; or three to 16 hosts, each with such a wire
+//! to a bridge in a switch namespace (`wrs-LAB`).
 //!
 //! Promises:
 //! - The shaper charges every packet what a frame costs on a real wire: tbf's `overhead`
@@ -8,7 +9,8 @@
 //!   included) and its `mpu` charges at least a minimum frame (84 bytes with preamble and
 //!   gap). Segmentation offloads are off on both ends, so the shaper sees real frames. With
 //!   this, `wirerate_core::wire::model` predicts what a test on the lab can reach.
-//! - Addresses (10.77.0.1–2/24, fd77::1–2/64) exist only inside the lab's namespaces.
+//! - Addresses (10.77.0.1…/24, fd77::1…/64, one per host in order) exist only inside the
+//!   lab's namespaces.
 //! - `up` either finishes or removes what it made; `down` removes only namespaces named
 //!   with the lab's prefix and ends no process.
 //! - A process inside a lab host finds its link with [`current_lab`] (the lab records
@@ -22,7 +24,10 @@ pub mod sh;
 pub mod spec;
 pub mod state;
 
-pub use ops::{down, exec_command, host_ipv4, is_root, status, up, DownReport, LabStatus};
+pub use ops::{
+    down, exec_command, host_ipv4, is_root, status, up, DownReport, HostStatus, LabStatus,
+    PortStatus,
+};
 pub use spec::LabSpec;
 pub use state::{
     current_lab, current_netns_name, lab_for_netns, lab_rate_for_netns, LabHost, LabLink, LabState,

@@ -38,11 +38,16 @@ fn namespaces_of(name: &str) -> Vec<String> {
 pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
     spec.validate()?;
     require_root()?;
-    if !namespaces_of(&spec.name).is_empty() {
+    if !namespaces_of(&spec.name).is_empty() || switch_exists(&spec.name) {
         return Err(LabError::Exists(spec.name.clone()));
     }
     let mut made = Vec::new();
-    match build(spec, &mut made) {
+    let built = if spec.bridged() {
+        build_bridged(spec, &mut made)
+    } else {
+        build(spec, &mut made)
+    };
+    match built {
         Ok(state) => Ok(state),
         Err(e) => {
             for ns in made.iter().rev() {
@@ -51,6 +56,57 @@ pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
             let _ = state::remove(Path::new(STATE_DIR), &spec.name);
             Err(e)
         }
+    }
+}
+
+/// Whether lab `name` has a switch namespace.
+fn switch_exists(name: &str) -> bool {
+    Path::new(NETNS_DIR)
+        .join(crate::spec::switch_netns_name(name))
+        .exists()
+}
+
+/// Three or more hosts: each joined by its own shaped veth to a bridge in the switch
+/// namespace (the commands are [`LabSpec::bridge_commands`]).
+fn build_bridged(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
+    for (program, args) in spec.bridge_commands() {
+        run(program, &args)?;
+        if args.first().map(String::as_str) == Some("netns")
+            && args.get(1).map(String::as_str) == Some("add")
+        {
+            made.extend(args.get(2).cloned());
+        }
+    }
+    let hosts = (0..spec.hosts.len()).map(|i| lab_host(spec, i)).collect();
+    let state = LabState {
+        switch_netns: Some(spec.switch_netns()),
+        ..lab_state(spec, hosts)
+    };
+    state::save(Path::new(STATE_DIR), &state)?;
+    Ok(state)
+}
+
+fn lab_host(spec: &LabSpec, i: usize) -> LabHost {
+    LabHost {
+        name: spec.hosts[i].clone(),
+        netns: spec.netns(i),
+        ifname: IFNAME.to_string(),
+        ipv4: ipv4_cidr(i),
+        ipv6: ipv6_cidr(i),
+    }
+}
+
+fn lab_state(spec: &LabSpec, hosts: Vec<LabHost>) -> LabState {
+    LabState {
+        name: spec.name.clone(),
+        link_bps: spec.link_bps,
+        mtu: spec.mtu,
+        buffer_bytes: spec.buffer_bytes,
+        burst_bytes: spec.burst_bytes(),
+        overhead_bytes: TBF_OVERHEAD_BYTES,
+        mpu_bytes: TBF_MPU_BYTES,
+        hosts,
+        switch_netns: None,
     }
 }
 
@@ -100,27 +156,12 @@ fn build(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
             ],
         )?;
         run("tc", &spec.tbf_args(n))?;
-        hosts.push(LabHost {
-            name: spec.hosts[i].clone(),
-            netns: n.clone(),
-            ifname: IFNAME.to_string(),
-            ipv4: ipv4_cidr(i),
-            ipv6: ipv6_cidr(i),
-        });
+        hosts.push(lab_host(spec, i));
     }
     for n in &ns {
         run("ip", &["-n", n, "link", "set", IFNAME, "up"])?;
     }
-    let state = LabState {
-        name: spec.name.clone(),
-        link_bps: spec.link_bps,
-        mtu: spec.mtu,
-        buffer_bytes: spec.buffer_bytes,
-        burst_bytes: spec.burst_bytes(),
-        overhead_bytes: TBF_OVERHEAD_BYTES,
-        mpu_bytes: TBF_MPU_BYTES,
-        hosts,
-    };
+    let state = lab_state(spec, hosts);
     state::save(Path::new(STATE_DIR), &state)?;
     Ok(state)
 }
@@ -139,7 +180,11 @@ pub fn down(name: &str) -> Result<DownReport, LabError> {
     require_root()?;
     let mut report = DownReport::default();
     let mut first_error = None;
-    for ns in namespaces_of(name) {
+    let mut all = namespaces_of(name);
+    if switch_exists(name) {
+        all.push(crate::spec::switch_netns_name(name));
+    }
+    for ns in all {
         let pids: Vec<u32> = run("ip", &["netns", "pids", ns.as_str()])
             .map(|out| {
                 out.split_whitespace()
@@ -175,6 +220,20 @@ pub struct HostStatus {
     /// The shaper as tc shows it.
     pub qdisc: String,
     /// What left this host's egress, and what its queue limit dropped.
+    pub sent_bytes: Option<u64>,
+    pub sent_packets: Option<u64>,
+    pub dropped_packets: Option<u64>,
+    /// In a lab on a bridge: the switch's port towards this host, its shaper and what it
+    /// sent to the host and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_port: Option<PortStatus>,
+}
+
+/// The switch's port towards one host of a lab on a bridge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortStatus {
+    pub ifname: String,
+    pub qdisc: String,
     pub sent_bytes: Option<u64>,
     pub sent_packets: Option<u64>,
     pub dropped_packets: Option<u64>,
@@ -233,7 +292,25 @@ pub fn status(only: Option<&str>) -> Result<Vec<LabStatus>, LabError> {
         )
         .unwrap_or_default();
         let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&stats);
+        let sw = crate::spec::switch_netns_name(lab);
+        let switch_port = switch_exists(lab).then(|| {
+            let ifname = crate::spec::port_name(host);
+            let text = run(
+                "tc",
+                &["-n", sw.as_str(), "-s", "qdisc", "show", "dev", &ifname],
+            )
+            .unwrap_or_default();
+            let (qdisc, sent_bytes, sent_packets, dropped_packets) = parse_qdisc_stats(&text);
+            PortStatus {
+                ifname,
+                qdisc,
+                sent_bytes,
+                sent_packets,
+                dropped_packets,
+            }
+        });
         let entry = HostStatus {
+            switch_port,
             netns: ns.clone(),
             host: host.to_string(),
             addresses,

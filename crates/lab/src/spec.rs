@@ -21,11 +21,19 @@ pub const TBF_OVERHEAD_BYTES: u32 = PER_FRAME_OVERHEAD_BYTES;
 /// The least tbf charges a packet: a minimum frame plus preamble and gap.
 pub const TBF_MPU_BYTES: u32 = MIN_FRAME_BYTES + PREAMBLE_SFD_BYTES + INTER_FRAME_GAP_BYTES;
 
-/// A lab as asked for: two hosts joined by one full-duplex shaped link.
+/// The most hosts a lab has: addresses stay in one /24 and a bridge stays small.
+pub const MAX_HOSTS: usize = 16;
+/// The bridge inside a lab's switch namespace.
+pub const BRIDGE: &str = "br0";
+/// Prefix of a lab's switch namespace (`wrs-LAB`): not `wr-`, so it is never read as a host.
+pub const SWITCH_PREFIX: &str = "wrs-";
+
+/// A lab as asked for: two hosts joined by one full-duplex shaped link, or three to
+/// [`MAX_HOSTS`] hosts, each joined by its own shaped link to a bridge in a switch namespace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabSpec {
     pub name: String,
-    pub hosts: [String; 2],
+    pub hosts: Vec<String>,
     pub link_bps: f64,
     /// Queue limit at each egress, bytes of packets (MAC header included).
     pub buffer_bytes: u64,
@@ -36,14 +44,17 @@ impl LabSpec {
     /// Checks names, rate, MTU and buffer; the error says which and why.
     pub fn validate(&self) -> Result<(), LabError> {
         check_ident("lab name", &self.name, 16)?;
-        for h in &self.hosts {
-            check_ident("host name", h, 12)?;
-        }
-        if self.hosts[0] == self.hosts[1] {
+        if !(2..=MAX_HOSTS).contains(&self.hosts.len()) {
             return Err(invalid(format!(
-                "host names must differ, both are '{}'",
-                self.hosts[0]
+                "a lab has 2 to {MAX_HOSTS} hosts, not {}",
+                self.hosts.len()
             )));
+        }
+        for (i, h) in self.hosts.iter().enumerate() {
+            check_ident("host name", h, 12)?;
+            if self.hosts[..i].contains(h) {
+                return Err(invalid(format!("host names must differ, '{h}' is twice")));
+            }
         }
         if !(self.link_bps.is_finite() && (MIN_RATE_BPS..=MAX_RATE_BPS).contains(&self.link_bps)) {
             return Err(invalid(format!(
@@ -77,6 +88,119 @@ impl LabSpec {
         netns_name(&self.name, &self.hosts[host_index])
     }
 
+    /// Whether the hosts meet on a bridge (three or more) rather than one veth pair.
+    pub fn bridged(&self) -> bool {
+        self.hosts.len() > 2
+    }
+
+    /// The switch namespace of a bridged lab.
+    pub fn switch_netns(&self) -> String {
+        switch_netns_name(&self.name)
+    }
+
+    /// Every command that builds a bridged lab, in order, as (program, arguments). The
+    /// namespaces are made first (`ip netns add`), one per host and then the switch's.
+    /// Each host's link is a veth pair born with one end (`wr0`) in the host and the
+    /// other (`pHOST`) in the switch, enslaved to the bridge; both ends are shaped, so
+    /// each host has its own full-duplex wire to the switch.
+    pub fn bridge_commands(&self) -> Vec<(&'static str, Vec<String>)> {
+        let sw = self.switch_netns();
+        let mtu = self.mtu.to_string();
+        let mut cmds: Vec<(&'static str, Vec<String>)> = Vec::new();
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for i in 0..self.hosts.len() {
+            cmds.push(("ip", v(&["netns", "add", &self.netns(i)])));
+        }
+        cmds.push(("ip", v(&["netns", "add", &sw])));
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", "lo", "up"])));
+        cmds.push((
+            "ip",
+            v(&[
+                "-n",
+                &sw,
+                "link",
+                "add",
+                BRIDGE,
+                "type",
+                "bridge",
+                "stp_state",
+                "0",
+            ]),
+        ));
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "mtu", &mtu])));
+        for (i, host) in self.hosts.iter().enumerate() {
+            let ns = self.netns(i);
+            let port = port_name(host);
+            cmds.push((
+                "ip",
+                v(&[
+                    "link", "add", IFNAME, "netns", &ns, "type", "veth", "peer", "name", &port,
+                    "netns", &sw,
+                ]),
+            ));
+            cmds.extend(self.end_commands(&ns, IFNAME, Some(i)));
+            cmds.extend(self.end_commands(&sw, &port, None));
+            cmds.push((
+                "ip",
+                v(&["-n", &sw, "link", "set", &port, "master", BRIDGE]),
+            ));
+        }
+        for (i, host) in self.hosts.iter().enumerate() {
+            cmds.push((
+                "ip",
+                v(&["-n", &self.netns(i), "link", "set", IFNAME, "up"]),
+            ));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &port_name(host), "up"])));
+        }
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "up"])));
+        cmds
+    }
+
+    /// Settings of one veth end: MTU, offloads off, the shaper, and for a host's end its
+    /// loopback and addresses (host index `host`).
+    fn end_commands(
+        &self,
+        ns: &str,
+        dev: &str,
+        host: Option<usize>,
+    ) -> Vec<(&'static str, Vec<String>)> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mtu = self.mtu.to_string();
+        let mut cmds = Vec::new();
+        if host.is_some() {
+            cmds.push(("ip", v(&["-n", ns, "link", "set", "lo", "up"])));
+        }
+        cmds.push(("ip", v(&["-n", ns, "link", "set", dev, "mtu", &mtu])));
+        cmds.push((
+            "ip",
+            v(&[
+                "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+            ]),
+        ));
+        if let Some(i) = host {
+            cmds.push((
+                "ip",
+                v(&["-n", ns, "addr", "add", &ipv4_cidr(i), "dev", dev]),
+            ));
+            cmds.push((
+                "ip",
+                v(&[
+                    "-n",
+                    ns,
+                    "-6",
+                    "addr",
+                    "add",
+                    &ipv6_cidr(i),
+                    "dev",
+                    dev,
+                    "nodad",
+                ]),
+            ));
+        }
+        cmds.push(("tc", self.tbf_args_dev(ns, dev)));
+        cmds
+    }
+
     /// The token bucket: two full frames, or 1 ms of the rate when that is more, so fast
     /// links do not depend on sub-millisecond timers while slow ones stay close to a wire.
     pub fn burst_bytes(&self) -> u64 {
@@ -87,6 +211,11 @@ impl LabSpec {
 
     /// Arguments to `tc` that shape one egress like an Ethernet wire of this rate.
     pub fn tbf_args(&self, netns: &str) -> Vec<String> {
+        self.tbf_args_dev(netns, IFNAME)
+    }
+
+    /// Arguments to `tc` that shape the egress of device `dev` in `netns`.
+    pub fn tbf_args_dev(&self, netns: &str, dev: &str) -> Vec<String> {
         let rate = format!("{}bit", self.link_bps.round() as u64);
         [
             "-n",
@@ -94,7 +223,7 @@ impl LabSpec {
             "qdisc",
             "add",
             "dev",
-            IFNAME,
+            dev,
             "root",
             "tbf",
             "rate",
@@ -128,6 +257,15 @@ pub fn ipv6_cidr(host_index: usize) -> String {
 /// The address part of a `addr/prefix` string.
 pub fn addr_of(cidr: &str) -> &str {
     cidr.split('/').next().unwrap_or(cidr)
+}
+
+/// The switch's port towards `host` (at most 13 bytes, within the 15 of an interface name).
+pub fn port_name(host: &str) -> String {
+    format!("p{host}")
+}
+
+pub fn switch_netns_name(lab: &str) -> String {
+    format!("{SWITCH_PREFIX}{lab}")
 }
 
 pub fn netns_name(lab: &str, host: &str) -> String {
@@ -171,7 +309,7 @@ mod tests {
     fn spec() -> LabSpec {
         LabSpec {
             name: "t1".into(),
-            hosts: ["a".into(), "b".into()],
+            hosts: vec!["a".into(), "b".into()],
             link_bps: 10e6,
             buffer_bytes: 65536,
             mtu: 1500,
@@ -236,11 +374,23 @@ mod tests {
                 ..spec()
             },
             LabSpec {
-                hosts: ["a".into(), "a".into()],
+                hosts: vec!["a".into(), "a".into()],
                 ..spec()
             },
             LabSpec {
-                hosts: ["a".into(), "B".into()],
+                hosts: vec!["a".into(), "B".into()],
+                ..spec()
+            },
+            LabSpec {
+                hosts: vec!["a".into()],
+                ..spec()
+            },
+            LabSpec {
+                hosts: vec!["a".into(), "b".into(), "c".into(), "a".into()],
+                ..spec()
+            },
+            LabSpec {
+                hosts: (0..17).map(|i| format!("h{i}")).collect(),
                 ..spec()
             },
             LabSpec {
@@ -269,5 +419,64 @@ mod tests {
             assert!(s.validate().is_err(), "{s:?}");
         }
         assert!(spec().validate().is_ok());
+        let sixteen = LabSpec {
+            hosts: (0..16).map(|i| format!("h{i}")).collect(),
+            ..spec()
+        };
+        assert!(sixteen.validate().is_ok());
+    }
+
+    #[test]
+    fn a_bridged_lab_shapes_both_ends_of_every_host_link() {
+        let s = LabSpec {
+            hosts: vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            ..spec()
+        };
+        assert!(s.bridged() && !spec().bridged());
+        assert_eq!(s.switch_netns(), "wrs-t1");
+        // the switch namespace is never taken for a host
+        assert_eq!(parse_netns(&s.switch_netns()), None);
+        let lines: Vec<String> = s
+            .bridge_commands()
+            .iter()
+            .map(|(p, a)| format!("{p} {}", a.join(" ")))
+            .collect();
+        let has = |l: &str| lines.iter().filter(|x| x.as_str() == l).count();
+        for (i, h) in ["a", "b", "c", "d"].iter().enumerate() {
+            assert_eq!(has(&format!("ip netns add wr-t1-{h}")), 1);
+            assert_eq!(
+                has(&format!(
+                    "ip link add wr0 netns wr-t1-{h} type veth peer name p{h} netns wrs-t1"
+                )),
+                1
+            );
+            assert_eq!(
+                has(&format!("ip -n wrs-t1 link set p{h} master br0")),
+                1,
+                "{h}"
+            );
+            assert_eq!(
+                has(&format!(
+                    "ip -n wr-t1-{h} addr add 10.77.0.{}/24 dev wr0",
+                    i + 1
+                )),
+                1
+            );
+            let tbf = |ns: &str, dev: &str| {
+                format!(
+                    "tc -n {ns} qdisc add dev {dev} root tbf rate 10000000bit burst 3076 \
+                     limit 65536 overhead 24 mpu 84"
+                )
+            };
+            assert_eq!(has(&tbf(&format!("wr-t1-{h}"), "wr0")), 1);
+            assert_eq!(has(&tbf("wrs-t1", &format!("p{h}"))), 1);
+        }
+        // namespaces first, the bridge up last
+        assert!(lines[..5].iter().all(|l| l.starts_with("ip netns add")));
+        assert_eq!(lines.last().unwrap(), "ip -n wrs-t1 link set br0 up");
+        // every port goes up after it joins the bridge
+        let pos = |l: &str| lines.iter().position(|x| x == l).unwrap();
+        assert!(pos("ip -n wrs-t1 link set pd master br0") < pos("ip -n wrs-t1 link set pd up"));
+        assert_eq!(port_name("abcdefghijkl").len(), 13);
     }
 }

@@ -35,6 +35,9 @@ pub struct LabState {
     /// tbf `mpu`: the least a packet is charged, bytes.
     pub mpu_bytes: u32,
     pub hosts: Vec<LabHost>,
+    /// The namespace of the bridge the hosts meet on, for a lab of three or more hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_netns: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,12 +59,9 @@ pub struct LabLink {
 
 impl LabState {
     pub fn spec(&self) -> Option<LabSpec> {
-        let [a, b] = self.hosts.as_slice() else {
-            return None;
-        };
         Some(LabSpec {
             name: self.name.clone(),
-            hosts: [a.name.clone(), b.name.clone()],
+            hosts: self.hosts.iter().map(|h| h.name.clone()).collect(),
             link_bps: self.link_bps,
             buffer_bytes: self.buffer_bytes,
             mtu: self.mtu,
@@ -194,6 +194,7 @@ mod tests {
             overhead_bytes: 24,
             mpu_bytes: 84,
             hosts: vec![host(0, "a"), host(1, "b")],
+            switch_netns: None,
         }
     }
 

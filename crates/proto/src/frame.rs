@@ -70,6 +70,9 @@ pub enum Channel {
     /// A control connection that goes on in TLS 1.3: the server answers with the same
     /// preamble, then the TLS handshake starts, and inside it the control channel as usual.
     TlsControl,
+    /// A third-party request to an agent: one request frame, then the agent's answers
+    /// (see [`crate::agent`]).
+    Agent,
 }
 
 /// The first 8 bytes of every connection.
@@ -93,6 +96,7 @@ impl Preamble {
             Channel::Control => 0,
             Channel::Data => 1,
             Channel::TlsControl => 2,
+            Channel::Agent => 3,
         };
         [MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], v[0], v[1], c, 0]
     }
@@ -115,6 +119,7 @@ impl Preamble {
             0 => Channel::Control,
             1 => Channel::Data,
             2 => Channel::TlsControl,
+            3 => Channel::Agent,
             c => return Err(ProtoError::BadChannel(c)),
         };
         Ok(Preamble { version, channel })

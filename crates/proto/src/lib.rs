@@ -7,13 +7,15 @@
 //!
 //! # Wire format
 //! Each connection starts with an 8-byte preamble: the magic `WRRT`, the protocol version
-//! (u16, big endian), the channel (0 control, 1 data) and a zero byte. On the control channel
+//! (u16, big endian), the channel (0 control, 1 data, 2 TLS control, 3 agent) and a zero
+//! byte. On the control channel
 //! frames follow: a u32 big-endian length, then that many bytes of JSON holding one
 //! [`Msg`]. On a data channel the preamble is followed by the session token (16 bytes), the
 //! flow (1 byte) and the stream id (u32 big endian); then the stream's raw payload.
 
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod auth;
 pub mod control;
 pub mod data;

@@ -47,6 +47,8 @@ enum Command {
     Ttcp(cmd::ttcp::Args),
     /// Emulated links: hosts in network namespaces joined by a shaped veth (needs root)
     Lab(cmd::lab::Args),
+    /// Test plans over many agents (mesh, pairs, star), worked through a PostgreSQL queue
+    Plan(cmd::plan::Args),
     /// List stored runs, or export them as CSV or JSON
     History(cmd::history::Args),
     /// Store saved JSON results in the results database
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),
         Command::Lab(a) => cmd::lab::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
         Command::History(a) => cmd::history::run(a),
         Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),

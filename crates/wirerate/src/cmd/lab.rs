@@ -31,7 +31,10 @@ macro_rules! say_raw {
     after_help = "Emulated Ethernet links: two hosts, each in its own network namespace \
 (wr-NAME-HOST), joined by a veth pair shaped by tbf on both egresses so that every frame \
 costs what it costs on a real wire (preamble, FCS, inter-frame gap, minimum frame). \
-Segmentation offloads are off on both ends. Needs root.\n\nRates take K, M, G, T as powers \
+Segmentation offloads are off on both ends. With three to 16 hosts (--hosts a,b,c,d or \
+--count N), each host has its own such link to a bridge in a switch namespace (wrs-NAME), \
+shaped at the host's egress and at the bridge's port towards it; hosts get 10.77.0.1, \
+10.77.0.2, ... in order. Needs root.\n\nRates take K, M, G, T as powers \
 of 1000 (10M = 10000000 bit/s); sizes take K, M, G as powers of 1024 (16K = 16384 bytes).\n\n\
 A process started with 'lab exec' can find its lab and link rate in \
 /run/wirerate/lab/NAME.json."
@@ -43,7 +46,7 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum LabCmd {
-    /// Create a lab: two hosts joined by a shaped link
+    /// Create a lab: two hosts joined by a shaped link, or up to 16 on a bridge
     Up(UpArgs),
     /// Remove a lab's namespaces (and with them its links and shapers)
     Down(NameArg),
@@ -90,9 +93,19 @@ struct UpArgs {
         allow_hyphen_values = true
     )]
     mtu: String,
-    /// The two hosts' names, comma-separated.
-    #[arg(long, default_value = "a,b", value_name = "A,B")]
+    /// The hosts' names, comma-separated: two are joined by one shaped link; three to 16
+    /// each get their own shaped link to a bridge (in namespace wrs-NAME).
+    #[arg(long, default_value = "a,b", value_name = "A,B,...")]
     hosts: String,
+    /// N hosts named h1 to hN (2 to 16), instead of --hosts.
+    #[arg(long, value_name = "N")]
+    count: Option<usize>,
+}
+
+impl UpArgs {
+    fn hosts_given(&self) -> bool {
+        self.hosts != "a,b"
+    }
 }
 
 #[derive(clap::Args)]
@@ -152,16 +165,28 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         Some(m) => m,
         None => return exit::usage(format!("--mtu: '{}' is not a size in bytes", a.mtu)),
     };
-    let hosts: Vec<&str> = a.hosts.split(',').map(str::trim).collect();
-    let [h0, h1] = hosts.as_slice() else {
+    let hosts: Vec<String> = match &a.count {
+        Some(n) if a.hosts_given() => {
+            return exit::usage(format!("give --hosts or --count, not both (--count {n})"))
+        }
+        Some(n) if !(2..=wirerate_lab::spec::MAX_HOSTS).contains(n) => {
+            return exit::usage(format!(
+                "--count: a lab has 2 to {} hosts, not {n}",
+                wirerate_lab::spec::MAX_HOSTS
+            ))
+        }
+        Some(n) => (0..*n).map(|i| format!("h{}", i + 1)).collect(),
+        None => a.hosts.split(',').map(|h| h.trim().to_string()).collect(),
+    };
+    if hosts.len() < 2 {
         return exit::usage(format!(
-            "--hosts: give two names separated by a comma, not '{}'",
+            "--hosts: give two or more names separated by commas, not '{}'",
             a.hosts
         ));
-    };
+    }
     let spec = LabSpec {
         name: a.name.name.clone(),
-        hosts: [h0.to_string(), h1.to_string()],
+        hosts,
         link_bps,
         buffer_bytes,
         mtu,
@@ -185,7 +210,7 @@ fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         "run a command on a host: {me} lab exec --name {} {first} -- CMD",
         state.name
     );
-    if let [a, b] = state.hosts.as_slice() {
+    if let [a, b, ..] = state.hosts.as_slice() {
         let server = wirerate_lab::host_ipv4(&state, &a.name).unwrap_or("ADDRESS");
         say!("a test across the lab, from {} to {}:", b.name, a.name);
         say!(
@@ -243,6 +268,13 @@ fn describe(s: &LabState) -> String {
         out += &format!(
             "  {:<12} {:<24} {:<16} {}\n",
             h.name, h.netns, h.ipv4, h.ipv6
+        );
+    }
+    if let Some(sw) = &s.switch_netns {
+        out += &format!(
+            "  {} hosts on bridge {} in {sw}, each link shaped at both ends\n",
+            s.hosts.len(),
+            wirerate_lab::spec::BRIDGE
         );
     }
     let goodput = |proto| {
@@ -337,6 +369,16 @@ fn status_text(lab: &LabStatus) -> String {
             n(h.sent_packets),
             n(h.dropped_packets)
         );
+        if let Some(p) = &h.switch_port {
+            out += &format!(
+                "    switch port {}: {}\n    sent {} bytes in {} packets to the host, {} dropped at the queue limit\n",
+                p.ifname,
+                p.qdisc,
+                n(p.sent_bytes),
+                n(p.sent_packets),
+                n(p.dropped_packets)
+            );
+        }
     }
     out
 }

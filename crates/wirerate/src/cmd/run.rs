@@ -61,6 +61,14 @@ Exit status: 0 success, 1 the test failed (peer refused, unreachable, silent, or
 pub struct Args {
     /// Server to test against; with none, an embedded server on loopback is used
     pub host: Option<String>,
+    /// Third-party test: ask the agent on this host (a `wirerate serve
+    /// --allow-third-party`, HOST or HOST:PORT) to run the test against --to and send back
+    /// the result, which is printed and stored as if it ran here
+    #[arg(long, value_name = "HOST[:PORT]", requires = "to", conflicts_with_all = ["host", "iperf3", "find_max", "repeat", "until_ci"])]
+    pub from: Option<String>,
+    /// The server the --from agent tests against (HOST or HOST:PORT, as the agent reaches it)
+    #[arg(long, value_name = "HOST[:PORT]", requires = "from")]
+    pub to: Option<String>,
     /// Server port [default: 5350; 5201 with --iperf3]
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
@@ -571,6 +579,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return usage(e.to_string());
     }
     let mut store = open_store(&a.store)?;
+    if let (Some(from), Some(to)) = (&a.from, &a.to) {
+        return third_party(&a, from, to, format, store.as_mut());
+    }
     let mut t = target(&a)?;
     if !a.find_max && !a.iperf3 {
         // Ctrl-C ends the test early and reports it (the iperf3 driver cannot stop early
@@ -629,6 +640,68 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `run --from A --to B`: the agent on A runs the test towards B; its result is printed
+/// and stored here.
+fn third_party(
+    a: &Args,
+    from: &str,
+    to: &str,
+    format: Format,
+    store: Option<&mut Store>,
+) -> anyhow::Result<ExitCode> {
+    let port = a.port.unwrap_or(DEFAULT_PORT);
+    let hp = |flag: &str, s: &str| -> anyhow::Result<String> {
+        match wirerate_fleet::plan::agent_address(s, port) {
+            Ok(a) => Ok(a),
+            Err(e) => usage(format!(
+                "{flag}: {}",
+                e.to_string().trim_start_matches("plan: ")
+            )),
+        }
+    };
+    let (from, to) = (hp("--from", from)?, hp("--to", to)?);
+    let agent = resolve_hostport(&from, a.ipv4, a.ipv6)?;
+    let spec = spec_from(a, 1472)?;
+    if format == Format::Text {
+        crate::say!(
+            "{}",
+            text::header(&spec, &format!("{to}, run by the agent on {agent}"))
+        );
+    }
+    let idle = Duration::from_secs_f64(a.idle_timeout);
+    let out = wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5))
+        .with_context(|| format!("third-party test from {from} to {to}"))?;
+    let result = match wirerate_engine::agent::into_result(out, agent) {
+        Ok(r) => r,
+        Err(reason) => anyhow::bail!("{reason}"),
+    };
+    // the intervals arrive with the result: printed then, as a local run prints them live
+    let mut printer = Printer::new(&spec, format == Format::Text, false, false);
+    printer.started();
+    printer.finish(&result);
+    emit(&result, format)?;
+    let stored = match store {
+        Some(store) => save(store, &result, a.store.label.as_deref(), None),
+        None => true,
+    };
+    Ok(if stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn resolve_hostport(hp: &str, v4: bool, v6: bool) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = hp
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve '{hp}'"))?
+        .collect();
+    addrs
+        .into_iter()
+        .find(|a| (!v4 || a.is_ipv4()) && (!v6 || a.is_ipv6()))
+        .with_context(|| format!("'{hp}' has no usable address"))
 }
 
 /// How many runs `--repeat` or `--until-ci` asks for.

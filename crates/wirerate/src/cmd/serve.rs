@@ -28,6 +28,9 @@ With --users (and --tls), every client logs in first (SCRAM-SHA-256: the passwor
 the wire); a failed login is told only that it failed, and an address with 5 failures in a minute \
 is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
+With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
+`wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
+rule's third_party_targets), and send back the result (docs/fleet.md).\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
 pub struct Args {
@@ -77,10 +80,28 @@ pub struct Args {
     /// Write the server's process id to FILE (removed when -1 ends the server)
     #[arg(short = 'I', long, value_name = "FILE")]
     pub pidfile: Option<std::path::PathBuf>,
+    /// Act as an agent for third-party tests (`wirerate run --from THIS --to B`): run a
+    /// caller's test towards B and send back the result. Off by default; a limits rule's
+    /// `third_party` overrides it for the callers it matches (docs/fleet.md)
+    #[arg(long)]
+    pub allow_third_party: bool,
+    /// Address ranges third-party tests may go to, comma-separated (e.g. 10.0.0.0/8);
+    /// a limits rule's `third_party_targets` replaces it for its callers. With none, every
+    /// target is refused: an agent is never a relay to arbitrary hosts
+    #[arg(long, value_name = "CIDR,...", value_delimiter = ',')]
+    pub third_party_targets: Vec<String>,
     #[command(flatten)]
     pub tls: crate::cmd::tls::ServerTlsArgs,
     #[command(flatten)]
     pub output: crate::cmd::habits::OutputArgs,
+}
+
+/// What the link under a third-party test could carry, for the agent's results.
+fn agent_wire(
+    spec: &wirerate_core::TestSpec,
+    local: &wirerate_core::report::SideReport,
+) -> wirerate_core::result::WireSummary {
+    crate::link::link_facts(spec, local).summary()
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +160,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("wirerate serve: warning: the users file has no users; every login will fail");
     }
     let tls = a.tls.server()?;
+    let mut targets = Vec::new();
+    for t in &a.third_party_targets {
+        match wirerate_engine::limits::Cidr::parse(t) {
+            Ok(c) => targets.push(c),
+            Err(e) => return usage(format!("--third-party-targets: {e}")),
+        }
+    }
     let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
@@ -161,6 +189,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }),
         tls: tls.clone(),
         users: users.clone(),
+        agent: wirerate_engine::agent::AgentConfig {
+            allow: a.allow_third_party,
+            targets,
+            wire: Some(agent_wire),
+        },
         ..Default::default()
     };
     // every stream of a test takes two descriptors on this side: room for the largest -P

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod lab;
 
 use std::io::Read;
