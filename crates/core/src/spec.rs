@@ -60,8 +60,11 @@ pub enum End {
 pub mod limits {
     /// Streams per flow of UDP, request/response and sweep tests.
     pub const MAX_PARALLEL: u32 = 128;
-    /// Streams per flow of a TCP bulk test (one thread per stream per side for now).
-    pub const MAX_PARALLEL_TCP: u32 = 1024;
+    /// Streams per flow of a TCP bulk test (served by a fixed pool of data workers).
+    pub const MAX_PARALLEL_TCP: u32 = 10_000;
+    /// Data workers one side may run (`-T`); a TCP bulk test of many streams needs buffers
+    /// for at most this many, whatever its stream count.
+    pub const MAX_WORKERS: u32 = 256;
     pub const MAX_LEN: u64 = 64 << 20;
     pub const MAX_SECONDS: f64 = 86_400.0;
     pub const MAX_WINDOW: u64 = 1 << 30;
@@ -285,6 +288,22 @@ impl TestSpec {
         }
     }
 
+    /// How many streams of a side hold a buffer of their own: every stream, except in a TCP
+    /// bulk test of copied writes, whose data workers (at most
+    /// [`limits::MAX_WORKERS`]) each hold one for all their streams.
+    pub fn buffered_streams(&self) -> u64 {
+        let streams = u64::from(self.parallel) * self.direction.flows().len() as u64;
+        let pooled = self.test.is_stream()
+            && self.protocol == Protocol::Tcp
+            && self.send_mode == SendMode::Copy
+            && streams > 1;
+        if pooled {
+            streams.min(u64::from(limits::MAX_WORKERS))
+        } else {
+            streams
+        }
+    }
+
     /// Write length and buffer memory of a bulk transfer.
     fn validate_lengths(&self) -> Result<(), SpecError> {
         if self.len_bytes == 0 || self.len_bytes > limits::MAX_LEN {
@@ -293,8 +312,7 @@ impl TestSpec {
                 limits::MAX_LEN >> 20
             )));
         }
-        let buffers =
-            self.len_bytes * u64::from(self.parallel) * self.direction.flows().len() as u64;
+        let buffers = self.len_bytes * self.buffered_streams();
         if buffers > limits::MAX_BUFFERS {
             return Err(invalid(format!(
                 "streams × length may use at most {} MiB of buffers",

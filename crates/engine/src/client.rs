@@ -41,6 +41,8 @@ pub struct ClientConfig {
     pub file: Option<Arc<PathBuf>>,
     /// TLS on the control connection, and the server key it accepts.
     pub tls: Option<crate::tls::ClientTls>,
+    /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
+    pub threads: Option<usize>,
 }
 
 impl Default for ClientConfig {
@@ -54,6 +56,7 @@ impl Default for ClientConfig {
             cpu: None,
             file: None,
             tls: None,
+            threads: None,
         }
     }
 }
@@ -166,6 +169,7 @@ pub fn run_test(
                                 crr: None,
                                 cpu: cfg.cpu,
                                 file: cfg.file.clone(),
+                                threads: cfg.threads,
                             },
                         )?);
                         obs.started();

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod logline;
 mod mmsg;
 pub mod net;
+pub mod pool;
 pub mod rr;
 pub mod server;
 mod side;

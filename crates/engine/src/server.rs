@@ -61,6 +61,8 @@ pub struct ServerConfig {
     pub name: String,
     /// Told when a test ends (true: it completed), after its slot is free (`serve -1`).
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
+    /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
+    pub threads: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +80,7 @@ impl Default for ServerConfig {
             tls: None,
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
+            threads: None,
         }
     }
 }
@@ -580,6 +583,7 @@ struct Running {
     admission: Option<(Admission, Arc<Policy>)>,
     /// What the log line about the test will say.
     note: TestNote,
+    threads: Option<usize>,
 }
 
 impl Running {
@@ -604,6 +608,7 @@ impl Running {
                 RunContext {
                     token: Some(self.token),
                     crr: self.crr.clone(),
+                    threads: self.threads,
                     ..Default::default()
                 },
             )?);
@@ -653,6 +658,7 @@ fn run_session(
         caps: shared.cfg.caps,
         admission: None,
         note: TestNote::default(),
+        threads: shared.cfg.threads,
     };
     let result = loop {
         if let Err(e) = ctl.flush(|| sess.poll_transmit(), idle) {

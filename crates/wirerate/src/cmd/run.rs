@@ -102,10 +102,15 @@ pub struct Args {
     /// not what applications see (TCP; reported as spec.recv_mode)
     #[arg(long, conflicts_with = "udp")]
     pub discard: bool,
-    /// Parallel streams per flow, each on its own thread on each side (TCP up to 1024, UDP
-    /// 128); past 256 streams the default write size shrinks so buffers stay within 256 MiB
+    /// Parallel streams per flow (TCP up to 10000, UDP 128). TCP streams of a many-stream
+    /// test share a fixed pool of data workers on each side (--threads); one stream, UDP,
+    /// -Z and -F streams have a thread each
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
+    /// Data workers on this side (and the embedded server's) for a TCP test of more than
+    /// one stream, 1 to 256; default one per CPU (-T is iperf3's --title)
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
     /// Reverse: the server sends, the client receives
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,
@@ -192,6 +197,15 @@ pub struct Args {
     pub habits: ClientArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--threads`: 1 to the most data workers a side may run.
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    let max = wirerate_engine::pool::MAX_THREADS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number of workers, 1 to {max}")),
+    }
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -392,8 +406,9 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         bind: a.bind,
         idle_timeout: a.idle_timeout,
     };
-    let mut t = target_for(&net)?;
+    let mut t = target_with(&net, a.threads)?;
     t.iperf3 = a.iperf3;
+    t.cfg.threads = a.threads;
     if let Some(h) = &a.host {
         t.cfg.tls = a.tls.client(&format!("{h}:{port}"))?;
     }
@@ -431,6 +446,11 @@ pub struct Net {
 
 /// Resolves the host, or starts the embedded loopback server.
 pub fn target_for(a: &Net) -> anyhow::Result<Target> {
+    target_with(a, None)
+}
+
+/// [`target_for`], with the embedded server's number of data workers.
+fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
@@ -456,6 +476,7 @@ pub fn target_for(a: &Net) -> anyhow::Result<Target> {
                         max_test_memory: wirerate_core::spec::limits::MAX_BUFFERS,
                         ..Default::default()
                     },
+                    threads,
                     ..Default::default()
                 },
             )?;
