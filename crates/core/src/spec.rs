@@ -288,16 +288,22 @@ impl TestSpec {
         }
     }
 
+    /// Whether a side serves this test's streams on a pool of data workers: a TCP bulk test
+    /// of copied writes and more than one stream (a client's `-F` keeps a thread per
+    /// stream on its side).
+    pub fn pooled(&self) -> bool {
+        self.test.is_stream()
+            && self.protocol == Protocol::Tcp
+            && self.send_mode == SendMode::Copy
+            && u64::from(self.parallel) * self.direction.flows().len() as u64 > 1
+    }
+
     /// How many streams of a side hold a buffer of their own: every stream, except in a TCP
     /// bulk test of copied writes, whose data workers (at most
     /// [`limits::MAX_WORKERS`]) each hold one for all their streams.
     pub fn buffered_streams(&self) -> u64 {
         let streams = u64::from(self.parallel) * self.direction.flows().len() as u64;
-        let pooled = self.test.is_stream()
-            && self.protocol == Protocol::Tcp
-            && self.send_mode == SendMode::Copy
-            && streams > 1;
-        if pooled {
+        if self.pooled() {
             streams.min(u64::from(limits::MAX_WORKERS))
         } else {
             streams

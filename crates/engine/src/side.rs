@@ -132,9 +132,7 @@ impl std::os::fd::AsFd for StreamFd {
 /// one stream, unless they send or write a file or send zero-copy (those keep a thread per
 /// stream). A single stream keeps its blocking thread: the fastest path for one flow.
 fn pooled(spec: &TestSpec, streams: &[Attached], ctx: &RunContext) -> bool {
-    spec.test.is_stream()
-        && spec.protocol == wirerate_core::Protocol::Tcp
-        && spec.send_mode == wirerate_core::spec::SendMode::Copy
+    spec.pooled()
         && ctx.file.is_none()
         && streams.len() > 1
         && streams.iter().all(|a| matches!(a.sock, DataSock::Tcp(_)))

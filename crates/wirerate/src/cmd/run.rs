@@ -102,9 +102,10 @@ pub struct Args {
     /// not what applications see (TCP; reported as spec.recv_mode)
     #[arg(long, conflicts_with = "udp")]
     pub discard: bool,
-    /// Parallel streams per flow (TCP up to 10000, UDP 128). TCP streams of a many-stream
-    /// test share a fixed pool of data workers on each side (--threads); one stream, UDP,
-    /// -Z and -F streams have a thread each
+    /// Parallel streams per flow (TCP up to 10000, UDP 128). The TCP streams of a test of
+    /// more than one stream share a fixed pool of data workers on each side (--threads);
+    /// UDP, -Z and -F streams have a thread each. Past 256 streams the default write size
+    /// shrinks (to 128 KiB at least)
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// Data workers on this side (and the embedded server's) for a TCP test of more than
@@ -329,7 +330,7 @@ pub fn ensure_open_files(spec: &TestSpec, embedded: bool) -> anyhow::Result<()> 
     let streams = spec
         .parallel
         .saturating_mul(spec.direction.flows().len() as u32);
-    let need = wirerate_engine::net::open_files_needed(streams, embedded);
+    let need = wirerate_engine::net::open_files_needed(streams, embedded, spec.pooled());
     match wirerate_engine::net::raise_open_files(need) {
         Ok((soft, _)) if soft >= need => Ok(()),
         Ok((soft, hard)) => anyhow::bail!(
