@@ -98,6 +98,9 @@ pub(crate) struct Active {
     pub(crate) peer_ip: Option<IpAddr>,
 }
 
+/// The listener's accept queue (the kernel caps it at net.core.somaxconn).
+const ACCEPT_BACKLOG: i32 = 4096;
+
 /// Pending connections the running test's own client may have beyond the per-address
 /// limit: every data stream of the largest test at once.
 const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_TCP as usize;
@@ -257,6 +260,9 @@ impl Server {
             addr: addr.to_string(),
             source,
         })?;
+        // a test's thousands of data streams connect faster than they are accepted: a deep
+        // accept queue keeps their SYNs from being dropped (and retried a second later)
+        let _ = SockRef::from(&listener).listen(ACCEPT_BACKLOG);
         crate::net::return_freed_memory_promptly();
         Ok(Server {
             listener,
