@@ -4,9 +4,11 @@
 //! sockets' own state. Each flow keeps what a stream thread keeps: its counters, its
 //! deadline, idle rule and report.
 //!
-//! Flows are dealt to workers in (flow, stream id) order, round robin, and worker `w` runs
-//! on the `w`-th allowed CPU: both sides of a loopback test deal the same way, so a
-//! stream's sender and receiver share one core instead of bouncing its data between two.
+//! Flows are dealt to workers in (flow, stream id) order, round robin. Workers are not
+//! pinned (unless `-A` names a CPU): pinning worker `w` of both sides to CPU `w` puts a
+//! loopback stream's sender and receiver on one core, which caps it at that core, and on a
+//! shared host a pinned worker cannot move away from other work. Measured on a loaded
+//! 2-core host, pinned and unpinned `-P 2` were equal within the noise.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -41,13 +43,6 @@ pub struct PoolFlow {
     pub sock: Arc<TcpStream>,
 }
 
-/// Where the workers run: `-A`'s one CPU for all, or spread over the allowed CPUs.
-#[derive(Clone, Copy, Debug)]
-pub enum Placement {
-    One(u32),
-    Spread,
-}
-
 /// A worker that could not start.
 pub struct StartError {
     /// The workers already started, for the caller to stop and join.
@@ -59,29 +54,24 @@ pub struct StartError {
     pub source: io::Error,
 }
 
-/// Starts `threads` workers (at most one per flow) over `flows`. A worker that cannot
-/// start is an error naming the first stream it would have served.
+/// Starts `threads` workers (at most one per flow) over `flows`, all pinned to `cpu` if
+/// one is given (`-A`). A worker that cannot start is an error naming the first stream it
+/// would have served.
 pub fn start(
     flows: Vec<PoolFlow>,
     threads: usize,
-    place: Placement,
+    cpu: Option<u32>,
 ) -> Result<Vec<JoinHandle<Vec<StreamReport>>>, StartError> {
     let n = threads.clamp(1, flows.len().max(1));
     let mut shares: Vec<Vec<PoolFlow>> = (0..n).map(|_| Vec::new()).collect();
     for (i, f) in flows.into_iter().enumerate() {
         shares[i % n].push(f);
     }
-    let cpus = allowed_cpus();
     let mut handles = Vec::new();
     let mut flows_started = 0;
     for (w, share) in shares.into_iter().enumerate() {
         let first = share.first().map_or(0, |f| f.plan.id);
         let count = share.len();
-        let cpu = match place {
-            Placement::One(c) => Some(c as usize),
-            Placement::Spread if cpus.len() > 1 => Some(cpus[w % cpus.len()]),
-            Placement::Spread => None,
-        };
         let spawned = spawn_worker(first, format!("wr-worker-{w}"), move || {
             run_worker(share, cpu)
         });
@@ -117,21 +107,6 @@ fn spawn_worker(
     }
     let _ = first;
     std::thread::Builder::new().name(name).spawn(f)
-}
-
-/// The CPUs this process may run on, in order.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its
-    // size into it, and CPU_ISSET reads inside it (the index is below CPU_SETSIZE).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -175,15 +150,17 @@ struct Buffers {
 /// How long a worker sleeps at most between looks at its flows' clocks and stop flags.
 const TICK: Duration = Duration::from_millis(20);
 
-/// Reads one flow does per wake-up at most, so a fast flow does not starve the others of a
-/// worker (level-triggered epoll brings it back at once).
-const READS_PER_WAKE: usize = 16;
+/// Calls one flow makes per wake-up at most: each ready flow moves at most one buffer per
+/// round, so flows share a worker evenly (level-triggered epoll brings a flow that still
+/// has room or data back in the next round). Writing until the socket is full instead lets
+/// the flows whose buffers autotuning grew first take ever more of the worker.
+const CALLS_PER_WAKE: usize = 1;
 
-fn run_worker(flows: Vec<PoolFlow>, cpu: Option<usize>) -> Vec<StreamReport> {
+fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     let t0 = ThreadTimes::now();
     let mut pin_error = None;
     if let Some(c) = cpu {
-        if let Err(e) = crate::side::pin_thread(c as u32) {
+        if let Err(e) = crate::side::pin_thread(c) {
             pin_error = Some(format!("cannot pin a data worker to CPU {c}: {e}"));
         }
     }
@@ -400,7 +377,7 @@ impl Flow {
             return self.close_sending();
         }
         let mut now = Instant::now();
-        loop {
+        for _ in 0..CALLS_PER_WAKE {
             if let Some(end) = self.end_at {
                 let left = end.saturating_duration_since(now);
                 if left < Duration::from_millis(1) {
@@ -457,7 +434,7 @@ impl Flow {
 
     /// Reads what is queued, a bounded number of times.
     fn receive(&mut self, b: &mut Buffers) {
-        for _ in 0..READS_PER_WAKE {
+        for _ in 0..CALLS_PER_WAKE {
             let got = if b.discard {
                 crate::zerocopy::discard(&self.sock, &mut b.recv)
             } else {

@@ -242,9 +242,8 @@ impl SideRun {
             } else {
                 spec.server_cpu
             };
-            let place = cpu.map_or(crate::pool::Placement::Spread, crate::pool::Placement::One);
             let threads = ctx.threads.unwrap_or_else(crate::pool::default_threads);
-            match crate::pool::start(flows, threads, place) {
+            match crate::pool::start(flows, threads, cpu) {
                 Ok(h) => pool = h,
                 Err(e) => {
                     stop_all(&stop, &workers);
