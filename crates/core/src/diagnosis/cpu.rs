@@ -228,7 +228,7 @@ fn cpu_advice(r: &RunResult, sending: bool) -> Vec<String> {
     let mut out = Vec::new();
     if r.spec.parallel < 2 {
         out.push(
-            "`-P 2` or more: each stream gets its own thread, and with it another core".into(),
+            "`-P 2` or more: the streams spread over a data worker per core".into(),
         );
     } else {
         out.push(format!(
