@@ -25,6 +25,7 @@ pub mod server;
 mod side;
 mod stream;
 mod sweep;
+mod timer;
 pub mod tls;
 pub mod ttcp;
 mod udp;

@@ -51,6 +51,9 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
     let mut batch = SendBatch::new(mmsg::batch_for(len), &template);
     drop(template);
     let mut pace = spec.rate_bps.map(|r| Pacer::new(plan.start, 8.0 / r));
+    // the slots are waited for on a timer at absolute times (a sleep, should the kernel
+    // refuse a timerfd)
+    let mut timer = pace.as_ref().and_then(|_| crate::timer::Timer::new().ok());
     let end_at = spec
         .send_seconds()
         .map(|s| plan.start + Duration::from_secs_f64(s));
@@ -69,7 +72,7 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         let size = |left: u64| (len as u64).min(left).max(HEADER_LEN as u64) as usize;
         let count = match pace.as_mut() {
             Some(p) => {
-                now = p.wait_for_first(size(remaining), now);
+                now = p.wait_for_first(size(remaining), now, timer.as_mut());
                 if end_at.is_some_and(|e| now >= e) {
                     break;
                 }
@@ -140,13 +143,23 @@ impl Pacer {
         Duration::from_secs_f64(bytes as f64 * self.secs_per_byte)
     }
 
-    /// Sleeps until the first datagram (of `bytes`) is due and returns the time then. After a
+    /// Waits until the first datagram (of `bytes`) is due and returns the time then. After a
     /// late wake-up the schedule keeps at most [`MAX_DEBT`] of debt, so pacing never bursts.
-    fn wait_for_first(&mut self, bytes: usize, now: Instant) -> Instant {
+    fn wait_for_first(
+        &mut self,
+        bytes: usize,
+        now: Instant,
+        timer: Option<&mut crate::timer::Timer>,
+    ) -> Instant {
         let due = self.next + self.slot(bytes);
         if now < due {
-            std::thread::sleep(due - now);
-            return Instant::now();
+            return match timer {
+                Some(t) => t.wait_until(due),
+                None => {
+                    std::thread::sleep(due - now);
+                    Instant::now()
+                }
+            };
         }
         if now.duration_since(due) > MAX_DEBT {
             self.next = (now - MAX_DEBT)
@@ -549,7 +562,7 @@ mod tests {
         assert_eq!(p.next, start + Duration::from_micros(250));
         // a wake-up 1 s late keeps only MAX_DEBT of debt: the next slot ends MAX_DEBT ago
         let now = start + Duration::from_secs(1);
-        assert_eq!(p.wait_for_first(100, now), now);
+        assert_eq!(p.wait_for_first(100, now, None), now);
         assert_eq!(p.next + p.slot(100), now - MAX_DEBT);
     }
 }
