@@ -131,6 +131,12 @@ pub struct TestSpec {
     /// The CPU the server's stream threads are pinned to (`-A N,M`: M).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
+    /// UDP senders hand the kernel one buffer of many datagrams (UDP_SEGMENT, `--gso`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gso: bool,
+    /// UDP receivers take coalesced datagrams from the kernel (UDP_GRO, `--gro`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gro: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -230,6 +236,8 @@ impl Default for TestSpec {
             stream_intervals: false,
             tos: None,
             server_cpu: None,
+            gso: false,
+            gro: false,
         }
     }
 }
@@ -335,6 +343,9 @@ impl TestSpec {
 
     /// The checks every kind of test shares: end, socket options, intervals, rates.
     fn validate_common(&self) -> Result<(), SpecError> {
+        if (self.gso || self.gro) && !(self.protocol == Protocol::Udp && self.test.is_stream()) {
+            return Err(invalid("GSO and GRO are for UDP stream tests (-u)"));
+        }
         match self.end {
             End::Time { seconds } => {
                 if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits::MAX_SECONDS) {

@@ -212,3 +212,47 @@ fn ten_thousand_flows_against_a_default_server() {
     assert!(c < 4 * cores.max(2), "client threads: {c}");
     assert!(s < 4 * cores.max(2), "server threads: {s}");
 }
+
+#[test]
+fn udp_gso_and_gro_carry_every_datagram_and_show_in_the_spec() {
+    // paced, so loopback drops nothing while GSO hands the kernel 32 datagrams per call and
+    // GRO hands back coalesced ones to be cut apart again
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "--gso",
+            "--gro",
+            "-l",
+            "1400",
+            "-b",
+            "200M",
+            "-n",
+            "2800000",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["spec"]["gso"], true);
+    assert_eq!(j["spec"]["gro"], true);
+    let u = &j["summary"]["udp"];
+    assert_eq!(u["packets"], 2000, "{u}");
+    assert!(u["received"].as_u64().unwrap() > 0, "{u}");
+    assert_eq!(u["out_of_order"], 0, "{u}");
+    // without them the spec says nothing of either
+    let out = run(&["run", "-u", "-n", "14000", "--json", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(json(&out)["spec"].get("gso").is_none());
+}
+
+#[test]
+fn gso_and_gro_without_udp_are_usage_errors() {
+    for flag in ["--gso", "--gro"] {
+        let out = run(&["run", flag, "-n", "1M"], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--udp"), "{flag}: {}", stderr(&out));
+    }
+}

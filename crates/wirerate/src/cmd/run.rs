@@ -112,6 +112,14 @@ pub struct Args {
     /// one stream, 1 to 256; default one per CPU (-T is iperf3's --title)
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
+    /// UDP senders hand the kernel one buffer of up to 64 datagrams per call, cut into
+    /// datagrams late in the stack (UDP GSO, UDP_SEGMENT; Linux 4.18+)
+    #[arg(long, requires = "udp")]
+    pub gso: bool,
+    /// UDP receivers take datagrams coalesced by the kernel, many per copy (UDP GRO,
+    /// UDP_GRO; Linux 5.0+)
+    #[arg(long, requires = "udp")]
+    pub gro: bool,
     /// Reverse: the server sends, the client receives
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,
@@ -297,6 +305,8 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         stream_intervals: a.parallel > 1,
         tos: a.habits.tos,
         server_cpu: a.habits.affinity.and_then(|c| c.server),
+        gso: a.gso,
+        gro: a.gro,
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
