@@ -17,12 +17,34 @@ fn threads_of(pid: u32) -> Option<usize> {
         .map(|d| d.count())
 }
 
-/// Runs a client to completion, sampling its own and the server's thread counts every
+/// Resident memory of a process now, in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What a sampled run saw of each side: thread counts every 50 ms, and the peak RSS (KiB).
+#[derive(Default)]
+struct Samples {
+    threads: Vec<usize>,
+    peak_rss_kib: u64,
+}
+
+impl Samples {
+    fn take(&mut self, pid: u32) -> bool {
+        let Some(n) = threads_of(pid) else {
+            return false;
+        };
+        self.threads.push(n);
+        self.peak_rss_kib = self.peak_rss_kib.max(rss_kib(pid).unwrap_or(0));
+        true
+    }
+}
+
+/// Runs a client to completion, sampling its own and the server's threads and memory every
 /// 50 ms; returns its output and the samples (client, server).
-fn run_sampled(
-    server: &ServerProc,
-    args: &[&str],
-) -> (std::process::Output, Vec<usize>, Vec<usize>) {
+fn run_sampled(server: &ServerProc, args: &[&str]) -> (std::process::Output, Samples, Samples) {
     let child: Child = wr()
         .args(args)
         .stdin(Stdio::null())
@@ -33,13 +55,10 @@ fn run_sampled(
     let cpid = child.id();
     let spid = server.child.id();
     let sampler = std::thread::spawn(move || {
-        let (mut c, mut s) = (Vec::new(), Vec::new());
+        let (mut c, mut s) = (Samples::default(), Samples::default());
         let start = Instant::now();
-        while let Some(n) = threads_of(cpid) {
-            c.push(n);
-            if let Some(n) = threads_of(spid) {
-                s.push(n);
-            }
+        while c.take(cpid) {
+            s.take(spid);
             if start.elapsed() > LIMIT {
                 break;
             }
@@ -99,8 +118,8 @@ fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
     assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 0.0);
     // a thread per stream would be over a thousand on each side; the pool is two workers
     // beside the control, accept and output threads
-    assert!(!client.is_empty() && !server.is_empty());
-    let (c, s) = (median(client), median(server));
+    assert!(!client.threads.is_empty() && !server.threads.is_empty());
+    let (c, s) = (median(client.threads), median(server.threads));
     assert!(c <= 8, "client threads while running: {c}");
     assert!(s <= 8, "server threads while running: {s}");
 }
@@ -181,11 +200,25 @@ fn threads_outside_one_to_256_are_refused_with_one_line() {
 }
 
 /// Ten thousand flows against a default `serve`: they connect, run and report within the
-/// bounds on threads. Slow on a small loaded machine (connecting and reporting 10 000
-/// streams), so run on demand: `cargo test --test workers -- --ignored`.
+/// bounds on threads (under four per core) and memory (under 512 MiB per side). About 10 s
+/// on a 2-core machine.
 #[test]
-#[ignore]
 fn ten_thousand_flows_against_a_default_server() {
+    // each side needs a descriptor per stream: a host whose hard limit is lower cannot
+    let hard = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Hn"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+    if hard.is_some_and(|h| h < 10_100) {
+        eprintln!("the open-file hard limit is {hard:?}: 10 000 streams cannot run here");
+        return;
+    }
     let srv = ServerProc::start(&[]);
     let port = srv.port.to_string();
     let (out, client, server) = run_sampled(
@@ -198,7 +231,7 @@ fn ten_thousand_flows_against_a_default_server() {
             "-P",
             "10000",
             "-t",
-            "5",
+            "3",
             "--json",
             "--no-store",
         ],
@@ -208,9 +241,15 @@ fn ten_thousand_flows_against_a_default_server() {
     assert_eq!(j["streams"].as_array().unwrap().len(), 10_000);
     assert_eq!(j["summary"]["fairness"]["streams"], 10_000);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let (c, s) = (median(client), median(server));
+    let (c, s) = (median(client.threads), median(server.threads));
     assert!(c < 4 * cores.max(2), "client threads: {c}");
     assert!(s < 4 * cores.max(2), "server threads: {s}");
+    for (side, peak) in [
+        ("client", client.peak_rss_kib),
+        ("server", server.peak_rss_kib),
+    ] {
+        assert!(peak > 0 && peak < 512 << 10, "{side} peak RSS {peak} KiB");
+    }
 }
 
 #[test]
