@@ -50,7 +50,13 @@ impl Control {
     pub fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
         self.sock.set_write_timeout(Some(timeout))?;
         match &mut self.tls {
-            Some(t) => t.write_all(&mut self.sock, data),
+            Some(t) => t.write_all_reading(
+                &self.sock,
+                data,
+                Instant::now() + timeout,
+                &mut self.stash,
+                &mut self.stash_closed,
+            ),
             None => self.write_reading(data, timeout),
         }
     }
