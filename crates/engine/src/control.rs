@@ -194,3 +194,46 @@ impl Control {
         &self.buf[..n]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Both ends write a frame far larger than the socket buffers at the same moment, as two
+    /// final reports of thousands of streams do: each takes in the other's while it waits,
+    /// and hands it on whole afterwards.
+    #[test]
+    fn two_ends_writing_large_frames_at_once_both_finish_and_lose_nothing() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let frame = |seed: u8| -> Vec<u8> {
+            (0..8 << 20)
+                .map(|i: u32| (i as u8).wrapping_mul(seed))
+                .collect()
+        };
+        let ends: Vec<_> = [(a, 3u8, 5u8), (b, 5, 3)]
+            .into_iter()
+            .map(|(sock, mine, theirs)| {
+                std::thread::spawn(move || {
+                    let mut c = Control::new(sock);
+                    c.write_all(&frame(mine), Duration::from_secs(20))
+                        .expect("the write completes");
+                    let want = frame(theirs);
+                    let mut got = Vec::new();
+                    while got.len() < want.len() {
+                        match c.read(Duration::from_secs(5)).expect("read") {
+                            Input::Bytes(n) => got.extend_from_slice(c.bytes(n)),
+                            Input::Nothing | Input::Closed => break,
+                        }
+                    }
+                    got == want
+                })
+            })
+            .collect();
+        for e in ends {
+            assert!(e.join().unwrap(), "a frame arrived damaged or short");
+        }
+    }
+}
