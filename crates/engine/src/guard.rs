@@ -67,6 +67,17 @@ impl Caps {
                 format_bps(self.max_rate_bps)
             ));
         }
+        let streams = spec
+            .parallel
+            .saturating_mul(spec.direction.flows().len() as u32);
+        let need = crate::net::open_files_needed(streams, false, spec.pooled());
+        if let Ok((soft, _)) = crate::net::raise_open_files(need) {
+            if soft < need {
+                return Err(format!(
+                    "{streams} streams need about {need} open files on the server; its limit is {soft}"
+                ));
+            }
+        }
         let mem = test_memory(spec);
         if mem > self.max_test_memory {
             return Err(format!(

@@ -295,3 +295,46 @@ fn gso_and_gro_without_udp_are_usage_errors() {
         assert!(stderr(&out).contains("--udp"), "{flag}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn a_server_whose_open_file_limit_is_too_low_refuses_the_test_saying_why() {
+    let port = common::free_port();
+    let p = port.to_string();
+    let mut srv = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -Sn 300 && ulimit -Hn 300 && exec "$0" serve -B 127.0.0.1 -p "$1""#)
+        .arg(common::bin())
+        .arg(&p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sh");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-P",
+            "1000",
+            "-n",
+            "1M",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("1000 streams need about 1064 open files on the server; its limit is 300"),
+        "{err}"
+    );
+}
