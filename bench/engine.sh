@@ -7,9 +7,11 @@
 # 1. One stream: wirerate, iperf3, iperf2 (Gbit/s, receiver side for wirerate and iperf3,
 #    iperf2's client report).
 # 2. -P 2: wirerate against its own one stream and against iperf2 -P 2 (threads).
-# 3. -P 256: wirerate's aggregate goodput, and each side's peak RSS and thread count while it
-#    runs, against the same at -P 1 (memory per stream).
-# 4. UDP, 64-byte datagrams, unpaced: datagrams received per second, wirerate and iperf3.
+# 3. -P 256, -P 1000 and -P 10000: wirerate's aggregate goodput, and each side's peak RSS
+#    and thread count while it runs, against the same at -P 1 (memory per stream); the
+#    aggregate as a ratio of one stream, threads per core.
+# 4. UDP, 64-byte datagrams, unpaced: datagrams received per second, wirerate, iperf3, and
+#    a bare sendmmsg/recvmmsg loop (crates/engine/examples/udp_ceiling.rs) as the ceiling.
 #
 # wirerate runs against its own `serve` process, like the other tools, not the embedded
 # server. iperf2 is optional (apt-get install iperf); its cases are skipped without it.
@@ -21,7 +23,10 @@ command -v iperf3 >/dev/null || { echo "iperf3 is not installed (apt-get install
 have_iperf2=0
 command -v iperf >/dev/null && have_iperf2=1
 cargo build --release --quiet
+cargo build --release --quiet -p wirerate-engine --example udp_ceiling
 wr=${CARGO_TARGET_DIR:-$PWD/target}/release/wirerate
+ceiling=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/udp_ceiling
+cores=$(nproc)
 base=$((20000 + RANDOM % 20000))
 wr_port=$base ip3_port=$((base + 1)) ip2_port=$((base + 2)) mem_port=$((base + 3))
 tmp=$(mktemp -d)
@@ -114,10 +119,15 @@ for ((i = 1; i <= runs; i++)); do
   ((have_iperf2)) && add ip2_2 "$(ip2_gbps -P 2)"
   read -r g crss cthr srss sthr <<<"$(wr_mem 256)"
   add wr256 "$g"; add crss256 "$crss"; add cthr256 "$cthr"; add srss256 "$srss"; add sthr256 "$sthr"
+  for n in 1000 10000; do
+    read -r g crss cthr srss sthr <<<"$(wr_mem $n)"
+    add wr$n "$g"; add crss$n "$crss"; add cthr$n "$cthr"; add srss$n "$srss"; add sthr$n "$sthr"
+  done
   read -r g crss cthr srss sthr <<<"$(wr_mem 1)"
   add crss1 "$crss"; add srss1 "$srss"; add cthr1 "$cthr"; add sthr1 "$sthr"
   add wr_udp "$(wr_udp_pps)"
   add ip3_udp "$(ip3_udp_pps)"
+  add bare_udp "$("$ceiling" "$secs" 64)"
   echo "round $i of $runs done"
 done
 
@@ -134,5 +144,11 @@ printf '             -P 256: client %s KiB %s threads, server %s KiB %s threads;
   "$(med crss256)" "$(med cthr256)" "$(med srss256)" "$(med sthr256)" \
   "$(python3 -c "print(round(($(med crss256) - $(med crss1)) / 255))")" \
   "$(python3 -c "print(round(($(med srss256) - $(med srss1)) / 255))")"
-printf 'UDP 64 B     wirerate %.0f  iperf3 %.0f datagrams/s received;  wirerate/iperf3 %s\n' \
-  "$(med wr_udp)" "$(med ip3_udp)" "$(ratio "$(med wr_udp)" "$(med ip3_udp)")"
+for n in 1000 10000; do
+  printf -- '-P %-9s wirerate %6.2f Gbit/s aggregate;  /one stream %s;  client %s MiB %s threads (%s per core), server %s MiB %s threads (%s per core)\n' \
+    "$n" "$(med wr$n)" "$(ratio "$(med wr$n)" "$(med wr1)")" \
+    "$(python3 -c "print(round($(med crss$n) / 1024))")" "$(med cthr$n)" "$(ratio "$(med cthr$n)" "$cores")" \
+    "$(python3 -c "print(round($(med srss$n) / 1024))")" "$(med sthr$n)" "$(ratio "$(med sthr$n)" "$cores")"
+done
+printf 'UDP 64 B     wirerate %.0f  iperf3 %.0f  bare sendmmsg/recvmmsg %.0f datagrams/s received;  wirerate/iperf3 %s, wirerate/bare %s\n' \
+  "$(med wr_udp)" "$(med ip3_udp)" "$(med bare_udp)" "$(ratio "$(med wr_udp)" "$(med ip3_udp)")" "$(ratio "$(med wr_udp)" "$(med bare_udp)")"

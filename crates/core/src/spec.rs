@@ -63,8 +63,11 @@ pub enum End {
 pub mod limits {
     /// Streams per flow of UDP, request/response and sweep tests.
     pub const MAX_PARALLEL: u32 = 128;
-    /// Streams per flow of a TCP bulk test (one thread per stream per side for now).
-    pub const MAX_PARALLEL_TCP: u32 = 1024;
+    /// Streams per flow of a TCP bulk test (served by a fixed pool of data workers).
+    pub const MAX_PARALLEL_TCP: u32 = 10_000;
+    /// Data workers one side may run (`-T`); a TCP bulk test of many streams needs buffers
+    /// for at most this many, whatever its stream count.
+    pub const MAX_WORKERS: u32 = 256;
     pub const MAX_LEN: u64 = 64 << 20;
     pub const MAX_SECONDS: f64 = 86_400.0;
     pub const MAX_WINDOW: u64 = 1 << 30;
@@ -131,6 +134,12 @@ pub struct TestSpec {
     /// The CPU the server's stream threads are pinned to (`-A N,M`: M).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
+    /// UDP senders hand the kernel one buffer of many datagrams (UDP_SEGMENT, `--gso`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gso: bool,
+    /// UDP receivers take coalesced datagrams from the kernel (UDP_GRO, `--gro`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub gro: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -230,6 +239,8 @@ impl Default for TestSpec {
             stream_intervals: false,
             tos: None,
             server_cpu: None,
+            gso: false,
+            gro: false,
         }
     }
 }
@@ -288,6 +299,28 @@ impl TestSpec {
         }
     }
 
+    /// Whether a side serves this test's streams on a pool of data workers: a TCP bulk test
+    /// of copied writes and more than one stream (a client's `-F` keeps a thread per
+    /// stream on its side).
+    pub fn pooled(&self) -> bool {
+        self.test.is_stream()
+            && self.protocol == Protocol::Tcp
+            && self.send_mode == SendMode::Copy
+            && u64::from(self.parallel) * self.direction.flows().len() as u64 > 1
+    }
+
+    /// How many streams of a side hold a buffer of their own: every stream, except in a TCP
+    /// bulk test of copied writes, whose data workers (at most
+    /// [`limits::MAX_WORKERS`]) each hold one for all their streams.
+    pub fn buffered_streams(&self) -> u64 {
+        let streams = u64::from(self.parallel) * self.direction.flows().len() as u64;
+        if self.pooled() {
+            streams.min(u64::from(limits::MAX_WORKERS))
+        } else {
+            streams
+        }
+    }
+
     /// Write length and buffer memory of a bulk transfer.
     fn validate_lengths(&self) -> Result<(), SpecError> {
         if self.len_bytes == 0 || self.len_bytes > limits::MAX_LEN {
@@ -296,8 +329,7 @@ impl TestSpec {
                 limits::MAX_LEN >> 20
             )));
         }
-        let buffers =
-            self.len_bytes * u64::from(self.parallel) * self.direction.flows().len() as u64;
+        let buffers = self.len_bytes * self.buffered_streams();
         if buffers > limits::MAX_BUFFERS {
             return Err(invalid(format!(
                 "streams × length may use at most {} MiB of buffers",
@@ -314,6 +346,9 @@ impl TestSpec {
 
     /// The checks every kind of test shares: end, socket options, intervals, rates.
     fn validate_common(&self) -> Result<(), SpecError> {
+        if (self.gso || self.gro) && !(self.protocol == Protocol::Udp && self.test.is_stream()) {
+            return Err(invalid("GSO and GRO are for UDP stream tests (-u)"));
+        }
         match self.end {
             End::Time { seconds } => {
                 if !(seconds.is_finite() && seconds > 0.0 && seconds <= limits::MAX_SECONDS) {

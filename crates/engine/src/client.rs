@@ -42,6 +42,8 @@ pub struct ClientConfig {
     pub file: Option<Arc<PathBuf>>,
     /// TLS on the control connection, and the server key it accepts.
     pub tls: Option<crate::tls::ClientTls>,
+    /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
+    pub threads: Option<usize>,
     /// Log in as this user with this password (the server runs `serve --users`).
     pub login: Option<Login>,
 }
@@ -72,6 +74,7 @@ impl Default for ClientConfig {
             file: None,
             tls: None,
             login: None,
+            threads: None,
         }
     }
 }
@@ -220,6 +223,7 @@ impl Handler<ClientSession> for ClientRun<'_> {
                         crr: None,
                         cpu: cfg.cpu,
                         file: cfg.file.clone(),
+                        threads: cfg.threads,
                     },
                 )?);
                 self.obs.started();

@@ -1,9 +1,10 @@
 //! The control connection as the drivers see it: write what the session queued, read what
 //! arrived within a short wait, and report a close.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 use crate::tls::Tls;
 
@@ -19,6 +20,11 @@ pub struct Control {
     /// TLS over `sock`, when the control connection has it.
     pub tls: Option<Box<Tls>>,
     buf: Box<[u8; 64 * 1024]>,
+    /// What arrived while a write waited for room: both peers may write large reports at
+    /// once (thousands of streams), and neither may wait on the other without reading.
+    stash: std::collections::VecDeque<u8>,
+    /// The peer closed while a write waited.
+    stash_closed: bool,
 }
 
 impl Control {
@@ -28,6 +34,8 @@ impl Control {
             sock,
             tls: None,
             buf: Box::new([0u8; 64 * 1024]),
+            stash: std::collections::VecDeque::new(),
+            stash_closed: false,
         }
     }
 
@@ -42,8 +50,87 @@ impl Control {
     pub fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
         self.sock.set_write_timeout(Some(timeout))?;
         match &mut self.tls {
-            Some(t) => t.write_all(&mut self.sock, data),
-            None => self.sock.write_all(data),
+            Some(t) => t.write_all_reading(
+                &self.sock,
+                data,
+                Instant::now() + timeout,
+                &mut self.stash,
+                &mut self.stash_closed,
+            ),
+            None => self.write_reading(data, timeout),
+        }
+    }
+
+    /// Writes `data` within `timeout`, taking in what the peer sends meanwhile whenever
+    /// the socket is full.
+    fn write_reading(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
+        let fd = self.sock.as_raw_fd();
+        let deadline = Instant::now() + timeout;
+        let mut off = 0;
+        while off < data.len() {
+            let rest = &data[off..];
+            // SAFETY: send reads at most rest.len() bytes from a live slice.
+            let n = unsafe {
+                libc::send(
+                    fd,
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n > 0 {
+                off += n as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {}
+                _ if n == 0 => return Err(io::ErrorKind::WriteZero.into()),
+                _ => return Err(e),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLOUT | if self.stash_closed { 0 } else { libc::POLLIN },
+                revents: 0,
+            };
+            let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+            // SAFETY: one live pollfd and a count of one.
+            if unsafe { libc::poll(&mut pfd, 1, ms) } > 0 && pfd.revents & libc::POLLIN != 0 {
+                self.take_in(fd);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what is queued into the stash, without waiting.
+    fn take_in(&mut self, fd: libc::c_int) {
+        loop {
+            // SAFETY: recv writes at most buf.len() bytes into our buffer.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match n {
+                0 => {
+                    self.stash_closed = true;
+                    return;
+                }
+                n if n > 0 => self.stash.extend(&self.buf[..n as usize]),
+                _ => {
+                    if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -61,6 +148,16 @@ impl Control {
 
     /// Waits up to `wait` for bytes; they are in `self.bytes(n)` afterwards.
     pub fn read(&mut self, wait: Duration) -> io::Result<Input> {
+        if !self.stash.is_empty() {
+            let n = self.stash.len().min(self.buf.len());
+            for (b, s) in self.buf.iter_mut().zip(self.stash.drain(..n)) {
+                *b = s;
+            }
+            return Ok(Input::Bytes(n));
+        }
+        if self.stash_closed {
+            return Ok(Input::Closed);
+        }
         self.sock
             .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
         let got = match &mut self.tls {
@@ -95,5 +192,48 @@ impl Control {
 
     pub fn bytes(&self, n: usize) -> &[u8] {
         &self.buf[..n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Both ends write a frame far larger than the socket buffers at the same moment, as two
+    /// final reports of thousands of streams do: each takes in the other's while it waits,
+    /// and hands it on whole afterwards.
+    #[test]
+    fn two_ends_writing_large_frames_at_once_both_finish_and_lose_nothing() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let frame = |seed: u8| -> Vec<u8> {
+            (0..8 << 20)
+                .map(|i: u32| (i as u8).wrapping_mul(seed))
+                .collect()
+        };
+        let ends: Vec<_> = [(a, 3u8, 5u8), (b, 5, 3)]
+            .into_iter()
+            .map(|(sock, mine, theirs)| {
+                std::thread::spawn(move || {
+                    let mut c = Control::new(sock);
+                    c.write_all(&frame(mine), Duration::from_secs(20))
+                        .expect("the write completes");
+                    let want = frame(theirs);
+                    let mut got = Vec::new();
+                    while got.len() < want.len() {
+                        match c.read(Duration::from_secs(5)).expect("read") {
+                            Input::Bytes(n) => got.extend_from_slice(c.bytes(n)),
+                            Input::Nothing | Input::Closed => break,
+                        }
+                    }
+                    got == want
+                })
+            })
+            .collect();
+        for e in ends {
+            assert!(e.join().unwrap(), "a frame arrived damaged or short");
+        }
     }
 }

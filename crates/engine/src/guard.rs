@@ -46,9 +46,7 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
         TestKind::Rr(rr) => rr.request_bytes.max(rr.response_bytes).max(UDP_RECV_BUFFER),
         TestKind::Sweep(sw) => sw.max_bytes.max(spec.len_bytes),
     };
-    per_stream
-        .saturating_mul(u64::from(spec.parallel))
-        .saturating_mul(spec.direction.flows().len() as u64)
+    per_stream.saturating_mul(spec.buffered_streams())
 }
 
 impl Caps {
@@ -68,6 +66,17 @@ impl Caps {
                 format_bps(rate),
                 format_bps(self.max_rate_bps)
             ));
+        }
+        let streams = spec
+            .parallel
+            .saturating_mul(spec.direction.flows().len() as u32);
+        let need = crate::net::open_files_needed(streams, false, spec.pooled());
+        if let Ok((soft, _)) = crate::net::raise_open_files(need) {
+            if soft < need {
+                return Err(format!(
+                    "{streams} streams need about {need} open files on the server; its limit is {soft}"
+                ));
+            }
         }
         let mem = test_memory(spec);
         if mem > self.max_test_memory {

@@ -1,7 +1,8 @@
 //! The only wirerate code that opens sockets: the client's control driver, the server, and
 //! the stream workers that move the data.
 //!
-//! Threads, not a runtime: each data stream has its own thread on each side, and a control
+//! Threads, not a runtime: a single data stream has its own thread on each side, the streams
+//! of a many-stream TCP test share a fixed pool of epoll workers (`pool`), and a control
 //! thread per side drives the sans-IO session from `wirerate-proto` with the one loop in
 //! `driver` (the same for wirerate's and iperf3's protocols, as client and as server). The
 //! data path writes from and reads into user memory with large I/O sizes and receive
@@ -22,11 +23,13 @@ mod login;
 pub mod logline;
 mod mmsg;
 pub mod net;
+pub mod pool;
 pub mod rr;
 pub mod server;
 mod side;
 mod stream;
 mod sweep;
+mod timer;
 pub mod tls;
 pub mod ttcp;
 mod udp;

@@ -18,6 +18,49 @@ pub fn batch_for(len: usize) -> usize {
     (BATCH_BYTES / len.max(1)).clamp(1, MAX_BATCH)
 }
 
+/// `linux/udp.h`: the segment size of a GSO send, and GRO on a receiving socket.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+/// What one GSO send may carry: one UDP datagram's worth of payload.
+const GSO_BYTES: usize = 65_000;
+/// A receive slot of a GRO socket: the largest coalesced datagram.
+pub const GRO_SLOT: usize = 65_535;
+
+/// How many datagrams of `len` bytes one GSO send carries: up to [`MAX_BATCH`], at least
+/// one.
+pub fn gso_batch_for(len: usize) -> usize {
+    (GSO_BYTES / len.max(1)).clamp(1, MAX_BATCH)
+}
+
+fn set_udp_opt(sock: &UdpSocket, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: a pointer to a live int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sends in GSO segments of `len` bytes (UDP_SEGMENT).
+pub fn enable_gso(sock: &UdpSocket, len: usize) -> io::Result<()> {
+    let len = libc::c_int::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+    set_udp_opt(sock, UDP_SEGMENT, len)
+}
+
+/// Receives coalesced datagrams (UDP_GRO).
+pub fn enable_gro(sock: &UdpSocket) -> io::Result<()> {
+    set_udp_opt(sock, UDP_GRO, 1)
+}
+
 /// `count` slots of `len` bytes each, in one buffer.
 struct Slots {
     data: Vec<u8>,
@@ -101,12 +144,29 @@ impl SendBatch {
     }
 }
 
+impl SendBatch {
+    /// Sends the first `lens.len()` slots as one GSO buffer: the socket cuts it into
+    /// datagrams of the slot length ([`enable_gso`]); all but the last must be whole slots.
+    /// Returns how many datagrams went out.
+    pub fn send_gso(&mut self, sock: &UdpSocket, lens: &[usize]) -> io::Result<usize> {
+        let n = lens.len().min(self.slots.count);
+        let Some(&last) = lens[..n].last() else {
+            return Ok(0);
+        };
+        let total = (n - 1) * self.slots.len + last.min(self.slots.len);
+        sock.send(&self.slots.data[..total])?;
+        Ok(n)
+    }
+}
+
 /// One received datagram: its bytes, its source, and the socket's cumulative drop count when
-/// the kernel attached one (SO_RXQ_OVFL).
+/// the kernel attached one (SO_RXQ_OVFL). On a GRO socket `data` may hold several
+/// datagrams of `segment` bytes each (the last may be shorter).
 pub struct Received<'a> {
     pub data: &'a [u8],
     pub src: Option<SocketAddr>,
     pub drops: Option<u32>,
+    pub segment: Option<usize>,
 }
 
 /// 64 bytes, aligned for cmsghdr: room for the one u32 control message we ask for.
@@ -203,36 +263,44 @@ impl RecvBatch {
             unsafe { socket2::SockAddr::new(self.names[i].assume_init(), name_len) }.as_socket()
         })
         .flatten();
+        let (drops, segment) = self.control_info(i);
         Some(Received {
             data,
             src,
-            drops: self.drops(i),
+            drops,
+            segment,
         })
     }
 
-    fn drops(&self, i: usize) -> Option<u32> {
+    /// The drop count (SO_RXQ_OVFL) and the GRO segment size (UDP_GRO) the kernel
+    /// attached to datagram `i`.
+    fn control_info(&self, i: usize) -> (Option<u32>, Option<usize>) {
         let controllen = self.control_lens[i].min(std::mem::size_of::<Control>());
         if controllen == 0 {
-            return None;
+            return (None, None);
         }
         // SAFETY: msghdr is plain data; only its control pointer and length are set, to a
         // buffer we own that the kernel filled with `controllen` bytes.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_control = self.control[i].as_ptr() as *mut libc::c_void;
         msg.msg_controllen = controllen;
-        let mut drops = None;
+        let (mut drops, mut segment) = (None, None);
         // SAFETY: the CMSG macros walk the control buffer, bounded by msg_controllen; each
-        // header they return lies inside it, and SO_RXQ_OVFL carries one u32.
+        // header they return lies inside it; SO_RXQ_OVFL carries one u32, UDP_GRO one int.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
                     drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32));
                 }
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                    let s = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int);
+                    segment = usize::try_from(s).ok().filter(|&s| s > 0);
+                }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        drops
+        (drops, segment)
     }
 }
 
@@ -274,6 +342,40 @@ mod tests {
         }
         // longer datagrams are cut to the slot; the short last one keeps its length
         let want: Vec<(u8, usize)> = (0..8).map(|i| (i, if i == 7 { 30 } else { 80 })).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn a_gso_buffer_arrives_as_datagrams_or_coalesced_with_its_segment_size() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        if enable_gso(&tx, 100).is_err() || enable_gro(&rx).is_err() {
+            eprintln!("this kernel has no UDP GSO or GRO: nothing to test");
+            return;
+        }
+        let mut s = SendBatch::new(8, &[7u8; 100]);
+        for i in 0..8 {
+            s.slot_mut(i)[0] = i as u8;
+        }
+        let lens = [100, 100, 100, 100, 100, 100, 100, 30];
+        assert_eq!(s.send_gso(&tx, &lens).unwrap(), 8);
+        let mut r = RecvBatch::new(4, GRO_SLOT);
+        let mut seen = Vec::new();
+        while seen.iter().map(|(_, n)| n).sum::<usize>() < 730 {
+            let n = r.recv(&rx).unwrap();
+            for i in 0..n {
+                let d = r.get(i).unwrap();
+                let seg = d.segment.unwrap_or(d.data.len());
+                for part in d.data.chunks(seg) {
+                    seen.push((part[0], part.len()));
+                }
+            }
+        }
+        // whether or not the kernel coalesced them, the eight datagrams come out whole
+        let want: Vec<(u8, usize)> = (0..8).map(|i| (i, if i == 7 { 30 } else { 100 })).collect();
         assert_eq!(seen, want);
     }
 }

@@ -348,10 +348,12 @@ pub fn raise_open_files(want: u64) -> io::Result<(u64, u64)> {
 }
 
 /// Descriptors a test of `streams` streams (over all flows) takes in one process: each
-/// stream's socket and the duplicate its side keeps to stop it and read TCP_INFO, twice over
-/// when the embedded server runs in the same process, plus room for the rest.
-pub fn open_files_needed(streams: u32, embedded: bool) -> u64 {
-    let per_stream = if embedded { 4 } else { 2 };
+/// stream's socket, and the duplicate a stream thread's side keeps to stop it and read
+/// TCP_INFO (`pooled` streams, served by data workers, share their socket instead), twice
+/// over when the embedded server runs in the same process, plus room for the rest.
+pub fn open_files_needed(streams: u32, embedded: bool, pooled: bool) -> u64 {
+    let per_side = if pooled { 1 } else { 2 };
+    let per_stream = if embedded { 2 * per_side } else { per_side };
     u64::from(streams) * per_stream + 64
 }
 
@@ -366,7 +368,9 @@ mod rlimit_tests {
         let want = hard.min(soft.saturating_add(16)).min(1 << 20);
         let (now, _) = raise_open_files(want).unwrap();
         assert!(now >= want, "{now} < {want}");
-        assert_eq!(open_files_needed(1024, true), 4160);
-        assert_eq!(open_files_needed(2, false), 68);
+        assert_eq!(open_files_needed(1024, true, false), 4160);
+        assert_eq!(open_files_needed(2, false, false), 68);
+        assert_eq!(open_files_needed(10_000, true, true), 20_064);
+        assert_eq!(open_files_needed(10_000, false, true), 10_064);
     }
 }

@@ -66,6 +66,8 @@ pub struct ServerConfig {
     pub on_test_end: Option<std::sync::mpsc::Sender<bool>>,
     /// Third-party requests: who may ask, and where their tests may go.
     pub agent: crate::agent::AgentConfig,
+    /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
+    pub threads: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +87,7 @@ impl Default for ServerConfig {
             name: format!("wirerate {}", env!("CARGO_PKG_VERSION")),
             on_test_end: None,
             agent: Default::default(),
+            threads: None,
         }
     }
 }
@@ -101,6 +104,9 @@ pub(crate) struct Active {
     /// from this address and are not held to the per-address pending limit.
     pub(crate) peer_ip: Option<IpAddr>,
 }
+
+/// The listener's accept queue (the kernel caps it at net.core.somaxconn).
+const ACCEPT_BACKLOG: i32 = 4096;
 
 /// Pending connections the running test's own client may have beyond the per-address
 /// limit: every data stream of the largest test at once.
@@ -261,6 +267,9 @@ impl Server {
             addr: addr.to_string(),
             source,
         })?;
+        // a test's thousands of data streams connect faster than they are accepted: a deep
+        // accept queue keeps their SYNs from being dropped (and retried a second later)
+        let _ = SockRef::from(&listener).listen(ACCEPT_BACKLOG);
         crate::net::return_freed_memory_promptly();
         Ok(Server {
             listener,
@@ -335,6 +344,11 @@ impl Server {
                 return refuse_at_once(sock, reason);
             }
         };
+        // a test's data streams arrive in bursts with their hello already sent: routed here,
+        // they need no thread of their own (10 000 streams would start 10 000 threads)
+        let Some(sock) = route_at_once(sock, &shared, &pending) else {
+            return;
+        };
         let accepted_at = Instant::now();
         let spawned = std::thread::Builder::new()
             .name("wr-conn".into())
@@ -377,6 +391,51 @@ fn refused_reply(reason: &str) -> Vec<u8> {
 pub(crate) fn peer(sock: &TcpStream) -> String {
     sock.peer_addr()
         .map_or_else(|_| "unknown peer".into(), |a| a.to_string())
+}
+
+/// Routes a data stream whose whole hello has already arrived, without waiting; hands the
+/// socket back when that is not so (nothing read yet, another kind of connection, a CRR
+/// test running), for [`handle_conn`] on a thread of its own.
+fn route_at_once(sock: TcpStream, shared: &Shared, pending: &Pending) -> Option<TcpStream> {
+    use std::os::fd::AsRawFd;
+    let mut pre = [0u8; DATA_HELLO_LEN];
+    // SAFETY: recv writes at most pre.len() bytes into pre; MSG_PEEK leaves them queued.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            pre.as_mut_ptr().cast(),
+            pre.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if usize::try_from(n).ok() != Some(DATA_HELLO_LEN) {
+        return Some(sock);
+    }
+    let data = Preamble::parse(&pre).is_ok_and(|p| p.channel == Channel::Data);
+    let crr = shared.active().as_ref().is_some_and(|a| a.crr.is_some());
+    let Some(hello) = data
+        .then(|| DataHello::parse_after_preamble(&pre[PREAMBLE_LEN..]).ok())
+        .flatten()
+        .filter(|_| !crr)
+    else {
+        return Some(sock);
+    };
+    let mut sock = sock;
+    // what was peeked is taken off the queue: the stream's data follows it
+    if sock.read_exact(&mut pre).is_err() {
+        return None;
+    }
+    let who = peer(&sock);
+    if let Err(reason) = route_data(hello, sock, shared) {
+        let ev = Event::new(Kind::Connection, Some(who.clone()))
+            .decided(Decision::Refused, Some(format!("data stream: {reason}")));
+        shared.log_rejected(
+            pending.ip,
+            ev,
+            format_args!("rejected data stream from {who}: {reason}"),
+        );
+    }
+    None
 }
 
 /// Reads the preamble and routes the connection. Counted as pending until routed.
@@ -598,6 +657,7 @@ struct Running {
     admission: Option<(Admission, Arc<Policy>)>,
     /// What the log line about the test will say.
     note: TestNote,
+    threads: Option<usize>,
 }
 
 impl Running {
@@ -622,6 +682,7 @@ impl Running {
                 RunContext {
                     token: Some(self.token),
                     crr: self.crr.clone(),
+                    threads: self.threads,
                     ..Default::default()
                 },
             )?);
@@ -672,6 +733,7 @@ fn run_session(
         caps: shared.cfg.caps,
         user: pre.user.clone(),
         admission: None,
+        threads: shared.cfg.threads,
         note: TestNote {
             user: pre.user,
             ..Default::default()

@@ -69,6 +69,8 @@ pub struct RunContext {
     /// The client: a file its senders send instead of the pattern, or its receivers write
     /// what they receive to.
     pub file: Option<Arc<std::path::PathBuf>>,
+    /// Data workers of a many-stream TCP test (`-T`); None: one per CPU.
+    pub threads: Option<usize>,
 }
 
 /// Round trips the rr workers reported for one interval, merged over flows.
@@ -93,16 +95,55 @@ struct Worker {
     role: Role,
     counters: Arc<Counters>,
     handle: Option<JoinHandle<StreamReport>>,
-    /// A duplicate of the stream's socket: to shut it down on abort, and to read TCP_INFO
-    /// of a sending stream at each interval.
-    sock: Option<OwnedFd>,
+    /// The stream's socket: to shut it down on abort, and to read TCP_INFO of a sending
+    /// stream at each interval.
+    sock: Option<StreamFd>,
     tcp: bool,
+    /// Served by a data worker of the pool, which reports it.
+    pooled: bool,
+}
+
+/// A side's hold on a stream's socket: a duplicate (a stream thread owns the socket), or a
+/// share of it (a pool worker serves it; no second descriptor per stream).
+enum StreamFd {
+    Dup(OwnedFd),
+    Shared(Arc<TcpStream>),
+}
+
+impl AsRawFd for StreamFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            StreamFd::Dup(f) => f.as_raw_fd(),
+            StreamFd::Shared(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl std::os::fd::AsFd for StreamFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            StreamFd::Dup(f) => f.as_fd(),
+            StreamFd::Shared(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Whether a side's streams run on the pool of data workers: TCP bulk tests of more than
+/// one stream, unless they send or write a file or send zero-copy (those keep a thread per
+/// stream). A single stream keeps its blocking thread: the fastest path for one flow.
+fn pooled(spec: &TestSpec, streams: &[Attached], ctx: &RunContext) -> bool {
+    spec.pooled()
+        && ctx.file.is_none()
+        && streams.len() > 1
+        && streams.iter().all(|a| matches!(a.sock, DataSock::Tcp(_)))
 }
 
 pub struct SideRun {
     spec: Arc<TestSpec>,
     start: Instant,
     workers: Vec<Worker>,
+    /// The data workers of a pooled side; each returns the reports of its flows.
+    pool: Vec<JoinHandle<Vec<StreamReport>>>,
     stop: Arc<AtomicBool>,
     peer_done: Arc<AtomicBool>,
     udp_before: Option<UdpHostDrops>,
@@ -154,6 +195,72 @@ impl SideRun {
             .flatten();
         let start = Instant::now();
         let mut workers = Vec::new();
+        let mut streams = streams;
+        let mut pool = Vec::new();
+        if pooled(&spec, &streams, &ctx) {
+            // both sides deal flows to workers in the same order (see pool.rs)
+            streams.sort_by_key(|a| (a.flow != Flow::ClientToServer, a.id));
+            let mut flows = Vec::with_capacity(streams.len());
+            for a in streams {
+                let DataSock::Tcp(t) = a.sock else { continue };
+                let sock = Arc::new(t);
+                let counters = Arc::new(Counters::default());
+                flows.push(crate::pool::PoolFlow {
+                    plan: Plan {
+                        id: a.id,
+                        flow: a.flow,
+                        role: a.role,
+                        spec: spec.clone(),
+                        start,
+                        idle,
+                        counters: counters.clone(),
+                        stop: stop.clone(),
+                        peer_done: peer_done.clone(),
+                        file: None,
+                    },
+                    sock: sock.clone(),
+                });
+                workers.push(Worker {
+                    flow: a.flow,
+                    id: a.id,
+                    role: a.role,
+                    counters,
+                    handle: None,
+                    sock: Some(StreamFd::Shared(sock)),
+                    tcp: true,
+                    pooled: true,
+                });
+            }
+            let client_side = workers.first().is_some_and(|w| {
+                matches!(
+                    (w.flow, w.role),
+                    (Flow::ClientToServer, Role::Sender) | (Flow::ServerToClient, Role::Receiver)
+                )
+            });
+            let cpu = if client_side {
+                ctx.cpu
+            } else {
+                spec.server_cpu
+            };
+            let threads = ctx.threads.unwrap_or_else(crate::pool::default_threads);
+            match crate::pool::start(flows, threads, cpu) {
+                Ok(h) => pool = h,
+                Err(e) => {
+                    stop_all(&stop, &workers);
+                    for h in e.started {
+                        let _ = h.join();
+                    }
+                    let w = workers.iter().find(|w| w.id == e.stream);
+                    return Err(EngineError::StreamThread {
+                        stream: e.stream,
+                        flow: w.map_or(Flow::ClientToServer, |w| w.flow),
+                        started: e.flows_started,
+                        source: e.source,
+                    });
+                }
+            }
+            streams = Vec::new();
+        }
         for a in streams {
             let dup = match &a.sock {
                 DataSock::Tcp(t) => t.try_clone().map(OwnedFd::from),
@@ -204,8 +311,9 @@ impl SideRun {
                 role: a.role,
                 counters,
                 handle,
-                sock: dup.ok(),
+                sock: dup.ok().map(StreamFd::Dup),
                 tcp,
+                pooled: false,
             });
         }
         let tcp_prev = vec![None; workers.len()];
@@ -225,6 +333,7 @@ impl SideRun {
             spec,
             start,
             workers,
+            pool,
             stop,
             peer_done,
             udp_before,
@@ -323,6 +432,7 @@ impl SideRun {
         self.workers
             .iter()
             .all(|w| w.handle.as_ref().is_none_or(|h| h.is_finished()))
+            && self.pool.iter().all(JoinHandle::is_finished)
     }
 
     /// The next moment an interval ends, if intervals are on.
@@ -488,7 +598,26 @@ impl SideRun {
     pub fn finish(mut self) -> SideReport {
         let mut streams = Vec::new();
         let mut threads = ThreadTimes::now().since(self.ctl_t0);
+        let mut from_pool: std::collections::HashMap<(bool, u32), StreamReport> =
+            std::collections::HashMap::new();
+        for h in std::mem::take(&mut self.pool) {
+            // a worker that panicked leaves its flows without reports: they are named below
+            for r in h.join().unwrap_or_default() {
+                from_pool.insert((r.flow == Flow::ClientToServer, r.id), r);
+            }
+        }
         for w in &mut self.workers {
+            if w.pooled {
+                match from_pool.remove(&(w.flow == Flow::ClientToServer, w.id)) {
+                    Some(r) => {
+                        threads.user_s += r.user_s;
+                        threads.sys_s += r.sys_s;
+                        streams.push(r);
+                    }
+                    None => streams.push(lost_stream(w, self.start)),
+                }
+                continue;
+            }
             let Some(h) = w.handle.take() else { continue };
             match h.join() {
                 Ok(r) => {
@@ -663,7 +792,7 @@ fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> Str
 }
 
 /// Pins the calling thread to one CPU (`-A`).
-fn pin_thread(cpu: u32) -> std::io::Result<()> {
+pub(crate) fn pin_thread(cpu: u32) -> std::io::Result<()> {
     let cpu = cpu as usize;
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
@@ -784,4 +913,4 @@ impl IntervalClock {
 
 #[cfg(test)]
 #[path = "side_tests.rs"]
-mod tests;
+pub(crate) mod tests;

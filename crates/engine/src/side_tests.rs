@@ -5,7 +5,7 @@ use super::*;
 
 thread_local! {
     /// The stream whose thread `spawn_stream` refuses to start, on this thread only.
-    pub(super) static FAIL_SPAWN_OF: Cell<Option<u32>> = const { Cell::new(None) };
+    pub(crate) static FAIL_SPAWN_OF: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 /// `n` connected loopback pairs: this side's receiving ends, and the peers' ends.
@@ -40,7 +40,11 @@ fn a_stream_thread_that_cannot_start_fails_the_side_and_stops_the_others() {
         mine,
         None,
         Duration::from_secs(5),
-        Default::default(),
+        // one data worker per stream, so the third is the one that fails
+        RunContext {
+            threads: Some(3),
+            ..Default::default()
+        },
     );
     FAIL_SPAWN_OF.with(|c| c.set(None));
     let Err(e) = r else {

@@ -61,6 +61,9 @@ pub struct Tally {
     window_times: Option<ThreadTimes>,
     omitted: bool,
     last: Instant,
+    /// Whether the window's opening reads this thread's CPU times (a worker serving many
+    /// flows keeps its own times instead).
+    thread_times: bool,
 }
 
 impl Tally {
@@ -75,6 +78,15 @@ impl Tally {
             window_times: None,
             omitted: plan.spec.omit_s > 0.0,
             last: plan.start,
+            thread_times: true,
+        }
+    }
+
+    /// A tally of one flow among many on a worker thread: no CPU times of its own.
+    pub fn pooled(plan: &Plan) -> Tally {
+        Tally {
+            thread_times: false,
+            ..Tally::new(plan)
         }
     }
 
@@ -89,7 +101,9 @@ impl Tally {
             self.omitted = false;
             self.counted_from = self.bytes;
             self.window_start = now;
-            self.window_times = Some(ThreadTimes::now());
+            if self.thread_times {
+                self.window_times = Some(ThreadTimes::now());
+            }
         }
         self.calls += 1;
         self.last = now;
@@ -107,7 +121,11 @@ impl Tally {
     /// The stream's report; `t0` are the thread's CPU times when it started, and only the
     /// CPU spent inside the counted window is charged.
     pub fn report(&self, plan: &Plan, t0: ThreadTimes, error: Option<String>) -> StreamReport {
-        let times = ThreadTimes::now().since(self.window_times.unwrap_or(t0));
+        let times = if self.thread_times {
+            ThreadTimes::now().since(self.window_times.unwrap_or(t0))
+        } else {
+            ThreadTimes::default()
+        };
         let counted = if self.omitted {
             0
         } else {
@@ -136,7 +154,7 @@ impl Tally {
     }
 }
 
-fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     // A non-trivial pattern, so nothing on the path can compress it to nothing.
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(7))
@@ -261,7 +279,7 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
 /// again in its last second with a better estimate: the writer waits while any excess
 /// drains, and the pipe stays full (the writer is woken long before the tail runs dry). A
 /// fast path (a tail over 64 MiB) is left alone.
-struct Deadline {
+pub(crate) struct Deadline {
     start: Instant,
     end: Option<Instant>,
     idle: Duration,
@@ -277,7 +295,7 @@ impl Deadline {
     const LAST: Duration = Duration::from_secs(1);
     const TAIL: f64 = 0.05;
 
-    fn new(start: Instant, end: Option<Instant>, idle: Duration) -> Deadline {
+    pub(crate) fn new(start: Instant, end: Option<Instant>, idle: Duration) -> Deadline {
         Deadline {
             start,
             end,
@@ -296,6 +314,20 @@ impl Deadline {
         if left < Duration::from_millis(1) {
             return false;
         }
+        self.tails(sock, now, left);
+        let renew = self
+            .set_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= Self::RENEW);
+        if left < self.idle && renew {
+            let _ = sock.set_write_timeout(Some(left.min(write_step(self.idle))));
+            self.set_at = Some(now);
+        }
+        true
+    }
+
+    /// Limits the unsent tail when it is due (at most twice a test); `left` is what is left
+    /// of the test. A non-blocking sender calls this alone: it needs no send timeout.
+    pub(crate) fn tails(&mut self, sock: &TcpStream, now: Instant, left: Duration) {
         let ran = now.saturating_duration_since(self.start);
         let due = match self.tails {
             0 => ran >= Self::FIRST,
@@ -305,14 +337,6 @@ impl Deadline {
         if due && self.limit_tail(sock, ran) {
             self.tails += 1;
         }
-        let renew = self
-            .set_at
-            .is_none_or(|t| now.saturating_duration_since(t) >= Self::RENEW);
-        if left < self.idle && renew {
-            let _ = sock.set_write_timeout(Some(left.min(write_step(self.idle))));
-            self.set_at = Some(now);
-        }
-        true
     }
 
     /// Keeps the unsent bytes to [`Deadline::TAIL`] of the rate acknowledged in the `ran`
@@ -484,7 +508,7 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
 /// When data streams in, fewer and larger reads save wake-ups; when it trickles, a smaller
 /// mark keeps reads (and interval reports) timely. The mark doubles when a full batch came in
 /// under 2 ms and quarters when a read waited over 20 ms.
-struct Batching {
+pub(crate) struct Batching {
     lowat: u64,
     max: u64,
     last: Instant,
@@ -493,7 +517,7 @@ struct Batching {
 impl Batching {
     const MIN: u64 = 16 << 10;
 
-    fn new(sock: &TcpStream, len: u64) -> Batching {
+    pub(crate) fn new(sock: &TcpStream, len: u64) -> Batching {
         let max = len.clamp(1, super::net::MAX_RCVLOWAT);
         let lowat = max.min(64 << 10);
         super::net::batch_receive(&SockRef::from(sock), lowat);
@@ -505,7 +529,7 @@ impl Batching {
     }
 
     #[inline]
-    fn after_read(&mut self, sock: &TcpStream, n: usize, now: Instant) {
+    pub(crate) fn after_read(&mut self, sock: &TcpStream, n: usize, now: Instant) {
         let waited = now.saturating_duration_since(self.last);
         self.last = now;
         let next = if waited > Duration::from_millis(20) && self.lowat > Self::MIN {
@@ -524,7 +548,7 @@ impl Batching {
 }
 
 /// Bytes waiting in a socket's receive queue (FIONREAD); 0 if the kernel will not say.
-fn queued_bytes(sock: &TcpStream) -> u64 {
+pub(crate) fn queued_bytes(sock: &TcpStream) -> u64 {
     let mut n: libc::c_int = 0;
     // SAFETY: FIONREAD writes one int into `n`.
     let rc = unsafe {
@@ -545,7 +569,7 @@ fn queued_bytes(sock: &TcpStream) -> u64 {
 /// test at once instead of waiting for the peer's report.
 pub const STALLED: &str = "stream stalled";
 
-fn describe(e: &io::Error, what: &str) -> String {
+pub(crate) fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
             format!("{STALLED} while {what}: no progress within the idle timeout")

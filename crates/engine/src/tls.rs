@@ -447,6 +447,23 @@ impl Tls {
         }
     }
 
+    /// Writes all of `data` through TLS by `deadline`, taking in (and decrypting into
+    /// `stash`) what the peer sends whenever the socket is full, so two ends that write
+    /// large frames at once do not wait on each other. `closed` is set when the peer closed.
+    pub fn write_all_reading(
+        &mut self,
+        sock: &TcpStream,
+        data: &[u8],
+        deadline: Instant,
+        stash: &mut std::collections::VecDeque<u8>,
+        closed: &mut bool,
+    ) -> io::Result<()> {
+        match self {
+            Tls::Server(c) => write_reading(c, sock, data, deadline, stash, closed),
+            Tls::Client(c) => write_reading(c, sock, data, deadline, stash, closed),
+        }
+    }
+
     /// Keying material both ends derive from this session alone (RFC 8446 §7.5).
     pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), String> {
         let r = match self {
@@ -520,6 +537,120 @@ pub fn subject_cn(cert: &[u8]) -> Option<String> {
         }
     }
     None
+}
+
+/// The socket without waiting: reads and writes that would block say so.
+struct DontWait<'a>(&'a TcpStream);
+
+impl Read for DontWait<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: recv writes at most buf.len() bytes into buf.
+        let n = unsafe {
+            libc::recv(
+                self.0.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+impl Write for DontWait<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: send reads at most buf.len() bytes from buf.
+        let n = unsafe {
+            libc::send(
+                self.0.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_reading<D: rustls::SideData>(
+    c: &mut rustls::ConnectionCommon<D>,
+    sock: &TcpStream,
+    data: &[u8],
+    deadline: Instant,
+    stash: &mut std::collections::VecDeque<u8>,
+    closed: &mut bool,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut off = 0;
+    loop {
+        if off < data.len() {
+            off += c.writer().write(&data[off..])?;
+        }
+        if !c.wants_write() {
+            if off == data.len() {
+                return Ok(());
+            }
+            continue;
+        }
+        match c.write_tls(&mut DontWait(sock)) {
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut pfd = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLOUT | if *closed { 0 } else { libc::POLLIN },
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one live pollfd and a count of one.
+        if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 || pfd.revents & libc::POLLIN == 0 {
+            continue;
+        }
+        loop {
+            match c.read_tls(&mut DontWait(sock)) {
+                Ok(0) => {
+                    *closed = true;
+                    break;
+                }
+                Ok(_) => {
+                    c.process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        match c.reader().read(&mut buf) {
+                            Ok(0) => {
+                                *closed = true;
+                                break;
+                            }
+                            Ok(n) => stash.extend(&buf[..n]),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

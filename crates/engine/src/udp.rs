@@ -48,13 +48,30 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         token,
     }
     .emit(&mut template);
-    let mut batch = SendBatch::new(mmsg::batch_for(len), &template);
+    let mut error = None;
+    let count = if spec.gso {
+        if let Err(e) = mmsg::enable_gso(&sock, len) {
+            error = Some(format!(
+                "UDP GSO (UDP_SEGMENT) is not available on this host: {e}"
+            ));
+        }
+        mmsg::gso_batch_for(len)
+    } else {
+        mmsg::batch_for(len)
+    };
+    let mut batch = SendBatch::new(count, &template);
     drop(template);
     let mut pace = spec.rate_bps.map(|r| Pacer::new(plan.start, 8.0 / r));
+    // the slots are waited for on a timer at absolute times (a sleep, should the kernel
+    // refuse a timerfd)
+    let mut timer = pace.as_ref().and_then(|_| crate::timer::Timer::new().ok());
     let end_at = spec
         .send_seconds()
         .map(|s| plan.start + Duration::from_secs_f64(s));
     let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
+    if error.is_some() {
+        remaining = 0;
+    }
     let mut t = Tally::new(&plan);
     let mut stats = UdpStreamStats::default();
     let mut seq = 0u64;
@@ -69,7 +86,7 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         let size = |left: u64| (len as u64).min(left).max(HEADER_LEN as u64) as usize;
         let count = match pace.as_mut() {
             Some(p) => {
-                now = p.wait_for_first(size(remaining), now);
+                now = p.wait_for_first(size(remaining), now, timer.as_mut());
                 if end_at.is_some_and(|e| now >= e) {
                     break;
                 }
@@ -90,7 +107,12 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
         for (i, s) in (0..count).zip(seq..) {
             Header::stamp(batch.slot_mut(i), s, send_ns);
         }
-        match batch.send(&sock, &lens[..count]) {
+        let sent = if spec.gso {
+            batch.send_gso(&sock, &lens[..count])
+        } else {
+            batch.send(&sock, &lens[..count])
+        };
+        match sent {
             Ok(k) => {
                 let bytes: usize = lens[..k].iter().sum();
                 seq += k as u64;
@@ -114,7 +136,7 @@ pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport
     }
     stats.packets = seq;
     send_end_markers(&sock, token, plan.id, seq);
-    let mut report = t.report(&plan, t0, None);
+    let mut report = t.report(&plan, t0, error);
     report.udp = Some(stats);
     report
 }
@@ -140,13 +162,23 @@ impl Pacer {
         Duration::from_secs_f64(bytes as f64 * self.secs_per_byte)
     }
 
-    /// Sleeps until the first datagram (of `bytes`) is due and returns the time then. After a
+    /// Waits until the first datagram (of `bytes`) is due and returns the time then. After a
     /// late wake-up the schedule keeps at most [`MAX_DEBT`] of debt, so pacing never bursts.
-    fn wait_for_first(&mut self, bytes: usize, now: Instant) -> Instant {
+    fn wait_for_first(
+        &mut self,
+        bytes: usize,
+        now: Instant,
+        timer: Option<&mut crate::timer::Timer>,
+    ) -> Instant {
         let due = self.next + self.slot(bytes);
         if now < due {
-            std::thread::sleep(due - now);
-            return Instant::now();
+            return match timer {
+                Some(t) => t.wait_until(due),
+                None => {
+                    std::thread::sleep(due - now);
+                    Instant::now()
+                }
+            };
         }
         if now.duration_since(due) > MAX_DEBT {
             self.next = (now - MAX_DEBT)
@@ -238,7 +270,17 @@ pub fn run_udp_receiver(
             .unwrap_or(4 << 20) as usize,
     );
     let _ = sock.set_read_timeout(Some(POLL));
-    let slot = plan.spec.len_bytes.clamp(HEADER_LEN as u64, 65_536) as usize;
+    let mut error = None;
+    let slot = if plan.spec.gro {
+        if let Err(e) = mmsg::enable_gro(&sock) {
+            error = Some(format!(
+                "UDP GRO (UDP_GRO) is not available on this host: {e}"
+            ));
+        }
+        mmsg::GRO_SLOT
+    } else {
+        plan.spec.len_bytes.clamp(HEADER_LEN as u64, 65_536) as usize
+    };
     let mut batch = RecvBatch::new(mmsg::batch_for(slot), slot);
     let mut t = Tally::new(&plan);
     let mut stats = RecvStats::default();
@@ -250,8 +292,7 @@ pub fn run_udp_receiver(
         .map(|s| plan.start + Duration::from_secs_f64(s) + plan.idle);
     let mut last_heard = Instant::now();
     let silence = silence_limit(&plan);
-    let mut error = None;
-    'recv: loop {
+    'recv: while error.is_none() {
         match batch.recv(&sock) {
             Ok(got) => {
                 // one clock read per batch: its datagrams were queued together
@@ -259,12 +300,18 @@ pub fn run_udp_receiver(
                 let arrival = now.saturating_duration_since(plan.start).as_secs_f64();
                 let mut bytes = 0usize;
                 let mut ended = false;
-                for d in (0..got).filter_map(|i| batch.get(i)) {
-                    if d.drops.is_some() {
-                        last_drops = d.drops;
+                // a GRO read may hold several datagrams of one segment size each
+                let datagrams = (0..got).filter_map(|i| batch.get(i)).flat_map(|d| {
+                    let seg = d.segment.unwrap_or(d.data.len()).max(1);
+                    let (src, drops) = (d.src, d.drops);
+                    d.data.chunks(seg).map(move |data| (data, src, drops))
+                });
+                for (data, src, drops) in datagrams {
+                    if drops.is_some() {
+                        last_drops = drops;
                     }
-                    let from_peer = peer.is_none_or(|p| d.src == Some(p));
-                    match Header::parse(d.data) {
+                    let from_peer = peer.is_none_or(|p| src == Some(p));
+                    match Header::parse(data) {
                         Ok(h)
                             if from_peer
                                 && h.stream_id == plan.id
@@ -276,7 +323,7 @@ pub fn run_udp_receiver(
                                     let before = stats.packets;
                                     stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
                                     if stats.packets > before {
-                                        bytes += d.data.len();
+                                        bytes += data.len();
                                         plan.counters.packets.fetch_add(1, Ordering::Relaxed);
                                     }
                                 }
@@ -549,7 +596,7 @@ mod tests {
         assert_eq!(p.next, start + Duration::from_micros(250));
         // a wake-up 1 s late keeps only MAX_DEBT of debt: the next slot ends MAX_DEBT ago
         let now = start + Duration::from_secs(1);
-        assert_eq!(p.wait_for_first(100, now), now);
+        assert_eq!(p.wait_for_first(100, now, None), now);
         assert_eq!(p.next + p.slot(100), now - MAX_DEBT);
     }
 }

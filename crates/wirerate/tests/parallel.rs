@@ -45,10 +45,10 @@ fn one_stream_has_no_fairness_and_text_names_it_for_several() {
 }
 
 #[test]
-fn stream_caps_are_1024_for_tcp_and_128_for_udp() {
-    let out = run(&["run", "-P", "1025", "-n", "1M"], LIMIT);
+fn stream_caps_are_10000_for_tcp_and_128_for_udp() {
+    let out = run(&["run", "-P", "10001", "-n", "1M"], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("parallel streams must be 1 to 1024"));
+    assert!(stderr(&out).contains("parallel streams must be 1 to 10000"));
     let out = run(&["run", "-u", "-P", "129", "-n", "1M"], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("parallel streams must be 1 to 128"));
@@ -70,11 +70,11 @@ fn a_too_low_open_file_limit_is_said_before_the_test_starts() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("300 streams need about 1264 open files"),
+        err.contains("300 streams need about 664 open files"),
         "{err}"
     );
     assert!(err.contains("the limit is 200 (hard limit 200)"), "{err}");
-    assert!(err.contains("ulimit -n 1264"), "{err}");
+    assert!(err.contains("ulimit -n 664"), "{err}");
     // nothing was measured: no header, no result
     assert!(
         out.stdout.is_empty(),

@@ -227,9 +227,7 @@ fn core_item(b: Bottleneck, h: Host, p: f64, idx: Option<u32>) -> EvidenceItem {
 fn cpu_advice(r: &RunResult, sending: bool) -> Vec<String> {
     let mut out = Vec::new();
     if r.spec.parallel < 2 {
-        out.push(
-            "`-P 2` or more: each stream gets its own thread, and with it another core".into(),
-        );
+        out.push("`-P 2` or more: the streams spread over a data worker per core".into());
     } else {
         out.push(format!(
             "`-P {}`: more streams than the {} used, if the hosts have idle cores",

@@ -321,6 +321,8 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         // an iperf3 client's -S
         tos: count(v, "TOS").and_then(|t| u8::try_from(t).ok()),
         server_cpu: None,
+        gso: false,
+        gro: false,
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

@@ -110,10 +110,24 @@ pub struct Args {
     /// not what applications see (TCP; reported as spec.recv_mode)
     #[arg(long, conflicts_with = "udp")]
     pub discard: bool,
-    /// Parallel streams per flow, each on its own thread on each side (TCP up to 1024, UDP
-    /// 128); past 256 streams the default write size shrinks so buffers stay within 256 MiB
+    /// Parallel streams per flow (TCP up to 10000, UDP 128). The TCP streams of a test of
+    /// more than one stream share a fixed pool of data workers on each side (--threads);
+    /// UDP, -Z and -F streams have a thread each. Past 256 streams the default write size
+    /// shrinks (to 128 KiB at least)
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
+    /// Data workers on this side (and the embedded server's) for a TCP test of more than
+    /// one stream, 1 to 256; default one per CPU (-T is iperf3's --title)
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
+    /// UDP senders hand the kernel one buffer of up to 64 datagrams per call, cut into
+    /// datagrams late in the stack (UDP GSO, UDP_SEGMENT; Linux 4.18+)
+    #[arg(long, requires = "udp")]
+    pub gso: bool,
+    /// UDP receivers take datagrams coalesced by the kernel, many per copy (UDP GRO,
+    /// UDP_GRO; Linux 5.0+)
+    #[arg(long, requires = "udp")]
+    pub gro: bool,
     /// Reverse: the server sends, the client receives
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,
@@ -200,6 +214,15 @@ pub struct Args {
     pub habits: ClientArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--threads`: 1 to the most data workers a side may run.
+pub fn parse_threads(s: &str) -> Result<usize, String> {
+    let max = wirerate_engine::pool::MAX_THREADS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number of workers, 1 to {max}")),
+    }
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -290,6 +313,8 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         stream_intervals: a.parallel > 1,
         tos: a.habits.tos,
         server_cpu: a.habits.affinity.and_then(|c| c.server),
+        gso: a.gso,
+        gro: a.gro,
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
@@ -323,7 +348,7 @@ pub fn ensure_open_files(spec: &TestSpec, embedded: bool) -> anyhow::Result<()> 
     let streams = spec
         .parallel
         .saturating_mul(spec.direction.flows().len() as u32);
-    let need = wirerate_engine::net::open_files_needed(streams, embedded);
+    let need = wirerate_engine::net::open_files_needed(streams, embedded, spec.pooled());
     match wirerate_engine::net::raise_open_files(need) {
         Ok((soft, _)) if soft >= need => Ok(()),
         Ok((soft, hard)) => anyhow::bail!(
@@ -401,8 +426,9 @@ pub fn target(a: &Args) -> anyhow::Result<Target> {
         idle_timeout: a.idle_timeout,
         tls: a.tls.clone(),
     };
-    let mut t = target_for(&net)?;
+    let mut t = target_with(&net, a.threads)?;
     t.iperf3 = a.iperf3;
+    t.cfg.threads = a.threads;
     a.habits.apply_client(&mut t.cfg);
     Ok(t)
 }
@@ -439,6 +465,11 @@ pub struct Net {
 
 /// Resolves the host, or starts the embedded loopback server.
 pub fn target_for(a: &Net) -> anyhow::Result<Target> {
+    target_with(a, None)
+}
+
+/// [`target_for`], with the embedded server's number of data workers.
+fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
@@ -469,6 +500,7 @@ pub fn target_for(a: &Net) -> anyhow::Result<Target> {
                         max_test_memory: wirerate_core::spec::limits::MAX_BUFFERS,
                         ..Default::default()
                     },
+                    threads,
                     ..Default::default()
                 },
             )?;

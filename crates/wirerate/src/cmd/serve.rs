@@ -57,6 +57,9 @@ pub struct Args {
     /// 268 435 456 bytes)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub max_test_memory: u64,
+    /// Data workers for a TCP test of more than one stream, 1 to 256; default one per CPU
+    #[arg(long, value_name = "N", value_parser = crate::cmd::run::parse_threads)]
+    pub threads: Option<usize>,
     /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
     #[arg(long, value_name = "FILE")]
     pub limits: Option<PathBuf>,
@@ -194,6 +197,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             targets,
             wire: Some(agent_wire),
         },
+        threads: a.threads,
         ..Default::default()
     };
     // every stream of a test takes two descriptors on this side: room for the largest -P

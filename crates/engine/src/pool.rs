@@ -1,0 +1,515 @@
+//! Data workers: a fixed pool of threads per side, each running one epoll loop over many
+//! TCP bulk flows with non-blocking sockets. A worker owns its buffers (one send pattern,
+//! one receive buffer), so memory does not grow with the number of flows beyond the
+//! sockets' own state. Each flow keeps what a stream thread keeps: its counters, its
+//! deadline, idle rule and report.
+//!
+//! Flows are dealt to workers in (flow, stream id) order, round robin. Workers are not
+//! pinned (unless `-A` names a CPU): pinning worker `w` of both sides to CPU `w` puts a
+//! loopback stream's sender and receiver on one core, which caps it at that core, and on a
+//! shared host a pinned worker cannot move away from other work. Measured on a loaded
+//! 2-core host, pinned and unpinned `-P 2` were equal within the noise.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll;
+use socket2::SockRef;
+use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::spec::{End, RecvMode};
+use wirerate_probe::cpu::ThreadTimes;
+use wirerate_probe::tcpinfo::tcp_info;
+
+use crate::stream::{describe, pattern, queued_bytes, Batching, Deadline, Plan, Tally};
+
+/// The most data workers one side may run (`-T`).
+pub const MAX_THREADS: usize = wirerate_core::spec::limits::MAX_WORKERS as usize;
+
+/// The default number of workers: one per CPU this process may run on.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, MAX_THREADS)
+}
+
+/// One flow handed to the pool: its plan and its socket, shared with the side (which reads
+/// its TCP_INFO at interval boundaries and shuts it down on abort).
+pub struct PoolFlow {
+    pub plan: Plan,
+    pub sock: Arc<TcpStream>,
+}
+
+/// A worker that could not start.
+pub struct StartError {
+    /// The workers already started, for the caller to stop and join.
+    pub started: Vec<JoinHandle<Vec<StreamReport>>>,
+    /// How many flows those serve.
+    pub flows_started: usize,
+    /// The first stream the failed worker would have served.
+    pub stream: u32,
+    pub source: io::Error,
+}
+
+/// Starts `threads` workers (at most one per flow) over `flows`, all pinned to `cpu` if
+/// one is given (`-A`). A worker that cannot start is an error naming the first stream it
+/// would have served.
+pub fn start(
+    flows: Vec<PoolFlow>,
+    threads: usize,
+    cpu: Option<u32>,
+) -> Result<Vec<JoinHandle<Vec<StreamReport>>>, StartError> {
+    let n = threads.clamp(1, flows.len().max(1));
+    let mut shares: Vec<Vec<PoolFlow>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, f) in flows.into_iter().enumerate() {
+        shares[i % n].push(f);
+    }
+    let mut handles = Vec::new();
+    let mut flows_started = 0;
+    for (w, share) in shares.into_iter().enumerate() {
+        let first = share.first().map_or(0, |f| f.plan.id);
+        let count = share.len();
+        let spawned = spawn_worker(first, format!("wr-worker-{w}"), move || {
+            run_worker(share, cpu)
+        });
+        match spawned {
+            Ok(h) => {
+                handles.push(h);
+                flows_started += count;
+            }
+            Err(source) => {
+                return Err(StartError {
+                    started: handles,
+                    flows_started,
+                    stream: first,
+                    source,
+                })
+            }
+        }
+    }
+    Ok(handles)
+}
+
+fn spawn_worker(
+    first: u32,
+    name: String,
+    f: impl FnOnce() -> Vec<StreamReport> + Send + 'static,
+) -> io::Result<JoinHandle<Vec<StreamReport>>> {
+    #[cfg(test)]
+    if crate::side::tests::FAIL_SPAWN_OF.with(|c| c.get()) == Some(first) {
+        return Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "injected thread start failure",
+        ));
+    }
+    let _ = first;
+    std::thread::Builder::new().name(name).spawn(f)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Sending,
+    /// A sender that has half-closed waits (bounded) for its peer's close, so its last
+    /// TCP_INFO holds every acknowledgement.
+    Closing(Instant),
+    Receiving,
+    Done,
+}
+
+/// One flow's state inside a worker.
+struct Flow {
+    plan: Plan,
+    sock: Arc<TcpStream>,
+    tally: Tally,
+    state: State,
+    remaining: u64,
+    /// Progress inside the current block (only for --blocks).
+    off: usize,
+    blocks: bool,
+    end_at: Option<Instant>,
+    deadline: Deadline,
+    last_progress: Instant,
+    error: Option<String>,
+    batch: Option<Batching>,
+    report: Option<StreamReport>,
+}
+
+/// What one worker shares among its flows.
+struct Buffers {
+    /// The send pattern, `len` bytes from a page boundary.
+    send: Vec<u8>,
+    send_at: usize,
+    len: usize,
+    recv: Vec<u8>,
+    discard: bool,
+}
+
+/// How long a worker sleeps at most between looks at its flows' clocks and stop flags.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Calls one flow makes per wake-up at most: each ready flow moves at most one buffer per
+/// round, so flows share a worker evenly (level-triggered epoll brings a flow that still
+/// has room or data back in the next round). Writing until the socket is full instead lets
+/// the flows whose buffers autotuning grew first take ever more of the worker.
+const CALLS_PER_WAKE: usize = 1;
+
+fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
+    let t0 = ThreadTimes::now();
+    let mut pin_error = None;
+    if let Some(c) = cpu {
+        if let Err(e) = crate::side::pin_thread(c) {
+            pin_error = Some(format!("cannot pin a data worker to CPU {c}: {e}"));
+        }
+    }
+    let Some(first) = flows.first() else {
+        return Vec::new();
+    };
+    let spec = first.plan.spec.clone();
+    let omit_end = first.plan.start + Duration::from_secs_f64(spec.omit_s);
+    let len = spec.len_bytes as usize;
+    let backing = pattern(len + 4096);
+    let send_at = backing.as_ptr().align_offset(4096).min(4096);
+    let mut bufs = Buffers {
+        send: backing,
+        send_at,
+        len,
+        recv: vec![0u8; len.max(64 << 10)],
+        discard: spec.recv_mode == RecvMode::Discard,
+    };
+    let mut flows: Vec<Flow> = flows.into_iter().map(Flow::new).collect();
+    let ep = match epoll::create(epoll::CreateFlags::CLOEXEC) {
+        Ok(ep) => Some(ep),
+        Err(e) => {
+            pin_error.get_or_insert(format!("cannot create an epoll set: {e}"));
+            None
+        }
+    };
+    for (i, f) in flows.iter_mut().enumerate() {
+        if let Some(e) = &pin_error {
+            f.fail(e.clone());
+            continue;
+        }
+        let Some(ep) = &ep else { continue };
+        let interest = match f.state {
+            State::Sending => epoll::EventFlags::OUT,
+            _ => epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
+        };
+        let set = f
+            .sock
+            .set_nonblocking(true)
+            .and_then(|()| {
+                epoll::add(ep, &*f.sock, epoll::EventData::new_u64(i as u64), interest)
+                    .map_err(io::Error::from)
+            })
+            .and_then(|()| f.setup());
+        if let Err(e) = set {
+            f.fail(e.to_string());
+        }
+    }
+    if let Some(ep) = &ep {
+        for f in flows.iter().filter(|f| f.state == State::Done) {
+            let _ = epoll::delete(ep, &*f.sock);
+        }
+    }
+    let mut live = flows.iter().filter(|f| f.state != State::Done).count();
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(1024.min(flows.len().max(16)));
+    let mut window: Option<ThreadTimes> = None;
+    let mut next_sweep = Instant::now();
+    while live > 0 {
+        let Some(ep) = &ep else { break };
+        let now = Instant::now();
+        let wait = next_sweep.saturating_duration_since(now).min(TICK);
+        let ts = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: wait.as_nanos() as _,
+        };
+        events.clear();
+        match epoll::wait(ep, rustix::buffer::spare_capacity(&mut events), Some(&ts)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                let msg = format!("waiting on the data sockets: {e}");
+                for f in flows.iter_mut().filter(|f| f.state != State::Done) {
+                    f.fail(msg.clone());
+                }
+                break;
+            }
+        }
+        for ev in &events {
+            let data = ev.data;
+            let i = data.u64() as usize;
+            let Some(f) = flows.get_mut(i) else { continue };
+            let was = f.state;
+            match was {
+                State::Sending => f.send(&bufs),
+                State::Closing(_) => f.drain_close(),
+                State::Receiving => f.receive(&mut bufs),
+                State::Done => {}
+            }
+            if f.state != was {
+                f.moved(ep, i, &mut live);
+            }
+        }
+        let now = Instant::now();
+        if window.is_none() && spec.omit_s > 0.0 && now >= omit_end {
+            window = Some(ThreadTimes::now());
+        }
+        if now >= next_sweep {
+            next_sweep = now + TICK;
+            for (i, f) in flows.iter_mut().enumerate() {
+                let was = f.state;
+                if was == State::Done {
+                    continue;
+                }
+                f.check(now);
+                if f.state != was {
+                    f.moved(ep, i, &mut live);
+                }
+            }
+        }
+    }
+    // the worker's CPU time, shared evenly by its flows (they took turns on one thread)
+    let times = ThreadTimes::now().since(window.unwrap_or(t0));
+    let share = 1.0 / flows.len().max(1) as f64;
+    flows
+        .into_iter()
+        .map(|mut f| {
+            let mut r = f.report.take().unwrap_or_else(|| f.finish_report());
+            r.user_s = times.user_s * share;
+            r.sys_s = times.sys_s * share;
+            r.sched = None;
+            r
+        })
+        .collect()
+}
+
+impl Flow {
+    fn new(p: PoolFlow) -> Flow {
+        let plan = p.plan;
+        let spec = plan.spec.clone();
+        let (state, remaining) = match plan.role {
+            Role::Sender => (
+                State::Sending,
+                spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX),
+            ),
+            Role::Receiver => (State::Receiving, 0),
+        };
+        let end_at = spec
+            .send_seconds()
+            .map(|s| plan.start + Duration::from_secs_f64(s));
+        Flow {
+            tally: Tally::pooled(&plan),
+            deadline: Deadline::new(plan.start, end_at, plan.idle),
+            sock: p.sock,
+            state,
+            remaining,
+            off: 0,
+            blocks: matches!(spec.end, End::Blocks { .. }),
+            end_at,
+            last_progress: Instant::now(),
+            error: None,
+            batch: None,
+            report: None,
+            plan,
+        }
+    }
+
+    /// What a stream thread sets before its first call: pacing, receive batching.
+    fn setup(&mut self) -> io::Result<()> {
+        match self.plan.role {
+            Role::Sender => {
+                if let Some(rate) = self.plan.spec.rate_bps {
+                    if let Err(e) = crate::net::set_pacing_rate(&SockRef::from(&*self.sock), rate) {
+                        self.fail(format!("cannot pace the stream (SO_MAX_PACING_RATE): {e}"));
+                    }
+                }
+            }
+            Role::Receiver => {
+                let len = self.plan.spec.len_bytes.max(64 << 10);
+                self.batch = Some(Batching::new(&self.sock, len));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the flow at once with an error.
+    fn fail(&mut self, msg: String) {
+        self.error.get_or_insert(msg);
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.done();
+    }
+
+    fn done(&mut self) {
+        if self.state != State::Done {
+            self.state = State::Done;
+            self.report = Some(self.finish_report());
+        }
+    }
+
+    fn finish_report(&mut self) -> StreamReport {
+        let mut r = self
+            .tally
+            .report(&self.plan, ThreadTimes::default(), self.error.take());
+        r.tcp = tcp_info(&*self.sock);
+        if self.plan.role == Role::Receiver {
+            let _ = self.sock.shutdown(Shutdown::Both);
+        }
+        r
+    }
+
+    /// The sender has written its last byte (or was told to stop): half-close, and wait
+    /// for the peer's close unless the stream failed.
+    fn close_sending(&mut self) {
+        let _ = self.sock.shutdown(Shutdown::Write);
+        if self.error.is_some() {
+            self.done();
+        } else {
+            self.state = State::Closing(Instant::now() + self.plan.idle);
+        }
+    }
+
+    /// Writes until the socket is full, the stream's end, or a stop.
+    fn send(&mut self, b: &Buffers) {
+        if self.plan.stop.load(Ordering::Relaxed) || self.remaining == 0 {
+            return self.close_sending();
+        }
+        let mut now = Instant::now();
+        for _ in 0..CALLS_PER_WAKE {
+            if let Some(end) = self.end_at {
+                let left = end.saturating_duration_since(now);
+                if left < Duration::from_millis(1) {
+                    return self.close_sending();
+                }
+                self.deadline.tails(&self.sock, now, left);
+            }
+            let max = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+            let off = self.off;
+            let data = &b.send[b.send_at + off..b.send_at + off + (b.len - off).min(max)];
+            match (&*self.sock).write(data) {
+                Ok(0) => return self.close_sending(),
+                Ok(n) => {
+                    now = Instant::now();
+                    self.last_progress = now;
+                    self.tally.add(n, now, &self.plan.counters);
+                    self.remaining -= n as u64;
+                    if self.blocks {
+                        self.off = (off + n) % b.len;
+                    }
+                    if self.remaining == 0 || self.plan.stop.load(Ordering::Relaxed) {
+                        return self.close_sending();
+                    }
+                    if n < data.len() {
+                        // the socket is full: epoll says when it has room again
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    if !self.plan.stop.load(Ordering::Relaxed) {
+                        self.error = Some(describe(&e, "sending"));
+                    }
+                    return self.close_sending();
+                }
+            }
+        }
+    }
+
+    /// A closing sender reads until the peer closes.
+    fn drain_close(&mut self) {
+        let mut scratch = [0u8; 512];
+        loop {
+            match (&*self.sock).read(&mut scratch) {
+                Ok(0) => return self.done(),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => return self.done(),
+            }
+        }
+    }
+
+    /// Reads what is queued, a bounded number of times.
+    fn receive(&mut self, b: &mut Buffers) {
+        for _ in 0..CALLS_PER_WAKE {
+            let got = if b.discard {
+                crate::zerocopy::discard(&self.sock, &mut b.recv)
+            } else {
+                (&*self.sock).read(&mut b.recv)
+            };
+            match got {
+                Ok(0) => return self.done(),
+                Ok(n) => {
+                    let now = Instant::now();
+                    self.last_progress = now;
+                    if self.tally.add(n, now, &self.plan.counters) {
+                        self.tally.still_warm_up(queued_bytes(&self.sock));
+                    }
+                    if let Some(batch) = self.batch.as_mut() {
+                        batch.after_read(&self.sock, n, now);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    if !self.plan.stop.load(Ordering::Relaxed) {
+                        self.error = Some(describe(&e, "receiving"));
+                    }
+                    return self.done();
+                }
+            }
+        }
+    }
+
+    /// The clocks: a sender's end time and stop flag, the idle rule on both roles, a
+    /// closing sender's bound.
+    fn check(&mut self, now: Instant) {
+        let idle = now.saturating_duration_since(self.last_progress) >= self.plan.idle;
+        let stop = self.plan.stop.load(Ordering::Relaxed);
+        match self.state {
+            State::Sending => {
+                let ended = self
+                    .end_at
+                    .is_some_and(|e| now + Duration::from_millis(1) >= e);
+                if stop || ended {
+                    self.close_sending();
+                } else if idle {
+                    self.error = Some(describe(&io::ErrorKind::TimedOut.into(), "sending"));
+                    self.close_sending();
+                }
+            }
+            State::Closing(until) if now >= until => self.done(),
+            State::Receiving if idle => {
+                if !stop {
+                    self.error = Some(describe(&io::ErrorKind::TimedOut.into(), "receiving"));
+                }
+                let _ = self.sock.shutdown(Shutdown::Both);
+                self.done();
+            }
+            _ => {}
+        }
+    }
+
+    /// The flow changed state: change what epoll watches for it.
+    fn moved(&mut self, ep: &impl std::os::fd::AsFd, i: usize, live: &mut usize) {
+        match self.state {
+            State::Done => {
+                let _ = epoll::delete(ep, &*self.sock);
+                *live -= 1;
+            }
+            State::Closing(_) => {
+                let interest = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+                let data = epoll::EventData::new_u64(i as u64);
+                if epoll::modify(ep, &*self.sock, data, interest).is_err() {
+                    self.done();
+                    let _ = epoll::delete(ep, &*self.sock);
+                    *live -= 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! End-to-end tests of the data workers: many TCP flows on a fixed pool of threads per side,
+//! against a real `serve` process, and the `--threads` flag.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{json, run, stderr, wait_bounded, wr, ServerProc};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Threads of a process now (its `/proc/PID/task` entries); None once it has gone.
+fn threads_of(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()
+        .map(|d| d.count())
+}
+
+/// Resident memory of a process now, in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What a sampled run saw of each side: thread counts every 50 ms, and the peak RSS (KiB).
+#[derive(Default)]
+struct Samples {
+    threads: Vec<usize>,
+    peak_rss_kib: u64,
+}
+
+impl Samples {
+    fn take(&mut self, pid: u32) -> bool {
+        let Some(n) = threads_of(pid) else {
+            return false;
+        };
+        self.threads.push(n);
+        self.peak_rss_kib = self.peak_rss_kib.max(rss_kib(pid).unwrap_or(0));
+        true
+    }
+}
+
+/// Runs a client to completion, sampling its own and the server's threads and memory every
+/// 50 ms; returns its output and the samples (client, server).
+fn run_sampled(server: &ServerProc, args: &[&str]) -> (std::process::Output, Samples, Samples) {
+    let child: Child = wr()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wirerate");
+    let cpid = child.id();
+    let spid = server.child.id();
+    let sampler = std::thread::spawn(move || {
+        let (mut c, mut s) = (Samples::default(), Samples::default());
+        let start = Instant::now();
+        while c.take(cpid) {
+            s.take(spid);
+            if start.elapsed() > LIMIT {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (c, s)
+    });
+    let out = wait_bounded(child, LIMIT);
+    let (c, s) = sampler.join().expect("sampler");
+    (out, c, s)
+}
+
+fn median(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
+    let srv = ServerProc::start(&["--threads", "2"]);
+    let port = srv.port.to_string();
+    let (out, client, server) = run_sampled(
+        &srv,
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-P",
+            "1000",
+            "-t",
+            "3",
+            "--threads",
+            "2",
+            "--json",
+            "--no-store",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let streams = j["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1000);
+    let mut ids: Vec<u64> = streams
+        .iter()
+        .map(|s| s["id"].as_u64().expect("a stream id"))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 1000, "every flow reports once");
+    // every flow moved data: none was starved by the others on its worker
+    for s in streams {
+        assert!(s["sender"]["bytes"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["goodput_bps"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert_eq!(j["summary"]["fairness"]["streams"], 1000);
+    assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 0.0);
+    // a thread per stream would be over a thousand on each side; the pool is two workers
+    // beside the control, accept and output threads
+    assert!(!client.threads.is_empty() && !server.threads.is_empty());
+    let (c, s) = (median(client.threads), median(server.threads));
+    assert!(c <= 8, "client threads while running: {c}");
+    assert!(s <= 8, "server threads while running: {s}");
+}
+
+#[test]
+fn one_worker_serves_senders_and_receivers_of_both_directions_to_the_last_byte() {
+    let out = run(
+        &[
+            "run",
+            "--bidir",
+            "-P",
+            "6",
+            "-n",
+            "24000037",
+            "--threads",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let streams = j["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 12);
+    // each direction delivered exactly what was asked, over its six streams
+    for flow in ["client_to_server", "server_to_client"] {
+        let received: u64 = streams
+            .iter()
+            .filter(|s| s["flow"] == flow)
+            .map(|s| s["receiver"]["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(received, 24_000_037, "{flow}");
+    }
+    assert_eq!(j["summary"]["bytes"], 2 * 24_000_037u64, "{}", j["summary"]);
+}
+
+#[test]
+fn reverse_flows_on_workers_deliver_every_byte() {
+    let out = run(
+        &[
+            "run",
+            "-R",
+            "-P",
+            "5",
+            "-n",
+            "10000019",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["summary"]["bytes"], 10_000_019u64);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn threads_outside_one_to_256_are_refused_with_one_line() {
+    for bad in ["0", "257", "many"] {
+        let out = run(&["run", "-P", "4", "-n", "1M", "--threads", bad], LIMIT);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "--threads {bad}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("1 to 256"),
+            "--threads {bad}: {}",
+            stderr(&out)
+        );
+        let out = run(&["serve", "--threads", bad], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "serve --threads {bad}");
+        assert!(stderr(&out).contains("1 to 256"), "{}", stderr(&out));
+    }
+}
+
+/// Ten thousand flows against a default `serve`: they connect, run and report within the
+/// bounds on threads (under four per core) and memory (under 512 MiB per side). About 10 s
+/// on a 2-core machine.
+#[test]
+fn ten_thousand_flows_against_a_default_server() {
+    // each side needs a descriptor per stream: a host whose hard limit is lower cannot
+    let hard = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Hn"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+    if hard.is_some_and(|h| h < 10_100) {
+        eprintln!("the open-file hard limit is {hard:?}: 10 000 streams cannot run here");
+        return;
+    }
+    let srv = ServerProc::start(&[]);
+    let port = srv.port.to_string();
+    let (out, client, server) = run_sampled(
+        &srv,
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-P",
+            "10000",
+            "-t",
+            "3",
+            "--json",
+            "--no-store",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 10_000);
+    assert_eq!(j["summary"]["fairness"]["streams"], 10_000);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let (c, s) = (median(client.threads), median(server.threads));
+    assert!(c < 4 * cores.max(2), "client threads: {c}");
+    assert!(s < 4 * cores.max(2), "server threads: {s}");
+    for (side, peak) in [
+        ("client", client.peak_rss_kib),
+        ("server", server.peak_rss_kib),
+    ] {
+        assert!(peak > 0 && peak < 512 << 10, "{side} peak RSS {peak} KiB");
+    }
+}
+
+#[test]
+fn udp_gso_and_gro_carry_every_datagram_and_show_in_the_spec() {
+    // paced, so loopback drops nothing while GSO hands the kernel 32 datagrams per call and
+    // GRO hands back coalesced ones to be cut apart again
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "--gso",
+            "--gro",
+            "-l",
+            "1400",
+            "-b",
+            "200M",
+            "-n",
+            "2800000",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["spec"]["gso"], true);
+    assert_eq!(j["spec"]["gro"], true);
+    let u = &j["summary"]["udp"];
+    assert_eq!(u["packets"], 2000, "{u}");
+    assert!(u["received"].as_u64().unwrap() > 0, "{u}");
+    assert_eq!(u["out_of_order"], 0, "{u}");
+    // without them the spec says nothing of either
+    let out = run(&["run", "-u", "-n", "14000", "--json", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(json(&out)["spec"].get("gso").is_none());
+}
+
+#[test]
+fn gso_and_gro_without_udp_are_usage_errors() {
+    for flag in ["--gso", "--gro"] {
+        let out = run(&["run", flag, "-n", "1M"], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--udp"), "{flag}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_server_whose_open_file_limit_is_too_low_refuses_the_test_saying_why() {
+    let port = common::free_port();
+    let p = port.to_string();
+    let mut srv = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -Sn 300 && ulimit -Hn 300 && exec "$0" serve -B 127.0.0.1 -p "$1""#)
+        .arg(common::bin())
+        .arg(&p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sh");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-P",
+            "1000",
+            "-n",
+            "1M",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("1000 streams need about 1064 open files on the server; its limit is 300"),
+        "{err}"
+    );
+}
