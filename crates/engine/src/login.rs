@@ -39,12 +39,15 @@ fn data_token(ctl: &Control) -> Result<(Token, bool), String> {
 }
 
 /// Makes the session and runs the login, if the server has users (or takes the user from
-/// the client's certificate, with mutual TLS). Refusals are logged here.
+/// the client's certificate, with mutual TLS). Refusals are logged here. `agent`: the
+/// login of a third-party request (`crate::agent`), whose answer starts with an agent
+/// preamble.
 pub(crate) fn prepare(
     ctl: &mut Control,
     shared: &Shared,
     who: &str,
     ip: Option<IpAddr>,
+    agent: bool,
 ) -> Option<Prepared> {
     let (token, derived) = match data_token(ctl) {
         Ok(t) => t,
@@ -56,6 +59,9 @@ pub(crate) fn prepare(
     let mut sess = ServerSession::new(Instant::now(), shared.cfg.idle, token, &shared.cfg.name);
     if derived {
         sess = sess.derived_token();
+    }
+    if agent {
+        sess = sess.for_agent();
     }
     let mut l = Login {
         ctl,

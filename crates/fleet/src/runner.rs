@@ -232,6 +232,7 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, idle: Duration) -> Fin
         &plan.spec,
         idle,
         Duration::from_secs(5),
+        &Default::default(),
     );
     match out {
         Ok(AgentOutcome::Done(result)) => {

@@ -439,6 +439,9 @@ pub struct Net {
 
 /// Resolves the host, or starts the embedded loopback server.
 pub fn target_for(a: &Net) -> anyhow::Result<Target> {
+    if a.host.is_none() && a.tls.user.is_some() {
+        return usage("--user needs a HOST to log in to (or --from AGENT)");
+    }
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
@@ -671,7 +674,13 @@ fn third_party(
         );
     }
     let idle = Duration::from_secs_f64(a.idle_timeout);
-    let out = wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5))
+    // the caller's credentials are for the agent alone: they never go on to B
+    let host = from.rsplit_once(':').map_or(from.as_str(), |(h, _)| h);
+    let auth = wirerate_engine::agent::CallerAuth {
+        tls: a.tls.client(&from)?,
+        login: a.tls.login(host.trim_start_matches('[').trim_end_matches(']'))?,
+    };
+    let out = wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
         .with_context(|| format!("third-party test from {from} to {to}"))?;
     let result = match wirerate_engine::agent::into_result(out, agent) {
         Ok(r) => r,
