@@ -69,6 +69,7 @@ pub(crate) fn prepare(
         who,
         ip,
         user: None,
+        agent,
     };
     let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
         Some(l.user_of_certificate(&mut sess)?)
@@ -89,6 +90,8 @@ struct Login<'a> {
     ip: Option<IpAddr>,
     /// The user the client names, and whether it exists.
     user: Option<(String, bool)>,
+    /// The login of a third-party request.
+    agent: bool,
 }
 
 impl Login<'_> {
@@ -98,8 +101,13 @@ impl Login<'_> {
             .ctl
             .flush(|| sess.poll_transmit(), Duration::from_secs(1));
         let (who, user) = (self.who, self.user.as_ref().map(|u| u.0.clone()));
+        let why = if self.agent {
+            format!("third-party: {why}")
+        } else {
+            why.to_string()
+        };
         let mut ev = Event::new(Kind::Connection, Some(who.into()))
-            .decided(Decision::Refused, Some(why.to_string()));
+            .decided(Decision::Refused, Some(why.clone()));
         ev.user = user.clone();
         let user = user.map_or_else(String::new, |u| format!(" as '{u}'"));
         self.shared
