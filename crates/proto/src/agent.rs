@@ -436,6 +436,47 @@ mod tests {
     }
 
     #[test]
+    fn inside_tls_the_agent_answers_with_its_preamble_first() {
+        let t0 = Instant::now();
+        let d = Duration::from_secs(5);
+        // without a login: preamble and request at once; the answer starts with a preamble
+        let mut c = AgentClient::new(req(), t0, d, d).expect_preamble();
+        assert_eq!(deliver(&mut c), req());
+        let mut answer = Preamble::new(Channel::Agent).emit().to_vec();
+        answer.extend(encode(&AgentMsg::Refused {
+            reason: "no".into(),
+        }));
+        let (a, b) = answer.split_at(3);
+        assert_eq!(c.handle_input(a, t0).unwrap(), None);
+        assert_eq!(
+            c.handle_input(b, t0).unwrap(),
+            Some(AgentOutcome::Refused("no".into()))
+        );
+        // a preamble for another channel is an error, not a misread frame
+        let mut c = AgentClient::new(req(), t0, d, d).expect_preamble();
+        let control = Preamble::new(Channel::Control).emit();
+        assert!(c.handle_input(&control, t0).is_err());
+        // after a login only the request goes
+        let mut c = AgentClient::new(req(), t0, d, d).after_login();
+        let bytes = c.poll_transmit().unwrap();
+        assert_eq!(bytes, encode(&AgentMsg::Request(Box::new(req()))));
+    }
+
+    #[test]
+    fn a_login_to_an_agent_without_users_is_told_so() {
+        let login = crate::frame::encode(&crate::msg::Msg::Login {
+            scram: "n,,n=alice,r=abc".into(),
+        });
+        let e = AgentServer::new().handle_input(&login).unwrap_err();
+        assert_eq!(e, ProtoError::NoLogin);
+        // half a login frame is waited for, not misjudged
+        assert_eq!(
+            AgentServer::new().handle_input(&login[..login.len() - 1]),
+            Ok(None)
+        );
+    }
+
+    #[test]
     fn an_agent_refuses_bad_requests() {
         let bad = |msg: &AgentMsg| AgentServer::new().handle_input(&encode(msg));
         assert!(bad(&AgentMsg::Started).is_err());
