@@ -299,3 +299,152 @@ fn the_agent_uses_its_own_credentials_towards_a_target_that_requires_a_login() {
         stderr(&out)
     );
 }
+
+/// The agent's key fingerprint, from its first log line.
+fn fingerprint(s: &Serve) -> String {
+    let log = s.log_until(|l| !l.is_empty());
+    let line = log[0]["reason"].as_str().unwrap().to_string();
+    let at = line.find("SHA256:").expect("a fingerprint") + 7;
+    line[at..at + 64].to_string()
+}
+
+#[test]
+fn a_caller_with_a_certificate_from_the_agents_ca_is_named_by_it() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, "test CA");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = p.self_signed(&ca_key).unwrap();
+    let ca_file = d.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, "fleet");
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+    let (c, k) = (d.join("fleet.pem"), d.join("fleet-key.pem"));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    let limits = d.join("limits.toml");
+    std::fs::write(
+        &limits,
+        "[[rule]]\nname = \"fleet-only\"\nusers = [\"fleet\"]\nthird_party = true\n\
+         third_party_targets = [\"127.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    let b = Serve::start(d, "b", &[], &[]);
+    let a = Serve::start(
+        d,
+        "a",
+        &[
+            "--tls",
+            "--client-ca",
+            ca_file.to_str().unwrap(),
+            "--limits",
+            limits.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let fp = fingerprint(&a);
+    let pinned = ["--tls", "--server-fingerprint", &fp];
+    let mut with_cert = pinned.to_vec();
+    with_cert.extend(["--client-cert", c.to_str().unwrap()]);
+    with_cert.extend(["--client-key", k.to_str().unwrap()]);
+    let ok = third_party(&a.addr(), &b.addr(), "", &with_cert);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let log = a.log_until(|l| l.iter().any(|v| v["event"] == "test"));
+    let test = log.iter().find(|v| v["event"] == "test").unwrap();
+    assert_eq!(test["user"], "fleet", "{log:?}");
+    // no certificate: told what to pass, and nothing runs
+    let none = third_party(&a.addr(), &b.addr(), "", &pinned);
+    refused(&none, &["requires a client certificate", "--client-cert"]);
+    let plain = third_party(&a.addr(), &b.addr(), "", &[]);
+    refused(&plain, &["only over TLS", "--client-cert FILE"]);
+    // a wrong pin: the caller refuses the agent before anything is sent
+    let zeros = "0".repeat(64);
+    let mut wrong = vec!["--tls", "--server-fingerprint", zeros.as_str()];
+    wrong.extend(["--client-cert", c.to_str().unwrap()]);
+    wrong.extend(["--client-key", k.to_str().unwrap()]);
+    let out = third_party(&a.addr(), &b.addr(), "", &wrong);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--server-fingerprint"), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.tests().len(), 1, "{:?}", b.log());
+}
+
+#[test]
+fn a_plan_reaches_agents_over_tls_with_its_user() {
+    let test = "a_plan_reaches_agents_over_tls_with_its_user";
+    let Some(cluster) = wirerate_testpg::Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let users = d.join("users");
+    add_user(&users, "fleet", "fleet pw");
+    let agents: Vec<Serve> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            Serve::start(
+                d,
+                n,
+                &[
+                    "--tls",
+                    "--users",
+                    users.to_str().unwrap(),
+                    "--allow-third-party",
+                    "--third-party-targets=127.0.0.0/8",
+                    // each agent tests against the other, which requires a login too
+                    "--agent-user",
+                    "fleet",
+                    "--agent-known-servers",
+                    d.join(format!("{n}-known")).to_str().unwrap(),
+                ],
+                &[("WIRERATE_AGENT_PASSWORD", "fleet pw")],
+            )
+        })
+        .collect();
+    let plan = d.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"tls\"\n[hosts]\na = \"{}\"\nb = \"{}\"\n[test]\nseconds = 1\n\
+             bitrate = \"100M\"\n[auth]\ntls = true\nuser = \"fleet\"\n\
+             [auth.fingerprints]\na = \"{}\"\nb = \"{}\"\n",
+            agents[0].addr(),
+            agents[1].addr(),
+            fingerprint(&agents[0]),
+            fingerprint(&agents[1])
+        ),
+    )
+    .unwrap();
+    let plan_run = |password: &str| {
+        let mut c = wr();
+        c.args(["plan", "run", plan.to_str().unwrap(), "--db", &url])
+            .env("WIRERATE_PASSWORD", password)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        wait_bounded(c.spawn().unwrap(), Duration::from_secs(90))
+    };
+    let out = plan_run("fleet pw");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains("2 done, 0 failed"), "{text}");
+    for a in &agents {
+        let log = a.log_until(|l| l.iter().any(|v| v["event"] == "test"));
+        assert!(
+            log.iter()
+                .any(|v| v["event"] == "test" && v["user"] == "fleet"),
+            "{log:?}"
+        );
+    }
+    // the plan file holds no password
+    assert!(!std::fs::read_to_string(&plan).unwrap().contains("fleet pw"));
+}

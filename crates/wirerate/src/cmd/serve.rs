@@ -152,6 +152,12 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
         known_servers: a.agent_known_servers.clone(),
         client_cert: a.agent_cert.clone(),
         client_key: a.agent_key.clone(),
+        on_first_use: Some(match a.log_format {
+            LogFormatArg::Text => |line: &str| eprintln!("wirerate serve: {line}"),
+            LogFormatArg::Json => {
+                |line: &str| eprintln!("{}", Event::new(Kind::Notice, None).reason(line.into()).to_json())
+            }
+        }),
         ..Default::default()
     };
     // a certificate that does not load is said at start, not at the first test
