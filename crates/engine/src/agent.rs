@@ -162,7 +162,14 @@ fn serve_on(mut ctl: Control, shared: &Shared, who: &str, pending: Pending, user
         Err(reason) => return refuse(&mut ctl, shared, who, ip, user, &reason),
     };
     let Some(ip) = ip else {
-        return refuse(&mut ctl, shared, who, ip, user, "the caller's address is unknown");
+        return refuse(
+            &mut ctl,
+            shared,
+            who,
+            ip,
+            user,
+            "the caller's address is unknown",
+        );
     };
     let target = match resolve_permitted(shared, ip, user, &req.to) {
         Ok(t) => t,
@@ -535,8 +542,7 @@ fn connect_tls(
             Ok(Control::with_tls(sock, conn))
         }
         _ => Err(EngineError::Setup(
-            "the agent does not offer TLS (it runs without serve --tls): run without --tls"
-                .into(),
+            "the agent does not offer TLS (it runs without serve --tls): run without --tls".into(),
         )),
     }
 }

@@ -165,9 +165,7 @@ impl ServerSession {
     fn fail(&mut self, e: ProtoError) -> ProtoError {
         // a caller without a login sends its agent request at once: say what it lacks
         let e = match e {
-            ProtoError::BadMessage(_)
-                if self.agent && self.c.state == ServerState::AwaitLogin =>
-            {
+            ProtoError::BadMessage(_) if self.agent && self.c.state == ServerState::AwaitLogin => {
                 ProtoError::LoginRequired
             }
             e => e,

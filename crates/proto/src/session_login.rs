@@ -25,9 +25,11 @@ impl ServerSession {
     pub fn for_agent(mut self) -> ServerSession {
         self.agent = true;
         self.c.out.clear();
-        self.c
-            .out
-            .push_back(crate::frame::Preamble::new(crate::frame::Channel::Agent).emit().to_vec());
+        self.c.out.push_back(
+            crate::frame::Preamble::new(crate::frame::Channel::Agent)
+                .emit()
+                .to_vec(),
+        );
         self
     }
 

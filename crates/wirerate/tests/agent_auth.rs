@@ -109,12 +109,22 @@ fn stderr(o: &Output) -> String {
 /// `run --from A --to B -n 2M --json --no-store extra…` with WIRERATE_PASSWORD = `password`.
 fn third_party(from: &str, to: &str, password: &str, extra: &[&str]) -> Output {
     let mut c = wr();
-    c.args(["run", "--from", from, "--to", to, "-n", "2M", "--json", "--no-store"])
-        .args(extra)
-        .env("WIRERATE_PASSWORD", password)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "run",
+        "--from",
+        from,
+        "--to",
+        to,
+        "-n",
+        "2M",
+        "--json",
+        "--no-store",
+    ])
+    .args(extra)
+    .env("WIRERATE_PASSWORD", password)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     wait_bounded(c.spawn().unwrap(), LIMIT)
 }
 
@@ -203,7 +213,12 @@ fn an_authenticated_caller_gets_its_test_and_others_are_refused_with_the_reason(
     let anon = third_party(&a.addr(), &b.addr(), "", &tls);
     refused(&anon, &["requires a login", "--user NAME"]);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(b.tests().len(), 1, "B ran a test it should not: {:?}", b.log());
+    assert_eq!(
+        b.tests().len(),
+        1,
+        "B ran a test it should not: {:?}",
+        b.log()
+    );
     // the agent logged each refusal, with the user where it was known
     let log = a.log();
     let refusals: Vec<&Value> = log.iter().filter(|v| v["decision"] == "refused").collect();
@@ -246,7 +261,12 @@ fn the_agent_uses_its_own_credentials_towards_a_target_that_requires_a_login() {
         "--agent-known-servers",
         a_known.to_str().unwrap(),
     ]);
-    let a = Serve::start(d, "a", &with_creds, &[("WIRERATE_AGENT_PASSWORD", "a's own")]);
+    let a = Serve::start(
+        d,
+        "a",
+        &with_creds,
+        &[("WIRERATE_AGENT_PASSWORD", "a's own")],
+    );
     let ok = third_party(&a.addr(), &b.addr(), "", &[]);
     assert!(ok.status.success(), "{}", stderr(&ok));
     let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
@@ -264,7 +284,11 @@ fn the_agent_uses_its_own_credentials_towards_a_target_that_requires_a_login() {
     refused(&out, &["requires TLS", "--agent-tls", "--agent-user"]);
     // with TLS but no login: likewise
     let mut tls_only = allow.to_vec();
-    tls_only.extend(["--agent-tls", "--agent-known-servers", a_known.to_str().unwrap()]);
+    tls_only.extend([
+        "--agent-tls",
+        "--agent-known-servers",
+        a_known.to_str().unwrap(),
+    ]);
     let half = Serve::start(d, "half", &tls_only, &[]);
     let out = third_party(&half.addr(), &b.addr(), "", &[]);
     refused(&out, &["requires a login", "--agent-user NAME"]);
@@ -372,7 +396,11 @@ fn a_caller_with_a_certificate_from_the_agents_ca_is_named_by_it() {
     wrong.extend(["--client-key", k.to_str().unwrap()]);
     let out = third_party(&a.addr(), &b.addr(), "", &wrong);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--server-fingerprint"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--server-fingerprint"),
+        "{}",
+        stderr(&out)
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(b.tests().len(), 1, "{:?}", b.log());
 }

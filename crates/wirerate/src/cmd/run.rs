@@ -63,7 +63,8 @@ pub struct Args {
     pub host: Option<String>,
     /// Third-party test: ask the agent on this host (a `wirerate serve
     /// --allow-third-party`, HOST or HOST:PORT) to run the test against --to and send back
-    /// the result, which is printed and stored as if it ran here
+    /// the result, which is printed and stored as if it ran here; --tls, --user and
+    /// --client-cert authenticate to the agent (never passed on to --to)
     #[arg(long, value_name = "HOST[:PORT]", requires = "to", conflicts_with_all = ["host", "iperf3", "find_max", "repeat", "until_ci"])]
     pub from: Option<String>,
     /// The server the --from agent tests against (HOST or HOST:PORT, as the agent reaches it)
@@ -678,10 +679,13 @@ fn third_party(
     let host = from.rsplit_once(':').map_or(from.as_str(), |(h, _)| h);
     let auth = wirerate_engine::agent::CallerAuth {
         tls: a.tls.client(&from)?,
-        login: a.tls.login(host.trim_start_matches('[').trim_end_matches(']'))?,
+        login: a
+            .tls
+            .login(host.trim_start_matches('[').trim_end_matches(']'))?,
     };
-    let out = wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
-        .with_context(|| format!("third-party test from {from} to {to}"))?;
+    let out =
+        wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
+            .with_context(|| format!("third-party test from {from} to {to}"))?;
     let result = match wirerate_engine::agent::into_result(out, agent) {
         Ok(r) => r,
         Err(reason) => anyhow::bail!("{reason}"),

@@ -30,7 +30,10 @@ is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
 With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
 `wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
-rule's third_party_targets), and send back the result (docs/fleet.md).\n\n\
+rule's third_party_targets), and send back the result (docs/fleet.md). With --tls it takes such \
+requests only over TLS, from callers who log in (--users) or present a certificate (--client-ca), \
+and the rules match their user; towards B it uses its own credentials (--agent-tls, --agent-user \
+with WIRERATE_AGENT_PASSWORD, --agent-cert), never the caller's.\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
 pub struct Args {
@@ -154,9 +157,12 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
         client_key: a.agent_key.clone(),
         on_first_use: Some(match a.log_format {
             LogFormatArg::Text => |line: &str| eprintln!("wirerate serve: {line}"),
-            LogFormatArg::Json => {
-                |line: &str| eprintln!("{}", Event::new(Kind::Notice, None).reason(line.into()).to_json())
-            }
+            LogFormatArg::Json => |line: &str| {
+                eprintln!(
+                    "{}",
+                    Event::new(Kind::Notice, None).reason(line.into()).to_json()
+                )
+            },
         }),
         ..Default::default()
     };

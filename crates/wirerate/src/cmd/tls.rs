@@ -20,9 +20,15 @@ pub struct ClientTlsArgs {
     /// Where remembered server keys are kept [default: ~/.config/wirerate/known_servers]
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub known_servers: Option<PathBuf>,
-    /// Log in as NAME (the server runs `serve --users`): the password is read from
-    /// WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even inside TLS
-    #[arg(long, value_name = "NAME", requires = "tls", conflicts_with = "client_cert")]
+    /// Log in as NAME (the server, or the --from agent, runs `serve --users`): the password
+    /// is read from WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even
+    /// inside TLS
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "tls",
+        conflicts_with = "client_cert"
+    )]
     pub user: Option<String>,
     /// A certificate (PEM) to present to a server that requires one (`serve --client-ca`);
     /// its CN is the user
