@@ -403,6 +403,43 @@ fn a_caller_with_a_certificate_from_the_agents_ca_is_named_by_it() {
     );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(b.tests().len(), 1, "{:?}", b.log());
+
+    // the agent's own certificate towards a target with --client-ca: that target names
+    // the agent by it
+    let b2 = Serve::start(
+        d,
+        "b2",
+        &["--tls", "--client-ca", ca_file.to_str().unwrap()],
+        &[],
+    );
+    let a2 = Serve::start(
+        d,
+        "a2",
+        &[
+            "--allow-third-party",
+            "--third-party-targets=127.0.0.0/8",
+            "--agent-cert",
+            c.to_str().unwrap(),
+            "--agent-key",
+            k.to_str().unwrap(),
+            "--agent-known-servers",
+            d.join("a2-known").to_str().unwrap(),
+        ],
+        &[],
+    );
+    let ok = third_party(&a2.addr(), &b2.addr(), "", &[]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let log = b2.log_until(|l| l.iter().any(|v| v["event"] == "test"));
+    let test = log.iter().find(|v| v["event"] == "test").unwrap();
+    assert_eq!(test["user"], "fleet", "{log:?}");
+    // the agent said, in its JSON log, that it remembered b2's key
+    let notes = a2.log();
+    assert!(
+        notes.iter().any(|v| v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("first contact with") && r.contains(&b2.addr()))),
+        "{notes:?}"
+    );
 }
 
 #[test]
