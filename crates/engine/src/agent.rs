@@ -9,7 +9,12 @@
 //!   else `--third-party-targets`; with neither, every target is refused;
 //! - the test must pass the caller's rule like any test of the caller's own (duration,
 //!   streams, rate, tests per hour) and the server's caps;
-//! - the agent holds its own test slot while it runs, so it is busy for others.
+//! - the agent holds its own test slot while it runs, so it is busy for others;
+//! - with `serve --tls`, requests come only inside TLS, after the same login (or client
+//!   certificate) as a control connection, and the rules match the caller's user too.
+//!
+//! Towards the target the agent is an ordinary client with its own credentials
+//! ([`AgentCredentials`]); the caller's are never passed on.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -411,6 +416,16 @@ fn refuse(
     });
     let _ = ctl.write_all(&msg, Duration::from_secs(1));
     let _ = ctl.sock.shutdown(std::net::Shutdown::Write);
+    // what the caller sent and was not read (a request refused unread): read away, so the
+    // close is orderly rather than a reset that could overtake the answer
+    let _ = ctl.sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match std::io::Read::read(&mut ctl.sock, &mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
 }
 
 fn read_request(ctl: &mut Control, deadline: Instant) -> Result<AgentRequest, String> {
