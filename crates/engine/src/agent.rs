@@ -675,6 +675,108 @@ mod tests {
         list.iter().map(|s| Cidr::parse(s).unwrap()).collect()
     }
 
+    /// An agent with TLS and users, in this process, and a plain server as its target.
+    fn tls_agent(dir: &std::path::Path) -> (SocketAddr, SocketAddr, ClientTls) {
+        use crate::users::{UserDb, Users};
+        use wirerate_proto::auth::Verifier;
+        let srv_tls = crate::tls::ServerTls::load_or_create(dir).unwrap();
+        let pin = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        let mut users = Users::default();
+        users
+            .set("fleet", Verifier::derive("pw", b"0123456789abcdef", 4096))
+            .unwrap();
+        let agent = crate::Server::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            crate::ServerConfig {
+                quiet: true,
+                tls: Some(srv_tls),
+                users: Some(Arc::new(UserDb::new(users).unwrap())),
+                agent: AgentConfig {
+                    allow: true,
+                    targets: cidrs(&["127.0.0.0/8"]),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let b = crate::Server::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            crate::ServerConfig {
+                quiet: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (a_addr, b_addr) = (agent.local_addr().unwrap(), b.local_addr().unwrap());
+        agent.spawn().unwrap();
+        b.spawn().unwrap();
+        (a_addr, b_addr, pin)
+    }
+
+    #[test]
+    fn junk_inside_tls_is_refused_and_the_agent_serves_the_next_caller() {
+        let dir = std::env::temp_dir().join(format!("wr-agent-tls-{}", std::process::id()));
+        let (agent, b, pin) = tls_agent(&dir);
+        let spec = TestSpec {
+            end: wirerate_core::spec::End::Bytes { bytes: 256 << 10 },
+            ..TestSpec::default()
+        };
+        let d = Duration::from_secs(10);
+        let ask = |auth: &CallerAuth| request(agent, &b.to_string(), &spec, d, d, auth);
+        // junk where the login or the request belongs, inside TLS, from a raw client
+        for junk in [
+            &b"\x00\x00\x00\x05{]]]]"[..],
+            b"\xff\xff\xff\xff",
+            b"GET / HTTP/1.0\r\n\r\n",
+        ] {
+            let mut sock = crate::net::connect(agent, None, None, d).unwrap();
+            let mut ctl = connect_tls(sock.try_clone().unwrap(), &pin, d).unwrap();
+            let mut bytes = wirerate_proto::Preamble::new(wirerate_proto::Channel::Agent)
+                .emit()
+                .to_vec();
+            bytes.extend_from_slice(junk);
+            ctl.write_all(&bytes, d).unwrap();
+            // the agent answers and closes within its idle time, whatever it was sent
+            let until = Instant::now() + Duration::from_secs(15);
+            loop {
+                assert!(Instant::now() < until, "the agent hung on {junk:?}");
+                match ctl.read(Duration::from_millis(100)) {
+                    Ok(Input::Closed) | Err(_) => break,
+                    _ => {}
+                }
+            }
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+        // a wrong password is refused; the right one gets its result
+        let login = |pw: &str| CallerAuth {
+            tls: Some(pin.clone()),
+            login: Some(Login {
+                user: "fleet".into(),
+                password: pw.into(),
+            }),
+        };
+        match ask(&login("not it")).unwrap() {
+            AgentOutcome::Refused(r) => assert!(r.contains("login failed"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        match ask(&login("pw")).unwrap() {
+            AgentOutcome::Done(r) => assert!(r.summary.bytes >= 256 << 10),
+            other => panic!("{other:?}"),
+        }
+        // a login without TLS is the caller's own error
+        let e = ask(&CallerAuth {
+            tls: None,
+            ..login("pw")
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("needs TLS"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn off_by_default_and_no_targets_without_a_list() {
         let off = AgentConfig::default();
