@@ -733,7 +733,7 @@ mod tests {
             b"\xff\xff\xff\xff",
             b"GET / HTTP/1.0\r\n\r\n",
         ] {
-            let mut sock = crate::net::connect(agent, None, None, d).unwrap();
+            let sock = crate::net::connect(agent, None, None, d).unwrap();
             let mut ctl = connect_tls(sock.try_clone().unwrap(), &pin, d).unwrap();
             let mut bytes = wirerate_proto::Preamble::new(wirerate_proto::Channel::Agent)
                 .emit()
