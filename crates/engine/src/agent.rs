@@ -9,11 +9,16 @@
 //!   else `--third-party-targets`; with neither, every target is refused;
 //! - the test must pass the caller's rule like any test of the caller's own (duration,
 //!   streams, rate, tests per hour) and the server's caps;
-//! - the agent holds its own test slot while it runs, so it is busy for others.
+//! - the agent holds its own test slot while it runs, so it is busy for others;
+//! - with `serve --tls`, requests come only inside TLS, after the same login (or client
+//!   certificate) as a control connection, and the rules match the caller's user too.
+//!
+//! Towards the target the agent is an ordinary client with its own credentials
+//! ([`AgentCredentials`]); the caller's are never passed on.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wirerate_core::assemble::{assemble, Context};
@@ -21,18 +26,44 @@ use wirerate_core::report::SideReport;
 use wirerate_core::result::WireSummary;
 use wirerate_core::{RunResult, TestSpec};
 use wirerate_proto::agent::{
-    encode, AgentClient, AgentMsg, AgentOutcome, AgentRequest, AgentServer,
+    encode, AgentClient, AgentMsg, AgentOutcome, AgentRequest, AgentServer, MAX_REQUEST_FRAME,
 };
 use wirerate_proto::ProtoError;
 
-use crate::client::{run_test, ClientConfig, Observer};
+use crate::client::{run_test, ClientConfig, Login, Observer};
+use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::limits::{Cidr, ThirdPartyRule};
 use crate::logline::{Decision, Event, Kind};
 use crate::server::{Active, Pending, Shared, SlotGuard};
+use crate::tls::ClientTls;
 
 /// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
 pub type WireFacts = fn(&TestSpec, &SideReport) -> WireSummary;
+
+/// The TLS settings the agent uses towards a target (`HOST:PORT` as the caller named it):
+/// the target's pinned or remembered key, and the agent's own certificate if it has one.
+pub type TlsFor = Arc<dyn Fn(&str) -> Result<ClientTls, String> + Send + Sync>;
+
+/// The agent's own credentials towards the servers it tests against (never the caller's).
+#[derive(Clone, Default)]
+pub struct AgentCredentials {
+    /// TLS on the control connection to the target (`serve --agent-tls`).
+    pub tls: Option<TlsFor>,
+    /// Log in to the target as this user (`serve --agent-user`).
+    pub login: Option<Login>,
+}
+
+impl std::fmt::Debug for AgentCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AgentCredentials(tls {}, {:?})",
+            self.tls.is_some(),
+            self.login
+        )
+    }
+}
 
 /// The server's third-party settings.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +73,8 @@ pub struct AgentConfig {
     /// `--third-party-targets`: where tests may go when the caller's rule names none.
     pub targets: Vec<Cidr>,
     pub wire: Option<WireFacts>,
+    /// How the agent connects to its targets.
+    pub credentials: AgentCredentials,
 }
 
 /// Whether a caller may have a test run towards `target`: Ok, or the one-line reason.
@@ -87,54 +120,120 @@ pub fn permit(
 struct Quiet;
 impl Observer for Quiet {}
 
-/// Serves one agent connection (its preamble already read). Never panics on the caller's
-/// input; every read is bounded in time.
-/// The connection counts as pending (`pending`) until its request is read, like any
-/// connection that has not yet said what it wants.
-pub(crate) fn serve(mut sock: TcpStream, shared: &Shared, who: &str, pending: Pending) {
-    let ip = sock.peer_addr().ok().map(|a| a.ip());
-    let _ = sock.set_write_timeout(Some(shared.cfg.idle));
-    let req = read_request(&mut sock, Instant::now() + shared.cfg.handshake);
+/// Serves one plain agent connection (its preamble already read). A server with TLS takes
+/// requests only over TLS, where the caller is authenticated like a control client.
+pub(crate) fn serve(sock: TcpStream, shared: &Shared, who: &str, pending: Pending) {
+    if let Some(tls) = &shared.cfg.tls {
+        drop(pending);
+        let ip = sock.peer_addr().ok().map(|a| a.ip());
+        let how = if tls.client_certs {
+            "--tls --client-cert FILE --client-key FILE"
+        } else if shared.cfg.users.is_some() {
+            "--tls --user NAME"
+        } else {
+            "--tls"
+        };
+        let reason = format!("this agent takes third-party requests only over TLS (run {how})");
+        let mut ctl = Control::new(sock);
+        return refuse(&mut ctl, shared, who, ip, None, &reason);
+    }
+    serve_on(Control::new(sock), shared, who, pending, None);
+}
+
+/// Serves an agent connection inside TLS: the caller logs in (or its certificate names it)
+/// exactly as a control client does, then asks.
+pub(crate) fn serve_tls(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
+    let Some(pre) = crate::login::prepare(&mut ctl, shared, who, pending.ip, true) else {
+        return;
+    };
+    let mut sess = pre.sess;
+    // the agent's preamble, and the end of the login
+    if ctl.flush(|| sess.poll_transmit(), shared.cfg.idle).is_err() {
+        return;
+    }
+    serve_on(ctl, shared, who, pending, pre.user);
+}
+
+/// Serves one agent request. Never panics on the caller's input; every read is bounded in
+/// time. The connection counts as pending (`pending`) until its request is read, like any
+/// connection that has not yet said what it wants. `user`: who the caller proved to be.
+fn serve_on(mut ctl: Control, shared: &Shared, who: &str, pending: Pending, user: Option<String>) {
+    let ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
+    let user = user.as_deref();
+    let req = read_request(&mut ctl, Instant::now() + shared.cfg.handshake);
     drop(pending);
     let req = match req {
         Ok(r) => r,
-        Err(reason) => return refuse(sock, shared, who, ip, &reason),
+        Err(reason) => return refuse(&mut ctl, shared, who, ip, user, &reason),
     };
     let Some(ip) = ip else {
-        return refuse(sock, shared, who, ip, "the caller's address is unknown");
+        return refuse(
+            &mut ctl,
+            shared,
+            who,
+            ip,
+            user,
+            "the caller's address is unknown",
+        );
     };
-    let target = match resolve_permitted(shared, ip, &req.to) {
+    let target = match resolve_permitted(shared, ip, user, &req.to) {
         Ok(t) => t,
-        Err(reason) => return refuse(sock, shared, who, Some(ip), &reason),
+        Err(reason) => return refuse(&mut ctl, shared, who, Some(ip), user, &reason),
     };
     // the agent's caps hold for the tests it runs as a client too (duration, rate, memory)
     if let Err(reason) = shared.cfg.caps.check(&req.spec) {
-        return refuse(sock, shared, who, Some(ip), &reason);
+        return refuse(&mut ctl, shared, who, Some(ip), user, &reason);
     }
-    let admission = match shared.cfg.policy.admit(ip, None, &req.spec, Instant::now()) {
+    let admission = match shared.cfg.policy.admit(ip, user, &req.spec, Instant::now()) {
         Ok(a) => a,
-        Err(reason) => return refuse(sock, shared, who, Some(ip), &reason),
+        Err(reason) => return refuse(&mut ctl, shared, who, Some(ip), user, &reason),
     };
-    let reply = run_held(&mut sock, shared, who, target, &req.spec);
+    let caller = Caller { who, user };
+    let reply = run_held(&mut ctl, shared, &caller, &req.to, target, &req.spec);
     shared.cfg.policy.release(&admission);
     if let Some(msg) = reply {
-        let _ = sock.write_all(&encode(&msg));
+        let _ = ctl.write_all(&encode(&msg), shared.cfg.idle);
+    }
+}
+
+/// Who asked: the address, and the user it proved to be.
+struct Caller<'a> {
+    who: &'a str,
+    user: Option<&'a str>,
+}
+
+impl Caller<'_> {
+    fn event(&self, kind: Kind) -> Event {
+        let mut ev = Event::new(kind, Some(self.who.into()));
+        ev.user = self.user.map(str::to_string);
+        ev
+    }
+
+    /// "127.0.0.1:5000" or "127.0.0.1:5000 (user fleet)", for the text log.
+    fn name(&self) -> String {
+        match self.user {
+            Some(u) => format!("{} (user {u})", self.who),
+            None => self.who.to_string(),
+        }
     }
 }
 
 /// Claims the slot, runs the test towards `target` and returns the final answer (None when
 /// the answer was already sent).
 fn run_held(
-    sock: &mut TcpStream,
+    ctl: &mut Control,
     shared: &Shared,
-    who: &str,
+    caller: &Caller<'_>,
+    to: &str,
     target: SocketAddr,
     spec: &TestSpec,
 ) -> Option<AgentMsg> {
+    let who = &caller.name();
     let mut slot = match claim_slot(shared, spec) {
         Ok(s) => s,
         Err(retry_s) => {
-            let ev = Event::new(Kind::Connection, Some(who.into()))
+            let ev = caller
+                .event(Kind::Connection)
                 .decided(Decision::Busy, Some(format!("retry in {retry_s:.0} s")));
             shared.record(
                 &ev,
@@ -145,11 +244,23 @@ fn run_held(
             return Some(AgentMsg::Busy { retry_s });
         }
     };
-    if sock.write_all(&encode(&AgentMsg::Started)).is_err() {
+    let creds = &shared.cfg.agent.credentials;
+    let tls = match creds.tls.as_ref().map(|f| f(to)).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(AgentMsg::Failed {
+                reason: format!("the agent's TLS settings towards {to}: {e}"),
+            })
+        }
+    };
+    if ctl
+        .write_all(&encode(&AgentMsg::Started), shared.cfg.idle)
+        .is_err()
+    {
         return None;
     }
     shared.record(
-        &Event::new(Kind::Test, Some(who.into())).decided(
+        &caller.event(Kind::Test).decided(
             Decision::Accepted,
             Some(format!("third-party test towards {target}")),
         ),
@@ -157,6 +268,8 @@ fn run_held(
     );
     let cfg = ClientConfig {
         idle: shared.cfg.idle,
+        tls,
+        login: creds.login.clone(),
         ..Default::default()
     };
     let started_unix_s = SystemTime::now()
@@ -191,7 +304,11 @@ fn run_held(
         }
         Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
         Err(e) => AgentMsg::Failed {
-            reason: format!("the test towards {target} failed: {}", e.full()),
+            reason: format!(
+                "the test towards {target} failed: {}{}",
+                e.full(),
+                hint_credentials(creds, &e.full())
+            ),
         },
     };
     let text = match &answer {
@@ -236,9 +353,30 @@ fn claim_slot<'a>(shared: &'a Shared, spec: &TestSpec) -> Result<SlotGuard<'a>, 
     Ok(SlotGuard::new(shared))
 }
 
+/// When the target refused the agent for want of TLS or a login it has not got: what the
+/// operator of the agent can give it (the caller's own credentials are never passed on).
+fn hint_credentials(creds: &AgentCredentials, why: &str) -> &'static str {
+    let wants_tls = why.contains("requires TLS");
+    let wants_login = why.contains("requires a login") || why.contains("requires a client cert");
+    if (wants_tls || wants_login) && creds.tls.is_none() {
+        " (the agent has no credentials of its own towards it: serve --agent-tls, with \
+         --agent-user NAME and WIRERATE_AGENT_PASSWORD, or --agent-cert/--agent-key)"
+    } else if wants_login && creds.login.is_none() {
+        " (the agent logs in to its targets only with serve --agent-user NAME and \
+         WIRERATE_AGENT_PASSWORD, or --agent-cert/--agent-key)"
+    } else {
+        ""
+    }
+}
+
 /// The first address of `to` the caller may target.
-fn resolve_permitted(shared: &Shared, caller: IpAddr, to: &str) -> Result<SocketAddr, String> {
-    let rule = shared.cfg.policy.third_party(caller);
+fn resolve_permitted(
+    shared: &Shared,
+    caller: IpAddr,
+    user: Option<&str>,
+    to: &str,
+) -> Result<SocketAddr, String> {
+    let rule = shared.cfg.policy.third_party(caller, user);
     let addrs: Vec<SocketAddr> = to
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve the target '{to}': {e}"))?
@@ -253,48 +391,72 @@ fn resolve_permitted(shared: &Shared, caller: IpAddr, to: &str) -> Result<Socket
     Err(why)
 }
 
-fn refuse(mut sock: TcpStream, shared: &Shared, who: &str, ip: Option<IpAddr>, reason: &str) {
-    let ev = Event::new(Kind::Connection, Some(who.into()))
+fn refuse(
+    ctl: &mut Control,
+    shared: &Shared,
+    who: &str,
+    ip: Option<IpAddr>,
+    user: Option<&str>,
+    reason: &str,
+) {
+    let caller = Caller { who, user };
+    let ev = caller
+        .event(Kind::Connection)
         .decided(Decision::Refused, Some(format!("third-party: {reason}")));
     shared.log_rejected(
         ip,
         ev,
-        format_args!("refused third-party request from {who}: {reason}"),
+        format_args!(
+            "refused third-party request from {}: {reason}",
+            caller.name()
+        ),
     );
-    let _ = sock.write_all(&encode(&AgentMsg::Refused {
+    let msg = encode(&AgentMsg::Refused {
         reason: reason.to_string(),
-    }));
-    let _ = sock.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = ctl.write_all(&msg, Duration::from_secs(1));
+    let _ = ctl.sock.shutdown(std::net::Shutdown::Write);
+    // what the caller sent and was not read (a request refused unread): read away, so the
+    // close is orderly rather than a reset that could overtake the answer
+    let _ = ctl.sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match std::io::Read::read(&mut ctl.sock, &mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
 }
 
-fn read_request(sock: &mut TcpStream, deadline: Instant) -> Result<AgentRequest, String> {
+fn read_request(ctl: &mut Control, deadline: Instant) -> Result<AgentRequest, String> {
     let mut server = AgentServer::new();
-    let mut buf = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err("no request in time".into());
         }
-        let _ = sock.set_read_timeout(Some(left));
-        match sock.read(&mut buf) {
-            Ok(0) => return Err("the caller closed before its request".into()),
-            Ok(n) => {
-                if let Some(req) = server.handle_input(&buf[..n]).map_err(|e| e.to_string())? {
+        match ctl.read(left) {
+            Ok(Input::Closed) => return Err("the caller closed before its request".into()),
+            Ok(Input::Bytes(n)) => {
+                if let Some(req) = server
+                    .handle_input(ctl.bytes(n))
+                    .map_err(|e| e.to_string())?
+                {
                     return Ok(req);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err("no request in time".into())
-            }
+            Ok(Input::Nothing) => {}
             Err(e) => return Err(format!("reading the request: {e}")),
         }
     }
+}
+
+/// How the caller reaches the agent: plain, or TLS with the agent's key checked, and
+/// then a login or a client certificate (in `tls`).
+#[derive(Debug, Clone, Default)]
+pub struct CallerAuth {
+    pub tls: Option<ClientTls>,
+    pub login: Option<Login>,
 }
 
 /// The caller's side: asks the agent at `agent` to run `spec` towards `to` (HOST:PORT).
@@ -306,8 +468,9 @@ pub fn request(
     spec: &TestSpec,
     idle: Duration,
     connect_timeout: Duration,
+    auth: &CallerAuth,
 ) -> Result<AgentOutcome, EngineError> {
-    let mut sock = crate::net::connect(agent, None, None, connect_timeout)?;
+    let sock = crate::net::connect(agent, None, None, connect_timeout)?;
     let run_bound = spec.send_seconds().map_or(
         crate::guard::Caps::default().max_duration,
         Duration::from_secs_f64,
@@ -317,11 +480,31 @@ pub fn request(
         spec: spec.clone(),
     };
     let mut c = AgentClient::new(req, Instant::now(), idle, run_bound);
+    let mut ctl = match (&auth.tls, &auth.login) {
+        (None, Some(_)) => {
+            return Err(EngineError::Setup(
+                "a login to an agent needs TLS (--tls)".into(),
+            ))
+        }
+        (None, None) => Control::new(sock),
+        (Some(tls), login) => {
+            let mut ctl = connect_tls(sock, tls, idle)?;
+            match login {
+                Some(login) => {
+                    if let Some(out) = log_in(&mut ctl, login, idle)? {
+                        return Ok(out);
+                    }
+                    c = c.after_login();
+                }
+                None => c = c.expect_preamble(),
+            }
+            ctl
+        }
+    };
     if let Some(bytes) = c.poll_transmit() {
-        sock.write_all(&bytes)
+        ctl.write_all(&bytes, idle)
             .map_err(EngineError::io("sending the request to the agent"))?;
     }
-    let mut buf = vec![0u8; 64 << 10];
     loop {
         let now = Instant::now();
         c.handle_timeout(now)?;
@@ -329,35 +512,142 @@ pub fn request(
             .poll_timeout()
             .saturating_duration_since(now)
             .max(Duration::from_millis(1));
-        let _ = sock.set_read_timeout(Some(wait));
-        match sock.read(&mut buf) {
-            Ok(0) => {
+        match ctl.read(wait) {
+            Ok(Input::Closed) => {
                 c.handle_close()?;
                 return Err(EngineError::Setup("the agent closed the connection".into()));
             }
-            Ok(n) => {
-                if let Some(out) = c.handle_input(&buf[..n], Instant::now())? {
+            Ok(Input::Bytes(n)) => {
+                if let Some(out) = c.handle_input(ctl.bytes(n), Instant::now())? {
                     return Ok(out);
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
+            Ok(Input::Nothing) => {}
             Err(e) if c.started() => {
                 return Err(EngineError::Io {
                     what: "the agent's connection broke while it ran the test",
                     source: e,
                 })
             }
-            Err(e) => {
-                return Err(EngineError::Io {
-                    what: "reading the agent's answer",
-                    source: e,
-                })
+            Err(e) => return Err(crate::login::read_error(e)),
+        }
+    }
+}
+
+/// Asks the agent for TLS and does the handshake; inside it, the agent's preamble comes
+/// later (after the caller's own).
+fn connect_tls(
+    mut sock: TcpStream,
+    tls: &ClientTls,
+    idle: Duration,
+) -> Result<Control, EngineError> {
+    use wirerate_proto::{Channel, Preamble};
+    let deadline = Instant::now() + idle;
+    let _ = sock.set_write_timeout(Some(idle));
+    sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+        .map_err(EngineError::io("asking the agent for TLS"))?;
+    let mut pre = [0u8; wirerate_proto::frame::PREAMBLE_LEN];
+    crate::net::read_exact_by(&mut sock, &mut pre, deadline)
+        .map_err(EngineError::io("waiting for the agent's TLS answer"))?;
+    match Preamble::parse(&pre) {
+        Ok(p) if p.channel == Channel::TlsControl => {
+            let conn = tls
+                .connect(&mut sock, deadline)
+                .map_err(EngineError::Setup)?;
+            Ok(Control::with_tls(sock, conn))
+        }
+        _ => Err(EngineError::Setup(
+            "the agent does not offer TLS (it runs without serve --tls): run without --tls".into(),
+        )),
+    }
+}
+
+/// The login inside TLS, with the control channel's frames: None once the agent has
+/// proved it knows the user (then the request may go), or the agent's refusal.
+fn log_in(
+    ctl: &mut Control,
+    login: &Login,
+    idle: Duration,
+) -> Result<Option<AgentOutcome>, EngineError> {
+    use wirerate_proto::auth::{nonce_text, Binding, ScramClient, CHANNEL_BINDING_LABEL};
+    use wirerate_proto::frame::{encode as frame, FrameDecoder, PREAMBLE_LEN};
+    use wirerate_proto::msg::Msg;
+    use wirerate_proto::{Channel, Preamble};
+    let setup = |e: String| EngineError::Setup(e);
+    let mut b = [0u8; 18];
+    crate::net::fill_random(&mut b)?;
+    let mut scram = ScramClient::new(
+        &login.user,
+        &login.password,
+        &nonce_text(&b),
+        Binding::TlsExporter,
+    )
+    .map_err(|e| setup(e.to_string()))?;
+    let mut cb = [0u8; 32];
+    if let Some(t) = &ctl.tls {
+        t.export(CHANNEL_BINDING_LABEL, &mut cb)
+            .map_err(|e| setup(format!("TLS exporter: {e}")))?;
+    }
+    scram.set_channel_binding(cb.to_vec());
+    let mut out = Preamble::new(Channel::Agent).emit().to_vec();
+    out.extend(frame(&Msg::Login {
+        scram: scram.first(),
+    }));
+    ctl.write_all(&out, idle)
+        .map_err(EngineError::io("sending the login to the agent"))?;
+    let deadline = Instant::now() + idle;
+    let mut pre = Vec::with_capacity(PREAMBLE_LEN);
+    let mut dec = FrameDecoder::new(MAX_REQUEST_FRAME);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ProtoError::TimedOut("logging in to the agent").into());
+        }
+        let n = match ctl.read(deadline - now).map_err(crate::login::read_error)? {
+            Input::Bytes(n) => n,
+            Input::Nothing => continue,
+            Input::Closed => {
+                return Err(EngineError::Setup(
+                    "the agent closed the connection during the login".into(),
+                ))
+            }
+        };
+        let mut bytes = ctl.bytes(n).to_vec();
+        if pre.len() < PREAMBLE_LEN {
+            let k = (PREAMBLE_LEN - pre.len()).min(bytes.len());
+            pre.extend(bytes.drain(..k));
+            if pre.len() < PREAMBLE_LEN {
+                continue;
+            }
+            match Preamble::parse(&pre) {
+                Ok(p) if p.channel == Channel::Agent => {}
+                _ => {
+                    return Err(EngineError::Setup(
+                        "the agent does not take third-party requests over TLS".into(),
+                    ))
+                }
+            }
+        }
+        dec.push(&bytes)?;
+        while let Some(msg) = dec.next_msg()? {
+            match msg {
+                Msg::LoginChallenge { scram: s } => {
+                    let proof = scram.answer(&s).map_err(ProtoError::Login)?;
+                    ctl.write_all(&frame(&Msg::LoginProof { scram: proof }), idle)
+                        .map_err(EngineError::io("sending the login to the agent"))?;
+                }
+                Msg::LoginOk { scram: s } => {
+                    scram.verify(&s).map_err(ProtoError::Login)?;
+                    return Ok(None);
+                }
+                Msg::Refused { reason } => return Ok(Some(AgentOutcome::Refused(reason))),
+                other => {
+                    return Err(ProtoError::Unexpected {
+                        got: other.name(),
+                        state: "logging in to the agent",
+                    }
+                    .into())
+                }
             }
         }
     }
@@ -383,6 +673,108 @@ mod tests {
 
     fn cidrs(list: &[&str]) -> Vec<Cidr> {
         list.iter().map(|s| Cidr::parse(s).unwrap()).collect()
+    }
+
+    /// An agent with TLS and users, in this process, and a plain server as its target.
+    fn tls_agent(dir: &std::path::Path) -> (SocketAddr, SocketAddr, ClientTls) {
+        use crate::users::{UserDb, Users};
+        use wirerate_proto::auth::Verifier;
+        let srv_tls = crate::tls::ServerTls::load_or_create(dir).unwrap();
+        let pin = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        let mut users = Users::default();
+        users
+            .set("fleet", Verifier::derive("pw", b"0123456789abcdef", 4096))
+            .unwrap();
+        let agent = crate::Server::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            crate::ServerConfig {
+                quiet: true,
+                tls: Some(srv_tls),
+                users: Some(Arc::new(UserDb::new(users).unwrap())),
+                agent: AgentConfig {
+                    allow: true,
+                    targets: cidrs(&["127.0.0.0/8"]),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let b = crate::Server::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            crate::ServerConfig {
+                quiet: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (a_addr, b_addr) = (agent.local_addr().unwrap(), b.local_addr().unwrap());
+        agent.spawn().unwrap();
+        b.spawn().unwrap();
+        (a_addr, b_addr, pin)
+    }
+
+    #[test]
+    fn junk_inside_tls_is_refused_and_the_agent_serves_the_next_caller() {
+        let dir = std::env::temp_dir().join(format!("wr-agent-tls-{}", std::process::id()));
+        let (agent, b, pin) = tls_agent(&dir);
+        let spec = TestSpec {
+            end: wirerate_core::spec::End::Bytes { bytes: 256 << 10 },
+            ..TestSpec::default()
+        };
+        let d = Duration::from_secs(10);
+        let ask = |auth: &CallerAuth| request(agent, &b.to_string(), &spec, d, d, auth);
+        // junk where the login or the request belongs, inside TLS, from a raw client
+        for junk in [
+            &b"\x00\x00\x00\x05{]]]]"[..],
+            b"\xff\xff\xff\xff",
+            b"GET / HTTP/1.0\r\n\r\n",
+        ] {
+            let sock = crate::net::connect(agent, None, None, d).unwrap();
+            let mut ctl = connect_tls(sock.try_clone().unwrap(), &pin, d).unwrap();
+            let mut bytes = wirerate_proto::Preamble::new(wirerate_proto::Channel::Agent)
+                .emit()
+                .to_vec();
+            bytes.extend_from_slice(junk);
+            ctl.write_all(&bytes, d).unwrap();
+            // the agent answers and closes within its idle time, whatever it was sent
+            let until = Instant::now() + Duration::from_secs(15);
+            loop {
+                assert!(Instant::now() < until, "the agent hung on {junk:?}");
+                match ctl.read(Duration::from_millis(100)) {
+                    Ok(Input::Closed) | Err(_) => break,
+                    _ => {}
+                }
+            }
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+        // a wrong password is refused; the right one gets its result
+        let login = |pw: &str| CallerAuth {
+            tls: Some(pin.clone()),
+            login: Some(Login {
+                user: "fleet".into(),
+                password: pw.into(),
+            }),
+        };
+        match ask(&login("not it")).unwrap() {
+            AgentOutcome::Refused(r) => assert!(r.contains("login failed"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        match ask(&login("pw")).unwrap() {
+            AgentOutcome::Done(r) => assert!(r.summary.bytes >= 256 << 10),
+            other => panic!("{other:?}"),
+        }
+        // a login without TLS is the caller's own error
+        let e = ask(&CallerAuth {
+            tls: None,
+            ..login("pw")
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("needs TLS"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

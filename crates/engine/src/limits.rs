@@ -515,9 +515,9 @@ impl Policy {
 
     /// What the rule that applies to `ip` says about third-party requests; None when no
     /// rule applies.
-    pub fn third_party(&self, ip: IpAddr) -> Option<ThirdPartyRule> {
+    pub fn third_party(&self, ip: IpAddr, user: Option<&str>) -> Option<ThirdPartyRule> {
         let st = self.lock();
-        let (_, rule, what) = st.limits.rule_for(ip, None)?;
+        let (_, rule, what) = st.limits.rule_for(ip, user)?;
         Some(ThirdPartyRule {
             of: format!("rule '{}' for {what}", rule.name),
             allow: rule.third_party,

@@ -194,14 +194,16 @@ fn rules_say_who_may_ask_for_third_party_tests_and_where_to() {
     )
     .unwrap();
     let p = Policy::new(l.clone());
-    let mesh = p.third_party(ip("10.1.1.1")).unwrap();
+    let mesh = p.third_party(ip("10.1.1.1"), None).unwrap();
     assert_eq!(mesh.of, "rule 'mesh' for 10.0.0.0/8");
     assert_eq!(mesh.allow, Some(true));
     assert_eq!(mesh.targets.len(), 2);
     assert!(mesh.targets[1].contains(ip("fd77::9")));
-    let other = p.third_party(ip("192.0.2.1")).unwrap();
+    let other = p.third_party(ip("192.0.2.1"), None).unwrap();
     assert_eq!((other.allow, other.targets.len()), (Some(false), 0));
-    assert!(Policy::default().third_party(ip("10.1.1.1")).is_none());
+    assert!(Policy::default()
+        .third_party(ip("10.1.1.1"), None)
+        .is_none());
     let d = l.describe();
     assert!(
         d.contains("third-party tests allowed") && d.contains("10.77.0.0/24"),

@@ -39,12 +39,15 @@ fn data_token(ctl: &Control) -> Result<(Token, bool), String> {
 }
 
 /// Makes the session and runs the login, if the server has users (or takes the user from
-/// the client's certificate, with mutual TLS). Refusals are logged here.
+/// the client's certificate, with mutual TLS). Refusals are logged here. `agent`: the
+/// login of a third-party request (`crate::agent`), whose answer starts with an agent
+/// preamble.
 pub(crate) fn prepare(
     ctl: &mut Control,
     shared: &Shared,
     who: &str,
     ip: Option<IpAddr>,
+    agent: bool,
 ) -> Option<Prepared> {
     let (token, derived) = match data_token(ctl) {
         Ok(t) => t,
@@ -57,12 +60,16 @@ pub(crate) fn prepare(
     if derived {
         sess = sess.derived_token();
     }
+    if agent {
+        sess = sess.for_agent();
+    }
     let mut l = Login {
         ctl,
         shared,
         who,
         ip,
         user: None,
+        agent,
     };
     let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
         Some(l.user_of_certificate(&mut sess)?)
@@ -83,6 +90,8 @@ struct Login<'a> {
     ip: Option<IpAddr>,
     /// The user the client names, and whether it exists.
     user: Option<(String, bool)>,
+    /// The login of a third-party request.
+    agent: bool,
 }
 
 impl Login<'_> {
@@ -92,8 +101,13 @@ impl Login<'_> {
             .ctl
             .flush(|| sess.poll_transmit(), Duration::from_secs(1));
         let (who, user) = (self.who, self.user.as_ref().map(|u| u.0.clone()));
+        let why = if self.agent {
+            format!("third-party: {why}")
+        } else {
+            why.to_string()
+        };
         let mut ev = Event::new(Kind::Connection, Some(who.into()))
-            .decided(Decision::Refused, Some(why.to_string()));
+            .decided(Decision::Refused, Some(why.clone()));
         ev.user = user.clone();
         let user = user.map_or_else(String::new, |u| format!(" as '{u}'"));
         self.shared

@@ -234,7 +234,7 @@ impl Drop for SlotGuard<'_> {
 /// A connection counted as pending until it is routed (dropped).
 pub(crate) struct Pending {
     shared: Arc<Shared>,
-    ip: Option<IpAddr>,
+    pub(crate) ip: Option<IpAddr>,
 }
 
 impl Drop for Pending {
@@ -489,7 +489,8 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
         }
         Ok(p) if p.channel == Channel::Agent => crate::agent::serve(sock, shared, &who, pending),
         Ok(p) if p.channel == Channel::TlsControl => match start_tls(sock, shared, deadline) {
-            Ok(ctl) => control_conn(ctl, shared, &who, pending),
+            Ok((ctl, Channel::Agent)) => crate::agent::serve_tls(ctl, shared, &who, pending),
+            Ok((ctl, _)) => control_conn(ctl, shared, &who, pending),
             Err(reason) => {
                 let ev = Event::new(Kind::Connection, Some(who.clone()))
                     .decided(Decision::Refused, Some(reason.clone()));
@@ -508,8 +509,12 @@ fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pendi
     }
 }
 
-/// The TLS handshake of a control connection, and the preamble inside it.
-fn start_tls(mut sock: TcpStream, shared: &Shared, deadline: Instant) -> Result<Control, String> {
+/// The TLS handshake of a control (or agent) connection, and the preamble inside it.
+fn start_tls(
+    mut sock: TcpStream,
+    shared: &Shared,
+    deadline: Instant,
+) -> Result<(Control, Channel), String> {
     let Some(tls) = &shared.cfg.tls else {
         let reason = "this server does not offer TLS";
         refuse_at_once(sock, reason);
@@ -523,8 +528,10 @@ fn start_tls(mut sock: TcpStream, shared: &Shared, deadline: Instant) -> Result<
     conn.read_exact_by(&mut sock, &mut pre, deadline)
         .map_err(|e| format!("no preamble inside TLS: {e}"))?;
     match Preamble::parse(&pre) {
-        Ok(p) if p.channel == Channel::Control => Ok(Control::with_tls(sock, conn)),
-        Ok(_) => Err("inside TLS, a preamble that is not for control".into()),
+        Ok(p) if matches!(p.channel, Channel::Control | Channel::Agent) => {
+            Ok((Control::with_tls(sock, conn), p.channel))
+        }
+        Ok(_) => Err("inside TLS, a preamble that is not for control or an agent".into()),
         Err(e) => Err(format!("inside TLS: {e}")),
     }
 }
@@ -545,7 +552,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 /// A control connection: the login first, if the server has users (while still counted as
 /// pending), then the test.
 fn control_conn(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
-    let pre = crate::login::prepare(&mut ctl, shared, who, pending.ip);
+    let pre = crate::login::prepare(&mut ctl, shared, who, pending.ip, false);
     drop(pending);
     if let Some(pre) = pre {
         control(ctl, shared, who, pre);

@@ -25,6 +25,14 @@
 //! # reverse = false
 //! # omit = 0
 //!
+//! [auth]                             # agents that run serve --tls (docs/fleet.md)
+//! # tls = true
+//! # user = "fleet"                   # log in; the password from WIRERATE_PASSWORD
+//! # fingerprint = "…"                # every agent's key (else remembered on first use)
+//! # known_servers = "…"              # where remembered keys are kept
+//! # [auth.fingerprints]              # one agent's key, by host name
+//! # a = "…"
+//!
 //! [schedule]
 //! repeat = 1                         # each pair this many times per run
 //! runs = 1                           # one-shot by default
@@ -62,6 +70,83 @@ struct RawPlan {
     test: RawTest,
     #[serde(default)]
     schedule: RawSchedule,
+    #[serde(default)]
+    auth: RawAuth,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    tls: Option<bool>,
+    user: Option<String>,
+    fingerprint: Option<String>,
+    fingerprints: Option<BTreeMap<String, String>>,
+    known_servers: Option<String>,
+}
+
+/// How the controller reaches the agents: TLS, the agents' keys, and a login. The
+/// password is never in the plan (WIRERATE_PASSWORD).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlanAuth {
+    pub tls: bool,
+    pub user: Option<String>,
+    /// Every agent's key, unless `fingerprints` names the agent's own.
+    pub fingerprint: Option<String>,
+    /// By host name.
+    pub fingerprints: BTreeMap<String, String>,
+    pub known_servers: Option<std::path::PathBuf>,
+}
+
+impl PlanAuth {
+    /// The fingerprint the agent `host` must show, if the plan pins one.
+    pub fn fingerprint_of(&self, host: &str) -> Option<&str> {
+        self.fingerprints
+            .get(host)
+            .or(self.fingerprint.as_ref())
+            .map(String::as_str)
+    }
+}
+
+fn auth_of(raw: RawAuth, hosts: &BTreeMap<String, String>) -> Result<PlanAuth, FleetError> {
+    let tls = raw.tls.unwrap_or(false);
+    let needs_tls = raw.user.is_some()
+        || raw.fingerprint.is_some()
+        || raw.fingerprints.is_some()
+        || raw.known_servers.is_some();
+    if needs_tls && !tls {
+        return Err(bad(
+            "auth: user, fingerprints and known_servers need tls = true",
+        ));
+    }
+    if let Some(u) = &raw.user {
+        wirerate_proto::auth::check_user(u).map_err(|e| bad(format!("auth: user: {e}")))?;
+    }
+    let norm = |what: &str, fp: &str| {
+        wirerate_engine::tls::normalize_fingerprint(fp)
+            .map_err(|e| bad(format!("auth: {what}: {e}")))
+    };
+    let fingerprint = raw
+        .fingerprint
+        .as_deref()
+        .map(|f| norm("fingerprint", f))
+        .transpose()?;
+    let mut fingerprints = BTreeMap::new();
+    for (host, fp) in raw.fingerprints.unwrap_or_default() {
+        if !hosts.contains_key(&host) {
+            return Err(bad(format!(
+                "auth.fingerprints: '{host}' is not a host of the plan"
+            )));
+        }
+        let fp = norm(&format!("fingerprint of '{host}'"), &fp)?;
+        fingerprints.insert(host, fp);
+    }
+    Ok(PlanAuth {
+        tls,
+        user: raw.user,
+        fingerprint,
+        fingerprints,
+        known_servers: raw.known_servers.map(Into::into),
+    })
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -115,6 +200,8 @@ pub struct Plan {
     pub runs: u32,
     pub every_s: f64,
     pub window: Option<Window>,
+    /// How the agents are reached (not part of what is tested: not in the fingerprint).
+    pub auth: PlanAuth,
 }
 
 /// One test of a plan run, before it is queued.
@@ -245,6 +332,7 @@ impl Plan {
             hosts.insert(name.clone(), a);
         }
         let pairs = pairs_of(raw.matrix.unwrap_or_default(), &hosts)?;
+        let auth = auth_of(raw.auth, &hosts)?;
         let spec = spec_of(&raw.test)?;
         let s = raw.schedule;
         let repeat = s.repeat.unwrap_or(1);
@@ -275,6 +363,7 @@ impl Plan {
             runs,
             every_s,
             window,
+            auth,
         })
     }
 
@@ -519,6 +608,34 @@ seconds = 1
         ] {
             assert!(with(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn auth_names_tls_a_user_and_the_agents_keys() {
+        let fp = "ab".repeat(32);
+        let p = Plan::parse(&format!(
+            "{FOUR}\n[auth]\ntls = true\nuser = \"fleet\"\nfingerprint = \"{fp}\"\n\
+             [auth.fingerprints]\nb = \"{}\"\n",
+            "CD".repeat(32)
+        ))
+        .unwrap();
+        assert!(p.auth.tls);
+        assert_eq!(p.auth.user.as_deref(), Some("fleet"));
+        assert_eq!(p.auth.fingerprint_of("a"), Some(fp.as_str()));
+        assert_eq!(p.auth.fingerprint_of("b"), Some("cd".repeat(32).as_str()));
+        // without [auth], plain; auth is not part of what the plan tests
+        let plain = Plan::parse(FOUR).unwrap();
+        assert_eq!(plain.auth, PlanAuth::default());
+        assert_eq!(plain.fingerprint(), p.fingerprint());
+        let bad = |a: &str| Plan::parse(&format!("{FOUR}\n[auth]\n{a}\n")).unwrap_err();
+        let e = bad("user = \"fleet\"").to_string();
+        assert!(e.contains("tls = true"), "{e}");
+        let e = bad("tls = true\n[auth.fingerprints]\nz = \"00\"").to_string();
+        assert!(e.contains("'z' is not a host"), "{e}");
+        let e = bad("tls = true\nfingerprint = \"xyz\"").to_string();
+        assert!(e.contains("fingerprint"), "{e}");
+        let e = bad("tls = true\npassword = \"x\"").to_string();
+        assert!(e.contains("password"), "{e}");
     }
 
     #[test]

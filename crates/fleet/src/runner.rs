@@ -32,6 +32,9 @@ pub struct RunnerConfig {
     /// How long a claim lasts before another controller may take the test over; None:
     /// [`Plan::lease_s`].
     pub lease_s: Option<f64>,
+    /// How each agent (by host name) is reached: TLS and a login (the plan's `[auth]`);
+    /// plain where a host has none.
+    pub auth: std::collections::BTreeMap<String, wirerate_engine::agent::CallerAuth>,
 }
 
 /// What a controller did.
@@ -149,7 +152,7 @@ fn worker(
                     }
                     rc
                 });
-                let how = run_one(plan, &claim, &mut store, cfg.idle);
+                let how = run_one(plan, &claim, &mut store, cfg);
                 drop(stop);
                 renewer = h.join().ok().flatten();
                 how
@@ -221,7 +224,7 @@ fn renew_until(
 }
 
 /// Runs one claimed test through its FROM agent and stores its result.
-fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, idle: Duration) -> Finish {
+fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, cfg: &RunnerConfig) -> Finish {
     let agent = match resolve(&claim.src_addr) {
         Ok(a) => a,
         Err(e) => return Finish::Failed(format!("agent {} ({}): {e}", claim.src, claim.src_addr)),
@@ -230,8 +233,9 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, idle: Duration) -> Fin
         agent,
         &claim.dst_addr,
         &plan.spec,
-        idle,
+        cfg.idle,
         Duration::from_secs(5),
+        cfg.auth.get(&claim.src).unwrap_or(&Default::default()),
     );
     match out {
         Ok(AgentOutcome::Done(result)) => {

@@ -9,6 +9,20 @@
 //!     or at once   frame Refused { reason } | Busy { retry_s }
 //! ```
 //!
+//! Over TLS (the agent runs `serve --tls`, and then plain requests are refused):
+//!
+//! ```text
+//! caller → agent   preamble (channel 2, TLS), agent → caller the same; TLS 1.3 handshake
+//! caller → agent   preamble (channel 3) [, frame login]        (inside TLS from here on)
+//! agent  → caller  preamble (channel 3) [, login_challenge]    (with `serve --users`)
+//! caller → agent   [login_proof]
+//! agent  → caller  [login_ok | refused]
+//! caller → agent   frame Request, and the exchange goes on as above
+//! ```
+//!
+//! The login frames are the control channel's (`crate::session_login`); with mutual TLS the
+//! certificate names the user and there are none.
+//!
 //! Frames are the control channel's: a u32 big-endian length, then JSON. Sans IO and
 //! without a clock: bytes in, frames out, time as an argument. Never panics on peer input:
 //! lengths are checked against a cap before anything is kept, JSON nesting is bounded.
@@ -128,6 +142,8 @@ pub struct AgentClient {
     run_bound: Duration,
     started: bool,
     done: bool,
+    /// Inside TLS the agent answers with its own preamble first: the bytes of it so far.
+    preamble: Option<Vec<u8>>,
 }
 
 impl AgentClient {
@@ -143,7 +159,22 @@ impl AgentClient {
             run_bound,
             started: false,
             done: false,
+            preamble: None,
         }
+    }
+
+    /// Inside TLS without a login: the agent's answer starts with its preamble.
+    pub fn expect_preamble(mut self) -> Self {
+        self.preamble = Some(Vec::new());
+        self
+    }
+
+    /// Inside TLS after a login: the preamble has been exchanged, only the request goes.
+    pub fn after_login(mut self) -> Self {
+        if let Some(out) = self.out.as_mut() {
+            out.drain(..PREAMBLE_LEN);
+        }
+        self
     }
 
     /// Bytes to send (once).
@@ -180,6 +211,23 @@ impl AgentClient {
     ) -> Result<Option<AgentOutcome>, ProtoError> {
         if self.done {
             return Ok(None);
+        }
+        let mut bytes = bytes;
+        if let Some(pre) = self.preamble.as_mut() {
+            let n = (PREAMBLE_LEN - pre.len()).min(bytes.len());
+            pre.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if pre.len() < PREAMBLE_LEN {
+                return Ok(None);
+            }
+            let p = Preamble::parse(pre)?;
+            if p.channel != Channel::Agent {
+                return Err(ProtoError::BadMessage(
+                    "the agent answered with a preamble that is not for third-party requests"
+                        .into(),
+                ));
+            }
+            self.preamble = None;
         }
         accumulate(&mut self.buf, bytes, MAX_REPLY_FRAME)?;
         loop {
@@ -239,11 +287,33 @@ impl AgentServer {
         AgentServer::default()
     }
 
+    /// Whether the whole frame at the front is a control login (a caller with `--user`
+    /// asking an agent that has no users).
+    fn is_login(&self) -> bool {
+        let Some(prefix) = self.buf.get(..4) else {
+            return false;
+        };
+        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
+        match self.buf.get(4..4 + len.min(MAX_REQUEST_FRAME)) {
+            Some(body) if len <= MAX_REQUEST_FRAME => {
+                crate::depth::nesting_within(body, crate::depth::MAX_DEPTH)
+                    && matches!(
+                        serde_json::from_slice::<crate::msg::Msg>(body),
+                        Ok(crate::msg::Msg::Login { .. })
+                    )
+            }
+            _ => false,
+        }
+    }
+
     /// Bytes from the caller; the request once it is whole. Anything but a request, a
     /// target address that is empty or too long, or a spec that does not validate is an
     /// error.
     pub fn handle_input(&mut self, bytes: &[u8]) -> Result<Option<AgentRequest>, ProtoError> {
         accumulate(&mut self.buf, bytes, MAX_REQUEST_FRAME)?;
+        if self.is_login() {
+            return Err(ProtoError::NoLogin);
+        }
         match take_frame::<AgentMsg>(&mut self.buf, MAX_REQUEST_FRAME)? {
             None => Ok(None),
             Some(AgentMsg::Request(req)) => {
@@ -363,6 +433,47 @@ mod tests {
         c.handle_input(&encode(&AgentMsg::Started), t0).unwrap();
         let e = c.handle_close().unwrap_err();
         assert!(e.to_string().contains("the agent ran the test"), "{e}");
+    }
+
+    #[test]
+    fn inside_tls_the_agent_answers_with_its_preamble_first() {
+        let t0 = Instant::now();
+        let d = Duration::from_secs(5);
+        // without a login: preamble and request at once; the answer starts with a preamble
+        let mut c = AgentClient::new(req(), t0, d, d).expect_preamble();
+        assert_eq!(deliver(&mut c), req());
+        let mut answer = Preamble::new(Channel::Agent).emit().to_vec();
+        answer.extend(encode(&AgentMsg::Refused {
+            reason: "no".into(),
+        }));
+        let (a, b) = answer.split_at(3);
+        assert_eq!(c.handle_input(a, t0).unwrap(), None);
+        assert_eq!(
+            c.handle_input(b, t0).unwrap(),
+            Some(AgentOutcome::Refused("no".into()))
+        );
+        // a preamble for another channel is an error, not a misread frame
+        let mut c = AgentClient::new(req(), t0, d, d).expect_preamble();
+        let control = Preamble::new(Channel::Control).emit();
+        assert!(c.handle_input(&control, t0).is_err());
+        // after a login only the request goes
+        let mut c = AgentClient::new(req(), t0, d, d).after_login();
+        let bytes = c.poll_transmit().unwrap();
+        assert_eq!(bytes, encode(&AgentMsg::Request(Box::new(req()))));
+    }
+
+    #[test]
+    fn a_login_to_an_agent_without_users_is_told_so() {
+        let login = crate::frame::encode(&crate::msg::Msg::Login {
+            scram: "n,,n=alice,r=abc".into(),
+        });
+        let e = AgentServer::new().handle_input(&login).unwrap_err();
+        assert_eq!(e, ProtoError::NoLogin);
+        // half a login frame is waited for, not misjudged
+        assert_eq!(
+            AgentServer::new().handle_input(&login[..login.len() - 1]),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct ServerSession {
     scram: Option<Box<ScramServer>>,
     /// The data token is derived by both sides (TLS) and not sent in `accepted`.
     derived_token: bool,
+    /// The login of a third-party request (`for_agent`), not of a test.
+    pub(crate) agent: bool,
 }
 
 impl ServerSession {
@@ -129,6 +131,7 @@ impl ServerSession {
             login: None,
             scram: None,
             derived_token: false,
+            agent: false,
         }
     }
 
@@ -160,6 +163,13 @@ impl ServerSession {
     /// Fails the session on bad input, telling the client why before the close (unless
     /// the reason came from the client, or was already sent).
     fn fail(&mut self, e: ProtoError) -> ProtoError {
+        // a caller without a login sends its agent request at once: say what it lacks
+        let e = match e {
+            ProtoError::BadMessage(_) if self.agent && self.c.state == ServerState::AwaitLogin => {
+                ProtoError::LoginRequired
+            }
+            e => e,
+        };
         if !matches!(e, ProtoError::Refused(_)) && !self.told {
             self.c.out.push_back(encode(&Msg::Refused {
                 reason: e.to_string(),

@@ -19,6 +19,20 @@ impl ServerSession {
         self
     }
 
+    /// The login of a third-party request inside TLS (`crate::agent`): the answer starts
+    /// with an agent preamble and no welcome, and what follows the login is the agent's
+    /// exchange, not a test's.
+    pub fn for_agent(mut self) -> ServerSession {
+        self.agent = true;
+        self.c.out.clear();
+        self.c.out.push_back(
+            crate::frame::Preamble::new(crate::frame::Channel::Agent)
+                .emit()
+                .to_vec(),
+        );
+        self
+    }
+
     /// The data token is one both sides derive from the TLS session: `accepted` does not
     /// carry it.
     pub fn derived_token(mut self) -> ServerSession {

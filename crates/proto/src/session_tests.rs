@@ -504,6 +504,25 @@ mod login {
     }
 
     #[test]
+    fn an_agent_login_starts_with_an_agent_preamble_and_says_when_a_login_is_missing() {
+        let now = Instant::now();
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test")
+            .require_login()
+            .for_agent();
+        let out = drain(&mut || s.poll_transmit());
+        assert_eq!(out, crate::Preamble::new(Channel::Agent).emit().to_vec());
+        // an agent request where the login should be: told to log in
+        let req = crate::agent::encode(&crate::agent::AgentMsg::Started);
+        assert_eq!(s.handle_input(&req, now), Err(ProtoError::LoginRequired));
+        let reply = String::from_utf8_lossy(&drain(&mut || s.poll_transmit())).into_owned();
+        assert!(reply.contains("run with --user NAME"), "{reply}");
+        // a control session keeps its own answer to junk
+        let mut s = ServerSession::new(now, IDLE, TOKEN, "test").require_login();
+        let e = s.handle_input(&req, now).unwrap_err();
+        assert!(matches!(e, ProtoError::BadMessage(_)), "{e:?}");
+    }
+
+    #[test]
     fn a_spec_without_a_login_and_a_login_without_users_are_refused() {
         let now = Instant::now();
         let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);

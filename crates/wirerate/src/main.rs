@@ -38,7 +38,7 @@ enum Command {
     /// NetPIPE-style message-size sweep: throughput and one-way latency per size
     Sweep(Box<cmd::sweep::Args>),
     /// Serve tests to wirerate clients
-    Serve(cmd::serve::Args),
+    Serve(Box<cmd::serve::Args>),
     /// Users of `serve --users`: add, remove, list (salted verifiers, never passwords)
     User(cmd::user::Args),
     /// The wire-rate model: what a link can carry for a protocol and MTU
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(*a),
         Command::Rr(a) => cmd::rr::run(*a),
         Command::Sweep(a) => cmd::sweep::run(*a),
-        Command::Serve(a) => cmd::serve::run(a),
+        Command::Serve(a) => cmd::serve::run(*a),
         Command::User(a) => cmd::user::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),

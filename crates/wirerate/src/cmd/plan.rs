@@ -131,6 +131,47 @@ fn db_url(arg: &DbArg, plan: Option<&Plan>) -> anyhow::Result<String> {
     Ok(url)
 }
 
+/// How the controller reaches each agent, from the plan's `[auth]`: the password is read
+/// once (WIRERATE_PASSWORD, or asked for on the terminal).
+fn agent_auth(
+    plan: &Plan,
+) -> anyhow::Result<std::collections::BTreeMap<String, wirerate_engine::agent::CallerAuth>> {
+    let auth = &plan.auth;
+    let mut out = std::collections::BTreeMap::new();
+    if !auth.tls {
+        return Ok(out);
+    }
+    let login = match &auth.user {
+        Some(user) => Some(wirerate_engine::Login {
+            user: user.clone(),
+            password: crate::cmd::user::password(&format!(
+                "Password for {user} on the agents of plan {}: ",
+                plan.name
+            ))?,
+        }),
+        None => None,
+    };
+    for (name, addr) in &plan.hosts {
+        let args = crate::cmd::tls::ClientTlsArgs {
+            tls: true,
+            server_fingerprint: auth.fingerprint_of(name).map(str::to_string),
+            known_servers: auth.known_servers.clone(),
+            ..Default::default()
+        };
+        let tls = args
+            .client(addr)
+            .map_err(|e| anyhow::anyhow!("plan: agent '{name}': {e:#}"))?;
+        out.insert(
+            name.clone(),
+            wirerate_engine::agent::CallerAuth {
+                tls,
+                login: login.clone(),
+            },
+        );
+    }
+    Ok(out)
+}
+
 fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     let plan = load(&a.plan)?;
     let db_url = db_url(&a.db, Some(&plan))?;
@@ -155,6 +196,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         me: controller_name(),
         idle: Duration::from_secs_f64(a.idle_timeout),
         poll: Duration::from_secs(1),
+        auth: agent_auth(&plan)?,
     };
     let quiet = a.quiet;
     let say = move |line: String| {

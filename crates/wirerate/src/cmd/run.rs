@@ -63,7 +63,8 @@ pub struct Args {
     pub host: Option<String>,
     /// Third-party test: ask the agent on this host (a `wirerate serve
     /// --allow-third-party`, HOST or HOST:PORT) to run the test against --to and send back
-    /// the result, which is printed and stored as if it ran here
+    /// the result, which is printed and stored as if it ran here; --tls, --user and
+    /// --client-cert authenticate to the agent (never passed on to --to)
     #[arg(long, value_name = "HOST[:PORT]", requires = "to", conflicts_with_all = ["host", "iperf3", "find_max", "repeat", "until_ci"])]
     pub from: Option<String>,
     /// The server the --from agent tests against (HOST or HOST:PORT, as the agent reaches it)
@@ -470,6 +471,9 @@ pub fn target_for(a: &Net) -> anyhow::Result<Target> {
 
 /// [`target_for`], with the embedded server's number of data workers.
 fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
+    if a.host.is_none() && a.tls.user.is_some() {
+        return usage("--user needs a HOST to log in to (or --from AGENT)");
+    }
     let idle = Duration::from_secs_f64(a.idle_timeout);
     let cfg = ClientConfig {
         idle,
@@ -703,8 +707,17 @@ fn third_party(
         );
     }
     let idle = Duration::from_secs_f64(a.idle_timeout);
-    let out = wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5))
-        .with_context(|| format!("third-party test from {from} to {to}"))?;
+    // the caller's credentials are for the agent alone: they never go on to B
+    let host = from.rsplit_once(':').map_or(from.as_str(), |(h, _)| h);
+    let auth = wirerate_engine::agent::CallerAuth {
+        tls: a.tls.client(&from)?,
+        login: a
+            .tls
+            .login(host.trim_start_matches('[').trim_end_matches(']'))?,
+    };
+    let out =
+        wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
+            .with_context(|| format!("third-party test from {from} to {to}"))?;
     let result = match wirerate_engine::agent::into_result(out, agent) {
         Ok(r) => r,
         Err(reason) => anyhow::bail!("{reason}"),

@@ -30,7 +30,10 @@ is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
 With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
 `wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
-rule's third_party_targets), and send back the result (docs/fleet.md).\n\n\
+rule's third_party_targets), and send back the result (docs/fleet.md). With --tls it takes such \
+requests only over TLS, from callers who log in (--users) or present a certificate (--client-ca), \
+and the rules match their user; towards B it uses its own credentials (--agent-tls, --agent-user \
+with WIRERATE_AGENT_PASSWORD, --agent-cert), never the caller's.\n\n\
 `wirerate -s ...` is `wirerate serve ...`, as in iperf3."
 )]
 pub struct Args {
@@ -93,6 +96,26 @@ pub struct Args {
     /// target is refused: an agent is never a relay to arbitrary hosts
     #[arg(long, value_name = "CIDR,...", value_delimiter = ',')]
     pub third_party_targets: Vec<String>,
+    /// Third-party tests: TLS towards the servers tested against (they run `serve --tls`);
+    /// their keys are checked against --agent-known-servers, remembered on first contact
+    #[arg(long)]
+    pub agent_tls: bool,
+    /// Third-party tests: log in to the servers tested against as NAME, with the password
+    /// from WIRERATE_AGENT_PASSWORD (never a flag); implies --agent-tls. The callers' own
+    /// credentials are never passed on
+    #[arg(long, value_name = "NAME", conflicts_with = "agent_cert")]
+    pub agent_user: Option<String>,
+    /// Third-party tests: a certificate (PEM) to present to servers tested against that
+    /// require one (`serve --client-ca`); implies --agent-tls
+    #[arg(long, value_name = "FILE", requires = "agent_key")]
+    pub agent_cert: Option<PathBuf>,
+    /// The key of --agent-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "agent_cert")]
+    pub agent_key: Option<PathBuf>,
+    /// Where the agent keeps the keys of the servers it tests against [default:
+    /// ~/.config/wirerate/known_servers]
+    #[arg(long, value_name = "FILE")]
+    pub agent_known_servers: Option<PathBuf>,
     #[command(flatten)]
     pub tls: crate::cmd::tls::ServerTlsArgs,
     #[command(flatten)]
@@ -105,6 +128,59 @@ fn agent_wire(
     local: &wirerate_core::report::SideReport,
 ) -> wirerate_core::result::WireSummary {
     crate::link::link_facts(spec, local).summary()
+}
+
+/// The agent's own credentials towards the servers it tests against.
+fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCredentials> {
+    let login = match &a.agent_user {
+        Some(user) => {
+            if let Err(e) = wirerate_proto::auth::check_user(user) {
+                return usage(format!("--agent-user: {e}"));
+            }
+            let Some(pw) = std::env::var_os("WIRERATE_AGENT_PASSWORD") else {
+                return usage("--agent-user needs its password in WIRERATE_AGENT_PASSWORD");
+            };
+            let password = pw
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("WIRERATE_AGENT_PASSWORD is not UTF-8"))?;
+            Some(wirerate_engine::Login {
+                user: user.clone(),
+                password,
+            })
+        }
+        None => None,
+    };
+    if !(a.agent_tls || login.is_some() || a.agent_cert.is_some()) {
+        return Ok(Default::default());
+    }
+    let args = crate::cmd::tls::ClientTlsArgs {
+        tls: true,
+        known_servers: a.agent_known_servers.clone(),
+        client_cert: a.agent_cert.clone(),
+        client_key: a.agent_key.clone(),
+        on_first_use: Some(match a.log_format {
+            LogFormatArg::Text => |line: &str| eprintln!("wirerate serve: {line}"),
+            LogFormatArg::Json => |line: &str| {
+                eprintln!(
+                    "{}",
+                    Event::new(Kind::Notice, None).reason(line.into()).to_json()
+                )
+            },
+        }),
+        ..Default::default()
+    };
+    // a certificate that does not load is said at start, not at the first test
+    args.client("check")
+        .map_err(|e| anyhow::anyhow!("--agent-cert: {e:#}"))?;
+    let tls: wirerate_engine::agent::TlsFor = Arc::new(move |to: &str| {
+        args.client(to)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| format!("{e:#}"))
+    });
+    Ok(wirerate_engine::agent::AgentCredentials {
+        tls: Some(tls),
+        login,
+    })
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +246,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return usage(format!("--third-party-targets: {e}")),
         }
     }
+    let credentials = agent_credentials(&a)?;
     let (ended_tx, ended) = std::sync::mpsc::channel();
     let cfg = ServerConfig {
         idle: Duration::from_secs_f64(a.idle_timeout),
@@ -196,6 +273,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             allow: a.allow_third_party,
             targets,
             wire: Some(agent_wire),
+            credentials,
         },
         threads: a.threads,
         ..Default::default()

@@ -20,9 +20,15 @@ pub struct ClientTlsArgs {
     /// Where remembered server keys are kept [default: ~/.config/wirerate/known_servers]
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub known_servers: Option<PathBuf>,
-    /// Log in as NAME (the server runs `serve --users`): the password is read from
-    /// WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even inside TLS
-    #[arg(long, value_name = "NAME", requires_all = ["tls", "host"], conflicts_with = "client_cert")]
+    /// Log in as NAME (the server, or the --from agent, runs `serve --users`): the password
+    /// is read from WIRERATE_PASSWORD or asked for on the terminal, and never sent, not even
+    /// inside TLS
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "tls",
+        conflicts_with = "client_cert"
+    )]
     pub user: Option<String>,
     /// A certificate (PEM) to present to a server that requires one (`serve --client-ca`);
     /// its CN is the user
@@ -31,6 +37,9 @@ pub struct ClientTlsArgs {
     /// The key of --client-cert (PEM)
     #[arg(long, value_name = "FILE", requires_all = ["tls", "client_cert"])]
     pub client_key: Option<PathBuf>,
+    /// How a key remembered on first contact is told (default: a line on stderr).
+    #[arg(skip)]
+    pub on_first_use: Option<fn(&str)>,
 }
 
 fn default_known_servers() -> Option<PathBuf> {
@@ -50,7 +59,7 @@ fn known(file: &Path, server: &str) -> Option<String> {
     })
 }
 
-fn remember(file: &Path, server: &str, fp: &str) -> Result<(), String> {
+fn remember(file: &Path, server: &str, fp: &str, say: Option<fn(&str)>) -> Result<(), String> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -60,10 +69,14 @@ fn remember(file: &Path, server: &str, fp: &str) -> Result<(), String> {
         .open(file)
         .and_then(|mut f| writeln!(f, "{server} {fp}"))
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    eprintln!(
-        "wirerate: first contact with {server}: its key SHA256:{fp} is remembered in {}",
+    let line = format!(
+        "first contact with {server}: its key SHA256:{fp} is remembered in {}",
         file.display()
     );
+    match say {
+        Some(say) => say(&line),
+        None => eprintln!("wirerate: {line}"),
+    }
     Ok(())
 }
 
@@ -123,8 +136,9 @@ impl ClientTlsArgs {
             }));
         }
         let server = server.to_string();
+        let say = self.on_first_use;
         Ok(Some(ClientTls {
-            first_use: Some(Arc::new(move |fp: &str| remember(&file, &server, fp))),
+            first_use: Some(Arc::new(move |fp: &str| remember(&file, &server, fp, say))),
             ..Default::default()
         }))
     }
