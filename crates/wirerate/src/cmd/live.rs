@@ -26,7 +26,7 @@ pub struct Printer {
     total_s: Option<f64>,
     shown_progress: bool,
     /// Said once under the interval header: why some intervals will not come.
-    note: Option<&'static str>,
+    note: Option<String>,
     cols: Columns,
     /// The flows whose lines wait for this side's TCP sample.
     joined: Vec<Flow>,
@@ -78,7 +78,7 @@ impl Printer {
         }
     }
 
-    pub fn with_note(mut self, note: Option<&'static str>) -> Printer {
+    pub fn with_note(mut self, note: Option<String>) -> Printer {
         self.note = note;
         self
     }
@@ -160,7 +160,7 @@ impl Observer for Printer {
     fn started(&mut self) {
         if self.text {
             crate::say!("{}", intervals::header(self.cols));
-            if let Some(note) = self.note {
+            if let Some(note) = &self.note {
                 crate::say!("{note}");
             }
         }

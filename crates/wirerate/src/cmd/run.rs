@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::spec::{End, RecvMode, SendMode, DEFAULT_UDP_RATE_BPS};
+use wirerate_core::spec::{End, Flow, RecvMode, SendMode, DEFAULT_UDP_RATE_BPS};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
@@ -649,9 +649,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let progress = text_out && spec.interval_s == 0.0 && std::io::stderr().is_terminal();
     let mut printer = Printer::new(&spec, text_out, progress, !t.iperf3).with_note(
-        (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then_some(
-            "(the iperf3 server gives no intervals of what it receives: client→server is in the summary only)",
-        ),
+        (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then(|| {
+            format!(
+                "(the iperf3 server gives no intervals of what it receives: {} is in the summary only)",
+                Flow::ClientToServer.name()
+            )
+        }),
     );
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
