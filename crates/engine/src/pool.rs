@@ -29,11 +29,19 @@ use crate::stream::{describe, pattern, queued_bytes, Batching, Deadline, Plan, T
 /// The most data workers one side may run (`-T`).
 pub const MAX_THREADS: usize = wirerate_core::spec::limits::MAX_WORKERS as usize;
 
-/// The default number of workers: one per CPU this process may run on.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
+/// The default number of workers for `flows` flows: one per CPU this process may run on,
+/// or one per flow while there are at most four flows per CPU. A worker's flows share its
+/// one thread, so 3 flows on 2 workers would move 1:1:2; a few flows are served evenly by a
+/// worker each (the scheduler shares the CPUs among them).
+pub fn default_threads(flows: usize) -> usize {
+    let cpus = std::thread::available_parallelism()
         .map_or(1, usize::from)
-        .clamp(1, MAX_THREADS)
+        .clamp(1, MAX_THREADS);
+    if flows <= 4 * cpus {
+        flows.clamp(1, MAX_THREADS)
+    } else {
+        cpus
+    }
 }
 
 /// One flow handed to the pool: its plan and its socket, shared with the side (which reads

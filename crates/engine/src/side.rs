@@ -242,7 +242,9 @@ impl SideRun {
             } else {
                 spec.server_cpu
             };
-            let threads = ctx.threads.unwrap_or_else(crate::pool::default_threads);
+            let threads = ctx
+                .threads
+                .unwrap_or_else(|| crate::pool::default_threads(flows.len()));
             match crate::pool::start(flows, threads, cpu) {
                 Ok(h) => pool = h,
                 Err(e) => {
