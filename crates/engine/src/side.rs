@@ -14,7 +14,7 @@ use wirerate_core::metrics::bps;
 use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::Interval;
 use wirerate_core::result::TcpInfo;
-use wirerate_core::spec::Flow;
+use wirerate_core::spec::{Flow, Side};
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::{CpuWindow, ThreadTimes};
 use wirerate_probe::evidence::EvidenceWindow;
@@ -231,12 +231,9 @@ impl SideRun {
                     pooled: true,
                 });
             }
-            let client_side = workers.first().is_some_and(|w| {
-                matches!(
-                    (w.flow, w.role),
-                    (Flow::ClientToServer, Role::Sender) | (Flow::ServerToClient, Role::Receiver)
-                )
-            });
+            let client_side = workers
+                .first()
+                .is_some_and(|w| Side::Client.role(w.flow) == w.role);
             let cpu = if client_side {
                 ctx.cpu
             } else {
@@ -751,10 +748,7 @@ fn lost_stream(w: &Worker, start: Instant) -> StreamReport {
 /// Runs one stream's worker: the bulk, rr or sweep worker its test and role call for.
 fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> StreamReport {
     let spec = plan.spec.clone();
-    let client_side = matches!(
-        (plan.flow, plan.role),
-        (Flow::ClientToServer, Role::Sender) | (Flow::ServerToClient, Role::Receiver)
-    );
+    let client_side = Side::Client.role(plan.flow) == plan.role;
     let cpu = if client_side {
         ctx.cpu
     } else {
