@@ -15,7 +15,7 @@ use std::time::Duration;
 use postgres::{Client, NoTls, Row};
 use wirerate_core::RunResult;
 
-use crate::rows::{Columns, RunFilter, RunRow, StoredRun};
+use crate::rows::{self, Columns, RunFilter, RunRow, StoredRun};
 use crate::{StoreError, Stored, SCHEMA_VERSION};
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
@@ -217,15 +217,12 @@ impl Pg {
         }
         let c = Columns::of(r);
         let mut tx = client.transaction()?;
+        let sql = format!(
+            "{} ON CONFLICT (run_key) DO NOTHING RETURNING id",
+            rows::insert_sql('$')
+        );
         let inserted = tx.query_opt(
-            "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
-                 result_schema, tool_version, protocol, direction, parallel, goodput_bps, \
-                 sender_bps, cpu_local_percent, cpu_remote_percent, pi, retransmits, \
-                 client_host, server_host, client_kernel, server_kernel, client_cpu_model, \
-                 server_cpu_model, interfaces, mtu_bytes, link_bps, result_json) VALUES ($1, \
-                 $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-                 $19, $20, $21, $22, $23, $24, $25, $26) \
-                 ON CONFLICT (run_key) DO NOTHING RETURNING id",
+            &sql,
             &[
                 &key,
                 &label,
