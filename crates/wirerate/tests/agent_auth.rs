@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, wait_bounded, wr};
+use common::{add_user, free_port, stderr, wait_bounded, wr};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -56,23 +56,12 @@ impl Serve {
     }
 
     fn log(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
+        common::log_lines(&self.log)
     }
 
     /// The log once `pred` holds of it, or after a few seconds.
     fn log_until(&self, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let log = self.log();
-            if pred(&log) || Instant::now() > deadline {
-                return log;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::log_until(&self.log, pred)
     }
 
     /// The tests the server ran (its `test` events).
@@ -91,20 +80,6 @@ impl Drop for Serve {
     }
 }
 
-fn add_user(users: &Path, name: &str, password: &str) {
-    let out = wr()
-        .args(["user", "add", name, "--users", users.to_str().unwrap()])
-        .args(["--iterations", "4096"])
-        .env("WIRERATE_PASSWORD", password)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// `run --from A --to B -n 2M --json --no-store extra…` with WIRERATE_PASSWORD = `password`.
 fn third_party(from: &str, to: &str, password: &str, extra: &[&str]) -> Output {

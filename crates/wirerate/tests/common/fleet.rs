@@ -23,13 +23,7 @@ impl Agent {
         let p = port.to_string();
         let mut args = vec!["serve", "-B", ip, "-p", &p];
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
+        let child = spawn_quiet(&args);
         let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
@@ -43,13 +37,7 @@ impl Agent {
     pub fn in_lab(lab: &Lab, host: &str, extra: &[&str]) -> Agent {
         let mut args = lab.exec_args(host, &[bin(), "serve", "-p", "5350"]);
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve in the lab");
+        let child = spawn_quiet(&args);
         lab.wait_listening(host, 5350);
         Agent { child }
     }
@@ -58,6 +46,28 @@ impl Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `wirerate args…` with no input and its output dropped.
+fn spawn_quiet(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"))
+}
+
+/// `wirerate args…` with no input and its output piped, for `wait_bounded` (or a kill).
+pub fn spawn_piped(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"))
 }
 
 impl Drop for Agent {
@@ -77,6 +87,47 @@ pub fn stdout(o: &Output) -> String {
 }
 
 pub const LOOP_TARGETS: &str = "--third-party-targets=127.0.0.0/8";
+
+/// Agents on 127.0.0.1, 127.0.0.2, … (one for each port) that run third-party tests towards
+/// loopback.
+pub fn loopback_agents(ports: &[u16]) -> Vec<Agent> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Agent::loopback(
+                &format!("127.0.0.{}", i + 1),
+                *p,
+                &["--allow-third-party", LOOP_TARGETS],
+            )
+        })
+        .collect()
+}
+
+/// The start of a plan named `name` whose hosts h1, h2, … are the agents of
+/// [`loopback_agents`] on these ports.
+pub fn loopback_hosts(name: &str, ports: &[u16]) -> String {
+    let mut text = format!("name = \"{name}\"\n[hosts]\n");
+    for (i, p) in ports.iter().enumerate() {
+        text += &format!("h{} = \"127.0.0.{}:{p}\"\n", i + 1, i + 1);
+    }
+    text
+}
+
+/// A plan named `name` of two agents, a on 127.0.0.1:`pa` and b on 127.0.0.2:`pb`, tested
+/// both ways, followed by `rest` (its [test] and other tables).
+pub fn pair_plan(name: &str, pa: u16, pb: u16, rest: &str) -> String {
+    format!(
+        "name = \"{name}\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
+         [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n{rest}"
+    )
+}
+
+/// A fresh database in this test process's throwaway cluster; None (the test skips, with
+/// the reason printed) where there is no cluster.
+pub fn fresh_db(test: &str) -> Option<String> {
+    Some(wirerate_testpg::Cluster::shared(test)?.fresh_database())
+}
 
 /// A plan file in a temporary directory.
 pub fn plan_file(dir: &tempfile::TempDir, text: &str) -> PathBuf {

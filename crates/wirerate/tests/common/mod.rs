@@ -8,6 +8,7 @@ pub mod lab;
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,13 @@ impl ServerProc {
         s
     }
 
+    /// Sends the server SIGHUP (reload its users and limits).
+    pub fn hangup(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: sends a signal to our own child, by its id.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    }
+
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -152,4 +160,45 @@ impl Drop for ServerProc {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `wirerate user add NAME` into the users file (few hash iterations, for speed), with the
+/// password from the environment.
+pub fn add_user(users: &Path, name: &str, password: &str) {
+    let out = wr()
+        .args(["user", "add", name, "--users", users.to_str().unwrap()])
+        .args(["--iterations", "4096"])
+        .env("WIRERATE_PASSWORD", password)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Every line of a JSON log; a line that does not parse fails the test.
+pub fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The lines of a JSON log file (none while it does not exist yet).
+pub fn log_lines(file: &Path) -> Vec<serde_json::Value> {
+    json_lines(&std::fs::read_to_string(file).unwrap_or_default())
+}
+
+/// The log file's lines once `pred` holds of them, or whatever it holds after a few seconds
+/// (a server writes a test's line just after its client has the result).
+pub fn log_until(
+    file: &Path,
+    pred: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = log_lines(file);
+        if pred(&log) || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
