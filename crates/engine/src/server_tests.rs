@@ -46,21 +46,7 @@ impl Observer for Quiet {}
 
 #[test]
 fn the_slot_is_free_again_after_a_panic_in_a_session() {
-    let (ended_tx, ended) = mpsc::channel();
-    let server = Server::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        ServerConfig {
-            quiet: true,
-            name: PANIC_ONCE.into(),
-            idle: Duration::from_secs(3),
-            on_test_end: Some(ended_tx),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let addr = server.local_addr().unwrap();
-    let shared = server.shared.clone();
-    server.spawn().unwrap();
+    let (addr, shared, ended) = panicking_server(PANIC_ONCE);
     let spec = TestSpec {
         end: End::Bytes { bytes: 1 << 20 },
         ..Default::default()
@@ -84,8 +70,8 @@ fn the_slot_is_free_again_after_a_panic_in_a_session() {
     assert!(shared.active().is_none());
 }
 
-/// A server that panics in its first session once the test runs; returns it and the
-/// channel that hears of each test's end.
+/// A server named for a fault (it panics in its first session, where the fault says); returns
+/// its address, its shared state and the channel that hears of each test's end.
 fn panicking_server(name: &str) -> (SocketAddr, Arc<Shared>, Receiver<bool>) {
     let (ended_tx, ended) = mpsc::channel();
     let server = Server::bind(
