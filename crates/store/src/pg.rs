@@ -13,9 +13,8 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use postgres::{Client, NoTls, Row};
-use wirerate_core::RunResult;
 
-use crate::rows::{self, Columns, RunFilter, RunRow, StoredRun};
+use crate::rows::{self, Columns, NewRun, RunFilter, RunRow, StoredRun};
 use crate::{StoreError, Stored, SCHEMA_VERSION};
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
@@ -170,23 +169,15 @@ impl Pg {
     /// Stores a run. A connection the server closed while the test ran (an idle timeout, a
     /// restart) is opened again and the store tried once more: safe, since the run key makes
     /// a second store of a run that did commit return that run.
-    pub fn store_run(
-        &mut self,
-        r: &RunResult,
-        key: &str,
-        label: Option<&str>,
-        group: Option<&str>,
-        stored_unix_s: f64,
-        json: &str,
-    ) -> Result<Stored, StoreError> {
+    pub(crate) fn store_run(&mut self, run: &NewRun<'_>) -> Result<Stored, StoreError> {
         if self.client.get_mut().is_closed() {
             self.reconnect()?;
         }
-        let first = self.try_store(r, key, label, group, stored_unix_s, json);
+        let first = self.try_store(run);
         let result = match first {
             Err(e) if connection_lost(&e) => {
                 self.reconnect()?;
-                self.try_store(r, key, label, group, stored_unix_s, json)
+                self.try_store(run)
             }
             other => other,
         };
@@ -198,15 +189,15 @@ impl Pg {
         Ok(())
     }
 
-    fn try_store(
-        &mut self,
-        r: &RunResult,
-        key: &str,
-        label: Option<&str>,
-        group: Option<&str>,
-        stored_unix_s: f64,
-        json: &str,
-    ) -> Result<Stored, postgres::Error> {
+    fn try_store(&mut self, run: &NewRun<'_>) -> Result<Stored, postgres::Error> {
+        let NewRun {
+            result: r,
+            key,
+            label,
+            group,
+            stored_unix_s,
+            json,
+        } = *run;
         let client = self.client.get_mut();
         // the common retry finds its run without taking an id from the sequence
         if let Some(row) = client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])? {

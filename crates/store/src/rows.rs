@@ -262,16 +262,28 @@ pub(crate) fn insert_sql(sign: char) -> String {
     )
 }
 
+/// A run on its way into a store: the result, its key, label and group, when it is stored,
+/// and its JSON.
+#[derive(Clone, Copy)]
+pub(crate) struct NewRun<'a> {
+    pub result: &'a RunResult,
+    pub key: &'a str,
+    pub label: Option<&'a str>,
+    pub group: Option<&'a str>,
+    pub stored_unix_s: f64,
+    pub json: &'a str,
+}
+
 /// Writes the run's row: its key, label, group, the summary columns and the JSON.
-pub(crate) fn insert(
-    tx: &Transaction<'_>,
-    r: &RunResult,
-    key: &str,
-    label: Option<&str>,
-    group: Option<&str>,
-    stored_unix_s: f64,
-    json: &str,
-) -> Result<i64, StoreError> {
+pub(crate) fn insert(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<i64, StoreError> {
+    let NewRun {
+        result: r,
+        key,
+        label,
+        group,
+        stored_unix_s,
+        json,
+    } = *run;
     let c = Columns::of(r);
     tx.execute(
         &insert_sql('?'),

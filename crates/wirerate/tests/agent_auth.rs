@@ -80,7 +80,6 @@ impl Drop for Serve {
     }
 }
 
-
 /// `run --from A --to B -n 2M --json --no-store extra…` with WIRERATE_PASSWORD = `password`.
 fn third_party(from: &str, to: &str, password: &str, extra: &[&str]) -> Output {
     let mut c = wr();

@@ -17,7 +17,6 @@ fn client(port: u16, extra: &[&str]) -> std::process::Output {
     run(&args, LIMIT)
 }
 
-
 fn tests_of(log: &[Value]) -> Vec<&Value> {
     log.iter().filter(|v| v["event"] == "test").collect()
 }
