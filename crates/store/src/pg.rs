@@ -190,23 +190,17 @@ impl Pg {
     }
 
     fn try_store(&mut self, run: &NewRun<'_>) -> Result<Stored, postgres::Error> {
-        let NewRun {
-            result: r,
-            key,
-            label,
-            group,
-            stored_unix_s,
-            json,
-        } = *run;
         let client = self.client.get_mut();
         // the common retry finds its run without taking an id from the sequence
-        if let Some(row) = client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])? {
+        if let Some(row) =
+            client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
+        {
             return Ok(Stored {
                 id: row.get(0),
                 new: false,
             });
         }
-        let c = Columns::of(r);
+        let c = Columns::of(run.result);
         let mut tx = client.transaction()?;
         let sql = format!(
             "{} ON CONFLICT (run_key) DO NOTHING RETURNING id",
@@ -215,10 +209,10 @@ impl Pg {
         let inserted = tx.query_opt(
             &sql,
             &[
-                &key,
-                &label,
-                &group,
-                &stored_unix_s,
+                &run.key,
+                &run.label,
+                &run.group,
+                &run.stored_unix_s,
                 &c.started_unix_s,
                 &i64::from(c.result_schema),
                 &c.tool_version,
@@ -240,7 +234,7 @@ impl Pg {
                 &c.interfaces,
                 &c.mtu_bytes.map(i64::from),
                 &c.link_bps,
-                &json,
+                &run.json,
             ],
         )?;
         let stored = match inserted {
@@ -252,7 +246,7 @@ impl Pg {
             // commit is visible to this next statement
             None => Stored {
                 id: tx
-                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&key])?
+                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
                     .get(0),
                 new: false,
             },

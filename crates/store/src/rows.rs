@@ -276,22 +276,14 @@ pub(crate) struct NewRun<'a> {
 
 /// Writes the run's row: its key, label, group, the summary columns and the JSON.
 pub(crate) fn insert(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<i64, StoreError> {
-    let NewRun {
-        result: r,
-        key,
-        label,
-        group,
-        stored_unix_s,
-        json,
-    } = *run;
-    let c = Columns::of(r);
+    let c = Columns::of(run.result);
     tx.execute(
         &insert_sql('?'),
         params![
-            key,
-            label,
-            group,
-            stored_unix_s,
+            run.key,
+            run.label,
+            run.group,
+            run.stored_unix_s,
             c.started_unix_s,
             c.result_schema,
             c.tool_version,
@@ -313,7 +305,7 @@ pub(crate) fn insert(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<i64, Stor
             c.interfaces,
             c.mtu_bytes,
             c.link_bps,
-            json,
+            run.json,
         ],
     )?;
     Ok(tx.last_insert_rowid())

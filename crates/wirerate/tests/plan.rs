@@ -148,22 +148,14 @@ fn a_scheduled_plan_starts_each_run_on_time() {
     let Some(url) = fresh_db(test) else {
         return;
     };
-    let (pa, pb) = (free_port(), free_port());
-    let _agents = loopback_agents(&[pa, pb]);
-    let dir = tempfile::tempdir().unwrap();
     // two runs 3 s apart, each pair both ways twice
-    let plan = plan_file(
-        &dir,
-        &pair_plan(
-            "sched",
-            pa,
-            pb,
-            "[test]\nseconds = 0.5\nbitrate = \"100M\"\n\
-             [schedule]\nrepeat = 2\nruns = 2\nevery_min = 0.05\n",
-        ),
+    let p = pair_plan(
+        "sched",
+        "[test]\nseconds = 0.5\nbitrate = \"100M\"\n\
+         [schedule]\nrepeat = 2\nruns = 2\nevery_min = 0.05\n",
     );
     let out = run(
-        &["plan", "run", &plan.display().to_string(), "--db", &url],
+        &["plan", "run", &p.plan, "--db", &url],
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
@@ -261,18 +253,10 @@ fn a_test_longer_than_its_lease_keeps_its_claim_while_its_controller_lives() {
     let Some(url) = fresh_db(test) else {
         return;
     };
-    let (pa, pb) = (free_port(), free_port());
-    let _agents = loopback_agents(&[pa, pb]);
-    let dir = tempfile::tempdir().unwrap();
-    let plan = plan_file(
-        &dir,
-        &pair_plan("long", pa, pb, "[test]\nseconds = 4\nbitrate = \"100M\"\n"),
-    )
-    .display()
-    .to_string();
+    let p = pair_plan("long", "[test]\nseconds = 4\nbitrate = \"100M\"\n");
     // 4 s tests under a 3 s lease, with a second controller waiting to take over: only the
     // renewals keep each test with the controller that runs it
-    let start = || spawn_piped(&["plan", "run", &plan, "--db", &url, "--lease", "3"]);
+    let start = || spawn_piped(&["plan", "run", &p.plan, "--db", &url, "--lease", "3"]);
     let (one, two) = (start(), start());
     let one = wait_bounded(one, Duration::from_secs(60));
     let two = wait_bounded(two, Duration::from_secs(60));

@@ -20,12 +20,17 @@ const GBIT: f64 = 1e9;
 
 /// The binary with `args`, its output piped, away from the test database.
 fn spawn(args: &[&str]) -> Child {
+    spawn_with(args, Stdio::piped())
+}
+
+/// [`spawn`] with its standard error going to `stderr`.
+fn spawn_with(args: &[&str], stderr: Stdio) -> Child {
     Command::new(common::bin())
         .args(args)
         .env_remove("WIRERATE_DB")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap()
 }
@@ -319,15 +324,10 @@ fn writers_killed_mid_import_lose_nothing_they_acknowledged() {
     let children: Vec<_> = files
         .iter()
         .map(|f| {
-            Command::new(common::bin())
-                .args(["import", "--ids", "--db", &url])
-                .arg(f)
-                .env_remove("WIRERATE_DB")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            spawn_with(
+                &["import", "--ids", "--db", &url, f.to_str().unwrap()],
+                Stdio::null(),
+            )
         })
         .collect();
     // odd writers are killed after a few acknowledgements; even ones run to the end

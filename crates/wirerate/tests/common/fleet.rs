@@ -114,13 +114,29 @@ pub fn loopback_hosts(name: &str, ports: &[u16]) -> String {
     text
 }
 
-/// A plan named `name` of two agents, a on 127.0.0.1:`pa` and b on 127.0.0.2:`pb`, tested
-/// both ways, followed by `rest` (its [test] and other tables).
-pub fn pair_plan(name: &str, pa: u16, pb: u16, rest: &str) -> String {
-    format!(
+/// Two loopback agents and a plan file naming them: a (127.0.0.1) and b (127.0.0.2), tested
+/// both ways. The agents stop when this is dropped.
+pub struct PairPlan {
+    pub plan: String,
+    _agents: Vec<Agent>,
+    _dir: tempfile::TempDir,
+}
+
+/// [`PairPlan`] of a plan named `name`, with `rest` (its [test] and other tables) after
+/// its hosts and matrix.
+pub fn pair_plan(name: &str, rest: &str) -> PairPlan {
+    let (pa, pb) = (super::free_port(), super::free_port());
+    let agents = loopback_agents(&[pa, pb]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
         "name = \"{name}\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
          [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n{rest}"
-    )
+    );
+    PairPlan {
+        plan: plan_file(&dir, &text).display().to_string(),
+        _agents: agents,
+        _dir: dir,
+    }
 }
 
 /// A fresh database in this test process's throwaway cluster; None (the test skips, with
