@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{add_user, free_port, stderr, wait_bounded, wr};
 use serde_json::Value;
@@ -42,12 +41,10 @@ impl Serve {
             c.env(k, v);
         }
         let child = c.spawn().expect("spawn serve");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "serve {name} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_listening(
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            &format!("serve {name}"),
+        );
         Serve { child, port, log }
     }
 

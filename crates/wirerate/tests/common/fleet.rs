@@ -1,10 +1,9 @@
 //! Helpers for the fleet tests: agents (`wirerate serve`) ended by PID, plan files, and
 //! what a plan left in its database.
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -24,12 +23,7 @@ impl Agent {
         let mut args = vec!["serve", "-B", ip, "-p", &p];
         args.extend_from_slice(extra);
         let child = spawn_quiet(&args);
-        let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "agent on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::wait_listening(format!("{ip}:{port}").parse().unwrap(), "agent");
         Agent { child }
     }
 

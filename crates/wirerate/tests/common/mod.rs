@@ -7,7 +7,7 @@ pub mod fleet;
 pub mod lab;
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -120,11 +120,7 @@ impl ServerProc {
             .spawn()
             .expect("spawn server");
         let s = ServerProc { child, port };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start listening");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "server");
         s
     }
 
@@ -155,6 +151,16 @@ impl Drop for ServerProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits (5 s at most) until something accepts TCP connections at `addr`; `what` names it
+/// when the wait fails the test.
+pub fn wait_listening(addr: SocketAddr, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        assert!(Instant::now() < deadline, "{what} on {addr} did not start");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
