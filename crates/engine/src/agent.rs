@@ -16,7 +16,6 @@
 //! Towards the target the agent is an ordinary client with its own credentials
 //! ([`AgentCredentials`]); the caller's are never passed on.
 
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -536,27 +535,14 @@ pub fn request(
 
 /// Asks the agent for TLS and does the handshake; inside it, the agent's preamble comes
 /// later (after the caller's own).
-fn connect_tls(
-    mut sock: TcpStream,
-    tls: &ClientTls,
-    idle: Duration,
-) -> Result<Control, EngineError> {
-    use wirerate_proto::{Channel, Preamble};
-    let deadline = Instant::now() + idle;
-    let _ = sock.set_write_timeout(Some(idle));
-    sock.write_all(&Preamble::new(Channel::TlsControl).emit())
-        .map_err(EngineError::io("asking the agent for TLS"))?;
-    let mut pre = [0u8; wirerate_proto::frame::PREAMBLE_LEN];
-    crate::net::read_exact_by(&mut sock, &mut pre, deadline)
-        .map_err(EngineError::io("waiting for the agent's TLS answer"))?;
-    match Preamble::parse(&pre) {
-        Ok(p) if p.channel == Channel::TlsControl => {
-            let conn = tls
-                .connect(&mut sock, deadline)
-                .map_err(EngineError::Setup)?;
-            Ok(Control::with_tls(sock, conn))
-        }
-        _ => Err(EngineError::Setup(
+fn connect_tls(sock: TcpStream, tls: &ClientTls, idle: Duration) -> Result<Control, EngineError> {
+    let steps = (
+        "asking the agent for TLS",
+        "waiting for the agent's TLS answer",
+    );
+    match crate::client::ask_tls(sock, tls, idle, steps)? {
+        crate::client::TlsAnswer::Agreed(ctl) => Ok(ctl),
+        crate::client::TlsAnswer::Refused(..) => Err(EngineError::Setup(
             "the agent does not offer TLS (it runs without serve --tls): run without --tls".into(),
         )),
     }

@@ -375,30 +375,58 @@ fn open_udp_streams(
     Ok((streams, proofs))
 }
 
-/// Asks for TLS, and does the handshake when the server agrees. A server without TLS
-/// answers with a refusal, which is returned as the session reads it.
-fn start_tls(
+/// What a peer answered when asked for TLS on a fresh control connection.
+pub(crate) enum TlsAnswer {
+    /// It agreed, and the handshake is done.
+    Agreed(Control),
+    /// It refused: the socket and the preamble it answered with.
+    Refused(
+        std::net::TcpStream,
+        [u8; wirerate_proto::frame::PREAMBLE_LEN],
+    ),
+}
+
+/// Asks the peer for TLS and does the handshake when it agrees. `asking` and `waiting`
+/// name the two steps in an error ("asking the server for TLS", …).
+pub(crate) fn ask_tls(
     mut sock: std::net::TcpStream,
     tls: &crate::tls::ClientTls,
     idle: Duration,
-    sess: &mut ClientSession,
-) -> Result<Control, EngineError> {
+    (asking, waiting): (&'static str, &'static str),
+) -> Result<TlsAnswer, EngineError> {
     use wirerate_proto::{Channel, Preamble};
     let deadline = Instant::now() + idle;
     let _ = sock.set_write_timeout(Some(idle));
     sock.write_all(&Preamble::new(Channel::TlsControl).emit())
-        .map_err(EngineError::io("asking the server for TLS"))?;
+        .map_err(EngineError::io(asking))?;
     let mut pre = [0u8; wirerate_proto::frame::PREAMBLE_LEN];
-    crate::net::read_exact_by(&mut sock, &mut pre, deadline)
-        .map_err(EngineError::io("waiting for the server's TLS answer"))?;
+    crate::net::read_exact_by(&mut sock, &mut pre, deadline).map_err(EngineError::io(waiting))?;
     match Preamble::parse(&pre) {
         Ok(p) if p.channel == Channel::TlsControl => {
             let conn = tls
                 .connect(&mut sock, deadline)
                 .map_err(EngineError::Setup)?;
-            Ok(Control::with_tls(sock, conn))
+            Ok(TlsAnswer::Agreed(Control::with_tls(sock, conn)))
         }
-        _ => {
+        _ => Ok(TlsAnswer::Refused(sock, pre)),
+    }
+}
+
+/// Asks for TLS, and does the handshake when the server agrees. A server without TLS
+/// answers with a refusal, which is returned as the session reads it.
+fn start_tls(
+    sock: std::net::TcpStream,
+    tls: &crate::tls::ClientTls,
+    idle: Duration,
+    sess: &mut ClientSession,
+) -> Result<Control, EngineError> {
+    let steps = (
+        "asking the server for TLS",
+        "waiting for the server's TLS answer",
+    );
+    match ask_tls(sock, tls, idle, steps)? {
+        TlsAnswer::Agreed(ctl) => Ok(ctl),
+        TlsAnswer::Refused(sock, pre) => {
             // the server's refusal follows its preamble
             let mut ctl = Control::new(sock);
             sess.handle_input(&pre, Instant::now())?;

@@ -46,36 +46,14 @@ impl Observer for Quiet {}
 
 #[test]
 fn the_slot_is_free_again_after_a_panic_in_a_session() {
-    let (ended_tx, ended) = mpsc::channel();
-    let server = Server::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        ServerConfig {
-            quiet: true,
-            name: PANIC_ONCE.into(),
-            idle: Duration::from_secs(3),
-            on_test_end: Some(ended_tx),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let addr = server.local_addr().unwrap();
-    let shared = server.shared.clone();
-    server.spawn().unwrap();
-    let spec = TestSpec {
-        end: End::Bytes { bytes: 1 << 20 },
-        ..Default::default()
-    };
-    let cfg = ClientConfig {
-        idle: Duration::from_secs(3),
-        ..Default::default()
-    };
+    let (addr, shared, ended) = panicking_server(PANIC_ONCE);
+    let spec = spec_of(End::Bytes { bytes: 1 << 20 });
+    let cfg = client_config();
     // the first session panics: its client sees the connection end, not a result
     assert!(run_test(addr, &spec, &cfg, &mut Quiet).is_err());
     assert!(PANICKED.load(Ordering::SeqCst));
     // the unwinding session reported a failed test and left the slot free
-    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
-    assert!(shared.active().is_none());
-    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+    assert_slot_freed(&shared, &ended);
     // and the next client is served, not told the server is busy
     let out = run_test(addr, &spec, &cfg, &mut Quiet).expect("the second test runs");
     let moved: u64 = out.remote.streams.iter().map(|s| s.bytes).sum();
@@ -84,8 +62,8 @@ fn the_slot_is_free_again_after_a_panic_in_a_session() {
     assert!(shared.active().is_none());
 }
 
-/// A server that panics in its first session once the test runs; returns it and the
-/// channel that hears of each test's end.
+/// A server named for a fault (it panics in its first session, where the fault says); returns
+/// its address, its shared state and the channel that hears of each test's end.
 fn panicking_server(name: &str) -> (SocketAddr, Arc<Shared>, Receiver<bool>) {
     let (ended_tx, ended) = mpsc::channel();
     let server = Server::bind(
@@ -105,29 +83,41 @@ fn panicking_server(name: &str) -> (SocketAddr, Arc<Shared>, Receiver<bool>) {
     (addr, shared, ended)
 }
 
+/// The test a client asks for: its end, the rest default.
+fn spec_of(end: End) -> TestSpec {
+    TestSpec {
+        end,
+        ..Default::default()
+    }
+}
+
+/// The clients' settings: a short idle limit, so that a broken session ends them soon.
+fn client_config() -> ClientConfig {
+    ClientConfig {
+        idle: Duration::from_secs(3),
+        ..Default::default()
+    }
+}
+
+/// After a session that panicked: its test was reported failed, and the slot is free.
+fn assert_slot_freed(shared: &Shared, ended: &Receiver<bool>) {
+    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
+    assert!(shared.active().is_none());
+    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+}
+
 #[test]
 fn a_panic_while_the_workers_run_frees_the_slot_and_stops_them() {
     let (addr, shared, ended) = panicking_server(PANIC_RUNNING);
-    let spec = TestSpec {
-        end: End::Time { seconds: 30.0 },
-        ..Default::default()
-    };
-    let cfg = ClientConfig {
-        idle: Duration::from_secs(3),
-        ..Default::default()
-    };
+    let spec = spec_of(End::Time { seconds: 30.0 });
+    let cfg = client_config();
     let t0 = Instant::now();
     // the server's workers are stopped as the panic unwinds: the client's stream breaks
     // long before the 30 s it asked for
     assert!(run_test(addr, &spec, &cfg, &mut Quiet).is_err());
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
-    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
-    assert!(shared.active().is_none());
-    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
-    let short = TestSpec {
-        end: End::Bytes { bytes: 1 << 20 },
-        ..Default::default()
-    };
+    assert_slot_freed(&shared, &ended);
+    let short = spec_of(End::Bytes { bytes: 1 << 20 });
     let out = run_test(addr, &short, &cfg, &mut Quiet).expect("the second test runs");
     let moved: u64 = out.remote.streams.iter().map(|s| s.bytes).sum();
     assert_eq!(moved, 1 << 20);
@@ -137,25 +127,14 @@ fn a_panic_while_the_workers_run_frees_the_slot_and_stops_them() {
 #[test]
 fn a_panic_in_an_iperf3_session_frees_the_slot() {
     let (addr, shared, ended) = panicking_server(PANIC_RUNNING_IPERF3);
-    let spec = TestSpec {
-        end: End::Time { seconds: 30.0 },
-        ..Default::default()
-    };
-    let cfg = ClientConfig {
-        idle: Duration::from_secs(3),
-        ..Default::default()
-    };
+    let spec = spec_of(End::Time { seconds: 30.0 });
+    let cfg = client_config();
     let t0 = Instant::now();
     assert!(crate::iperf3::run_client(addr, &spec, &cfg, &mut Quiet).is_err());
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
-    assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(false));
-    assert!(shared.active().is_none());
-    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+    assert_slot_freed(&shared, &ended);
     // the next iperf3 client is served, not denied as busy
-    let short = TestSpec {
-        end: End::Time { seconds: 1.0 },
-        ..Default::default()
-    };
+    let short = spec_of(End::Time { seconds: 1.0 });
     let out = crate::iperf3::run_client(addr, &short, &cfg, &mut Quiet)
         .expect("the second iperf3 test runs");
     assert!(out.remote.streams.iter().map(|s| s.bytes).sum::<u64>() > 0);

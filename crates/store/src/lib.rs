@@ -319,11 +319,17 @@ impl Store {
         let stored = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
+        let run = rows::NewRun {
+            result,
+            key: &key,
+            label,
+            group,
+            stored_unix_s: stored,
+            json: &json,
+        };
         let conn = match &mut self.backend {
             Backend::Sqlite(c) => c,
-            Backend::Postgres(db) => {
-                return db.store_run(result, &key, label, group, stored, &json);
-            }
+            Backend::Postgres(db) => return db.store_run(&run),
         };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let existing: Option<i64> = tx
@@ -334,7 +340,7 @@ impl Store {
         if let Some(id) = existing {
             return Ok(Stored { id, new: false });
         }
-        let id = rows::insert(&tx, result, &key, label, group, stored, &json)?;
+        let id = rows::insert(&tx, &run)?;
         tx.commit()?;
         Ok(Stored { id, new: true })
     }

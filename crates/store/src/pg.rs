@@ -13,9 +13,8 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use postgres::{Client, NoTls, Row};
-use wirerate_core::RunResult;
 
-use crate::rows::{Columns, RunFilter, RunRow, StoredRun};
+use crate::rows::{self, Columns, NewRun, RunFilter, RunRow, StoredRun};
 use crate::{StoreError, Stored, SCHEMA_VERSION};
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
@@ -170,23 +169,15 @@ impl Pg {
     /// Stores a run. A connection the server closed while the test ran (an idle timeout, a
     /// restart) is opened again and the store tried once more: safe, since the run key makes
     /// a second store of a run that did commit return that run.
-    pub fn store_run(
-        &mut self,
-        r: &RunResult,
-        key: &str,
-        label: Option<&str>,
-        group: Option<&str>,
-        stored_unix_s: f64,
-        json: &str,
-    ) -> Result<Stored, StoreError> {
+    pub(crate) fn store_run(&mut self, run: &NewRun<'_>) -> Result<Stored, StoreError> {
         if self.client.get_mut().is_closed() {
             self.reconnect()?;
         }
-        let first = self.try_store(r, key, label, group, stored_unix_s, json);
+        let first = self.try_store(run);
         let result = match first {
             Err(e) if connection_lost(&e) => {
                 self.reconnect()?;
-                self.try_store(r, key, label, group, stored_unix_s, json)
+                self.try_store(run)
             }
             other => other,
         };
@@ -198,39 +189,30 @@ impl Pg {
         Ok(())
     }
 
-    fn try_store(
-        &mut self,
-        r: &RunResult,
-        key: &str,
-        label: Option<&str>,
-        group: Option<&str>,
-        stored_unix_s: f64,
-        json: &str,
-    ) -> Result<Stored, postgres::Error> {
+    fn try_store(&mut self, run: &NewRun<'_>) -> Result<Stored, postgres::Error> {
         let client = self.client.get_mut();
         // the common retry finds its run without taking an id from the sequence
-        if let Some(row) = client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&key])? {
+        if let Some(row) =
+            client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
+        {
             return Ok(Stored {
                 id: row.get(0),
                 new: false,
             });
         }
-        let c = Columns::of(r);
+        let c = Columns::of(run.result);
         let mut tx = client.transaction()?;
+        let sql = format!(
+            "{} ON CONFLICT (run_key) DO NOTHING RETURNING id",
+            rows::insert_sql('$')
+        );
         let inserted = tx.query_opt(
-            "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
-                 result_schema, tool_version, protocol, direction, parallel, goodput_bps, \
-                 sender_bps, cpu_local_percent, cpu_remote_percent, pi, retransmits, \
-                 client_host, server_host, client_kernel, server_kernel, client_cpu_model, \
-                 server_cpu_model, interfaces, mtu_bytes, link_bps, result_json) VALUES ($1, \
-                 $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-                 $19, $20, $21, $22, $23, $24, $25, $26) \
-                 ON CONFLICT (run_key) DO NOTHING RETURNING id",
+            &sql,
             &[
-                &key,
-                &label,
-                &group,
-                &stored_unix_s,
+                &run.key,
+                &run.label,
+                &run.group,
+                &run.stored_unix_s,
                 &c.started_unix_s,
                 &i64::from(c.result_schema),
                 &c.tool_version,
@@ -252,7 +234,7 @@ impl Pg {
                 &c.interfaces,
                 &c.mtu_bytes.map(i64::from),
                 &c.link_bps,
-                &json,
+                &run.json,
             ],
         )?;
         let stored = match inserted {
@@ -264,7 +246,7 @@ impl Pg {
             // commit is visible to this next statement
             None => Stored {
                 id: tx
-                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&key])?
+                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
                     .get(0),
                 new: false,
             },

@@ -243,29 +243,47 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// The columns of a run's row, in the order both backends bind their values.
+const INSERT_COLUMNS: &str = "run_key, label, repeat_group, stored_unix_s, started_unix_s, \
+     result_schema, tool_version, protocol, direction, parallel, goodput_bps, sender_bps, \
+     cpu_local_percent, cpu_remote_percent, pi, retransmits, client_host, server_host, \
+     client_kernel, server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, \
+     link_bps, result_json";
+
+/// The INSERT of a run's row, with the backend's numbered placeholders: `?1` (SQLite) or
+/// `$1` (PostgreSQL).
+pub(crate) fn insert_sql(sign: char) -> String {
+    let values: Vec<String> = (1..=INSERT_COLUMNS.split(',').count())
+        .map(|i| format!("{sign}{i}"))
+        .collect();
+    format!(
+        "INSERT INTO runs ({INSERT_COLUMNS}) VALUES ({})",
+        values.join(", ")
+    )
+}
+
+/// A run on its way into a store: the result, its key, label and group, when it is stored,
+/// and its JSON.
+#[derive(Clone, Copy)]
+pub(crate) struct NewRun<'a> {
+    pub result: &'a RunResult,
+    pub key: &'a str,
+    pub label: Option<&'a str>,
+    pub group: Option<&'a str>,
+    pub stored_unix_s: f64,
+    pub json: &'a str,
+}
+
 /// Writes the run's row: its key, label, group, the summary columns and the JSON.
-pub(crate) fn insert(
-    tx: &Transaction<'_>,
-    r: &RunResult,
-    key: &str,
-    label: Option<&str>,
-    group: Option<&str>,
-    stored_unix_s: f64,
-    json: &str,
-) -> Result<i64, StoreError> {
-    let c = Columns::of(r);
+pub(crate) fn insert(tx: &Transaction<'_>, run: &NewRun<'_>) -> Result<i64, StoreError> {
+    let c = Columns::of(run.result);
     tx.execute(
-        "INSERT INTO runs (run_key, label, repeat_group, stored_unix_s, started_unix_s, \
-         result_schema, tool_version, protocol, direction, parallel, goodput_bps, sender_bps, \
-         cpu_local_percent, cpu_remote_percent, pi, retransmits, client_host, server_host, \
-         client_kernel, server_kernel, client_cpu_model, server_cpu_model, interfaces, \
-         mtu_bytes, link_bps, result_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-         ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        &insert_sql('?'),
         params![
-            key,
-            label,
-            group,
-            stored_unix_s,
+            run.key,
+            run.label,
+            run.group,
+            run.stored_unix_s,
             c.started_unix_s,
             c.result_schema,
             c.tool_version,
@@ -287,7 +305,7 @@ pub(crate) fn insert(
             c.interfaces,
             c.mtu_bytes,
             c.link_bps,
-            json,
+            run.json,
         ],
     )?;
     Ok(tx.last_insert_rowid())

@@ -107,6 +107,21 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// The started cluster, or None with the reason printed (a panic instead when
+/// `WIRERATE_REQUIRE_PG` is set).
+fn or_skip<C, E: std::fmt::Display>(test: &str, started: Result<C, E>) -> Option<C> {
+    match started {
+        Ok(c) => Some(c),
+        Err(why) if std::env::var_os("WIRERATE_REQUIRE_PG").is_some() => {
+            panic!("{test}: PostgreSQL is required (WIRERATE_REQUIRE_PG) but: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping {test}: {why}");
+            None
+        }
+    }
+}
+
 impl Cluster {
     /// Starts a new cluster listening on loopback; Err says why it could not (no binaries,
     /// initdb failed, …).
@@ -167,32 +182,14 @@ impl Cluster {
     /// [`Cluster::start`], or None with the reason printed (and a panic instead when
     /// `WIRERATE_REQUIRE_PG` is set).
     pub fn start_or_skip(test: &str) -> Option<Cluster> {
-        match Self::start() {
-            Ok(c) => Some(c),
-            Err(why) if std::env::var_os("WIRERATE_REQUIRE_PG").is_some() => {
-                panic!("{test}: PostgreSQL is required (WIRERATE_REQUIRE_PG) but: {why}")
-            }
-            Err(why) => {
-                eprintln!("skipping {test}: {why}");
-                None
-            }
-        }
+        or_skip(test, Self::start())
     }
 
     /// One cluster for the whole test process, started on first use (None, with the reason
     /// printed, when it cannot be).
     pub fn shared(test: &str) -> Option<&'static Cluster> {
         static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
-        match SHARED.get_or_init(Self::start) {
-            Ok(c) => Some(c),
-            Err(why) if std::env::var_os("WIRERATE_REQUIRE_PG").is_some() => {
-                panic!("{test}: PostgreSQL is required (WIRERATE_REQUIRE_PG) but: {why}")
-            }
-            Err(why) => {
-                eprintln!("skipping {test}: {why}");
-                None
-            }
-        }
+        or_skip(test, SHARED.get_or_init(Self::start).as_ref())
     }
 
     fn data(&self) -> PathBuf {

@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{free_port, wait_bounded, wr};
+use common::{add_user, free_port, stderr, wait_bounded, wr};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -42,12 +41,10 @@ impl Serve {
             c.env(k, v);
         }
         let child = c.spawn().expect("spawn serve");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "serve {name} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_listening(
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            &format!("serve {name}"),
+        );
         Serve { child, port, log }
     }
 
@@ -56,23 +53,12 @@ impl Serve {
     }
 
     fn log(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
+        common::log_lines(&self.log)
     }
 
     /// The log once `pred` holds of it, or after a few seconds.
     fn log_until(&self, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let log = self.log();
-            if pred(&log) || Instant::now() > deadline {
-                return log;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::log_until(&self.log, pred)
     }
 
     /// The tests the server ran (its `test` events).
@@ -89,21 +75,6 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn add_user(users: &Path, name: &str, password: &str) {
-    let out = wr()
-        .args(["user", "add", name, "--users", users.to_str().unwrap()])
-        .args(["--iterations", "4096"])
-        .env("WIRERATE_PASSWORD", password)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `run --from A --to B -n 2M --json --no-store extra…` with WIRERATE_PASSWORD = `password`.

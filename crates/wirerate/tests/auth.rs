@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run, stderr, wait_bounded, wr, ServerProc};
+use common::{add_user, log_lines, log_until, run, stderr, wait_bounded, wr, ServerProc};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -35,18 +35,6 @@ fn setup() -> Setup {
         log: p.join("serve.log"),
         _dir: dir,
     }
-}
-
-/// `wirerate user add NAME` with the password from the environment.
-fn add_user(users: &Path, name: &str, password: &str) {
-    let out = wr()
-        .args(["user", "add", name, "--users", users.to_str().unwrap()])
-        .args(["--iterations", "4096"])
-        .env("WIRERATE_PASSWORD", password)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 fn serve(s: &Setup, extra: &[&str]) -> ServerProc {
@@ -95,32 +83,6 @@ fn client(
         client_cmd(s, port, user, password, extra).spawn().unwrap(),
         LIMIT,
     )
-}
-
-fn log_lines(file: &Path) -> Vec<Value> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// The log's lines once `pred` holds of them, or after a few seconds.
-fn log_until(file: &Path, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let log = log_lines(file);
-        if pred(&log) || Instant::now() > deadline {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn hangup(srv: &ServerProc) {
-    let pid = libc::pid_t::try_from(srv.child.id()).unwrap();
-    // SAFETY: sends a signal to our own child, by its id.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
 }
 
 #[test]
@@ -341,7 +303,7 @@ fn sighup_reloads_the_users_while_a_test_runs() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     add_user(&s.users, "bob", "pw-b");
-    hangup(&srv);
+    srv.hangup();
     let out = wait_bounded(running, LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -350,7 +312,7 @@ fn sighup_reloads_the_users_while_a_test_runs() {
     assert!(bob.status.success(), "{}", stderr(&bob));
     // a file that fails to load keeps the users in force
     std::fs::write(&s.users, "bob nonsense\n").unwrap();
-    hangup(&srv);
+    srv.hangup();
     std::thread::sleep(Duration::from_millis(600));
     let bob = client(&s, srv.port, "bob", "pw-b", &["-n", "1M"]);
     assert!(bob.status.success(), "{}", stderr(&bob));

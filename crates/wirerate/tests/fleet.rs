@@ -10,16 +10,32 @@
 mod common;
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    assert_no_host_overlap, plan_file, plan_status, stderr, stdout, stored, Agent, LOOP_TARGETS,
+    assert_no_host_overlap, fresh_db, plan_file, plan_status, spawn_piped, stderr, stdout, stored,
+    Agent, LOOP_TARGETS,
 };
 use common::lab::{skip_unless_root, Lab};
 use common::{bin, free_port, run, wait_bounded};
 use serde_json::Value;
-use wirerate_testpg::Cluster;
+
+/// `run --from FROM --to TO -t SECONDS --no-store extra…`, bounded in time.
+fn third_party(from: &str, to: &str, seconds: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        "--from",
+        from,
+        "--to",
+        to,
+        "-t",
+        seconds,
+        "--no-store",
+    ];
+    args.extend_from_slice(extra);
+    run(&args, Duration::from_secs(30))
+}
 
 #[test]
 fn a_third_party_test_on_loopback_returns_a_full_result() {
@@ -28,20 +44,7 @@ fn a_third_party_test_on_loopback_returns_a_full_result() {
     let _b = Agent::loopback("127.0.0.2", pb, &[]);
     let from = format!("127.0.0.1:{pa}");
     let to = format!("127.0.0.2:{pb}");
-    let out = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "-t",
-            "1",
-            "--json",
-            "--no-store",
-        ],
-        Duration::from_secs(30),
-    );
+    let out = third_party(&from, &to, "1", &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v = common::json(&out);
     let s = &v["summary"];
@@ -97,10 +100,7 @@ fn third_party_tests_are_refused_unless_allowed_with_the_reason() {
     let to = format!("127.0.0.2:{pb}");
     let refused = |from: u16| {
         let from = format!("127.0.0.1:{from}");
-        let out = run(
-            &["run", "--from", &from, "--to", &to, "-t", "1", "--no-store"],
-            Duration::from_secs(20),
-        );
+        let out = third_party(&from, &to, "1", &[]);
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         let e = stderr(&out);
         assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
@@ -135,51 +135,15 @@ fn a_limits_rule_allows_third_party_tests_within_its_targets() {
     let _a = Agent::loopback("127.0.0.1", pa, &["--limits", &limits]);
     let _b = Agent::loopback("127.0.0.2", pb, &[]);
     let from = format!("127.0.0.1:{pa}");
-    let ok = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &format!("127.0.0.2:{pb}"),
-            "-t",
-            "1",
-            "--json",
-            "--no-store",
-        ],
-        Duration::from_secs(30),
-    );
+    let to = format!("127.0.0.2:{pb}");
+    let ok = third_party(&from, &to, "1", &["--json"]);
     assert!(ok.status.success(), "{}", stderr(&ok));
     // the rule's other limits hold too
-    let long = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &format!("127.0.0.2:{pb}"),
-            "-t",
-            "9",
-            "--no-store",
-        ],
-        Duration::from_secs(30),
-    );
+    let long = third_party(&from, &to, "9", &[]);
     assert_eq!(long.status.code(), Some(1));
     assert!(stderr(&long).contains("rule 'mesh'"), "{}", stderr(&long));
     // a target outside the rule's list: the agent itself
-    let out = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &from,
-            "-t",
-            "1",
-            "--no-store",
-        ],
-        Duration::from_secs(30),
-    );
+    let out = third_party(&from, &from, "1", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("rule 'mesh'"), "{}", stderr(&out));
 }
@@ -191,39 +155,24 @@ fn a_busy_agent_says_so_and_holds_its_slot_while_it_runs() {
     let _b = Agent::loopback("127.0.0.2", pb, &[]);
     let _c = Agent::loopback("127.0.0.3", pc, &[]);
     let from = format!("127.0.0.1:{pa}");
-    let long = Command::new(bin())
-        .args([
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &format!("127.0.0.2:{pb}"),
-            "-t",
-            "3",
-            "-b",
-            "100M",
-        ])
-        .args(["--json", "--no-store"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn run");
+    let to_b = format!("127.0.0.2:{pb}");
+    let long = spawn_piped(&[
+        "run",
+        "--from",
+        &from,
+        "--to",
+        &to_b,
+        "-t",
+        "3",
+        "-b",
+        "100M",
+        "--json",
+        "--no-store",
+    ]);
     std::thread::sleep(Duration::from_millis(800));
     // another third-party request, and a direct test, meet the agent's slot taken
-    let out = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &format!("127.0.0.3:{pc}"),
-            "-t",
-            "1",
-            "--no-store",
-        ],
-        Duration::from_secs(20),
-    );
+    let to_c = format!("127.0.0.3:{pc}");
+    let out = third_party(&from, &to_c, "1", &[]);
     assert_eq!(out.status.code(), Some(1));
     let e = stderr(&out);
     assert!(
@@ -247,19 +196,7 @@ fn a_busy_agent_says_so_and_holds_its_slot_while_it_runs() {
     let first = wait_bounded(long, Duration::from_secs(30));
     assert!(first.status.success(), "{}", stderr(&first));
     // and the slot is free again afterwards
-    let again = run(
-        &[
-            "run",
-            "--from",
-            &from,
-            "--to",
-            &format!("127.0.0.3:{pc}"),
-            "-t",
-            "1",
-            "--no-store",
-        ],
-        Duration::from_secs(20),
-    );
+    let again = third_party(&from, &to_c, "1", &[]);
     assert!(again.status.success(), "{}", stderr(&again));
 }
 
@@ -341,8 +278,7 @@ fn mesh_lab(tag: &str, test: &str) -> Option<MeshLab> {
     if skip_unless_root(test) {
         return None;
     }
-    let cluster = Cluster::shared(test)?;
-    let url = cluster.fresh_database();
+    let url = fresh_db(test)?;
     let lab = Lab::up(tag, &["--count", "4", "--rate", "100M"]);
     let agents = (1..=4)
         .map(|i| {
@@ -381,13 +317,7 @@ impl MeshLab {
         let args = self
             .lab
             .exec_args("h1", &[bin(), "plan", "run", plan, "--db", &self.url]);
-        Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn plan run")
+        spawn_piped(&args)
     }
 }
 

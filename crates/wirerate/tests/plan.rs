@@ -4,51 +4,27 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    assert_no_host_overlap, plan_file, plan_status, stderr, stdout, stored, Agent, LOOP_TARGETS,
+    assert_no_host_overlap, fresh_db, loopback_agents, loopback_hosts, pair_plan, plan_file,
+    plan_status, spawn_piped, stderr, stdout, stored,
 };
-use common::{bin, free_port, run, wait_bounded};
-use wirerate_testpg::Cluster;
+use common::{free_port, run, wait_bounded};
 
 #[test]
 fn two_controllers_on_one_plan_run_each_test_once() {
     let test = "two_controllers_on_one_plan_run_each_test_once";
-    let Some(cluster) = Cluster::shared(test) else {
+    let Some(url) = fresh_db(test) else {
         return;
     };
-    let url = cluster.fresh_database();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
-    let _agents: Vec<Agent> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            Agent::loopback(
-                &format!("127.0.0.{}", i + 1),
-                *p,
-                &["--allow-third-party", LOOP_TARGETS],
-            )
-        })
-        .collect();
+    let _agents = loopback_agents(&ports);
     let dir = tempfile::tempdir().unwrap();
-    let mut text = "name = \"duo\"\n[hosts]\n".to_string();
-    for (i, p) in ports.iter().enumerate() {
-        text += &format!("h{} = \"127.0.0.{}:{p}\"\n", i + 1, i + 1);
-    }
-    text += "[test]\nseconds = 1\nbitrate = \"200M\"\n";
+    let text = loopback_hosts("duo", &ports) + "[test]\nseconds = 1\nbitrate = \"200M\"\n";
     let plan = plan_file(&dir, &text);
     let plan_s = plan.display().to_string();
-    let start = || {
-        Command::new(bin())
-            .args(["plan", "run", &plan_s, "--db", &url, "--workers", "2"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn plan run")
-    };
+    let start = || spawn_piped(&["plan", "run", &plan_s, "--db", &url, "--workers", "2"]);
     let (one, two) = (start(), start());
     let (one, two) = (
         wait_bounded(one, Duration::from_secs(90)),
@@ -154,10 +130,9 @@ fn plan_files_are_checked_before_anything_runs() {
 #[test]
 fn plan_status_of_a_plan_that_never_ran_says_so() {
     let test = "plan_status_of_a_plan_that_never_ran_says_so";
-    let Some(cluster) = Cluster::shared(test) else {
+    let Some(url) = fresh_db(test) else {
         return;
     };
-    let url = cluster.fresh_database();
     let out = run(
         &["plan", "status", "--plan", "nope", "--db", &url],
         Duration::from_secs(20),
@@ -170,26 +145,17 @@ fn plan_status_of_a_plan_that_never_ran_says_so() {
 #[test]
 fn a_scheduled_plan_starts_each_run_on_time() {
     let test = "a_scheduled_plan_starts_each_run_on_time";
-    let Some(cluster) = Cluster::shared(test) else {
+    let Some(url) = fresh_db(test) else {
         return;
     };
-    let url = cluster.fresh_database();
-    let (pa, pb) = (free_port(), free_port());
-    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
-    let _b = Agent::loopback("127.0.0.2", pb, &["--allow-third-party", LOOP_TARGETS]);
-    let dir = tempfile::tempdir().unwrap();
     // two runs 3 s apart, each pair both ways twice
-    let plan = plan_file(
-        &dir,
-        &format!(
-            "name = \"sched\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
-             [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n\
-             [test]\nseconds = 0.5\nbitrate = \"100M\"\n\
-             [schedule]\nrepeat = 2\nruns = 2\nevery_min = 0.05\n"
-        ),
+    let p = pair_plan(
+        "sched",
+        "[test]\nseconds = 0.5\nbitrate = \"100M\"\n\
+         [schedule]\nrepeat = 2\nruns = 2\nevery_min = 0.05\n",
     );
     let out = run(
-        &["plan", "run", &plan.display().to_string(), "--db", &url],
+        &["plan", "run", &p.plan, "--db", &url],
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
@@ -215,38 +181,15 @@ fn a_scheduled_plan_starts_each_run_on_time() {
 #[test]
 fn a_killed_controllers_tests_are_taken_over_when_their_lease_expires() {
     let test = "a_killed_controllers_tests_are_taken_over_when_their_lease_expires";
-    let Some(cluster) = Cluster::shared(test) else {
+    let Some(url) = fresh_db(test) else {
         return;
     };
-    let url = cluster.fresh_database();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
-    let _agents: Vec<Agent> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            Agent::loopback(
-                &format!("127.0.0.{}", i + 1),
-                *p,
-                &["--allow-third-party", LOOP_TARGETS],
-            )
-        })
-        .collect();
+    let _agents = loopback_agents(&ports);
     let dir = tempfile::tempdir().unwrap();
-    let mut text = "name = \"crash\"\n[hosts]\n".to_string();
-    for (i, p) in ports.iter().enumerate() {
-        text += &format!("h{} = \"127.0.0.{}:{p}\"\n", i + 1, i + 1);
-    }
-    text += "[test]\nseconds = 1\nbitrate = \"100M\"\n";
+    let text = loopback_hosts("crash", &ports) + "[test]\nseconds = 1\nbitrate = \"100M\"\n";
     let plan = plan_file(&dir, &text).display().to_string();
-    let controller = || {
-        Command::new(bin())
-            .args(["plan", "run", &plan, "--db", &url, "--lease", "4"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn plan run")
-    };
+    let controller = || spawn_piped(&["plan", "run", &plan, "--db", &url, "--lease", "4"]);
     // the first controller dies (SIGKILL) while it holds claims
     let mut first = controller();
     let mut c = wirerate_store::pg::connect(&url).unwrap();
@@ -307,35 +250,13 @@ fn a_killed_controllers_tests_are_taken_over_when_their_lease_expires() {
 #[test]
 fn a_test_longer_than_its_lease_keeps_its_claim_while_its_controller_lives() {
     let test = "a_test_longer_than_its_lease_keeps_its_claim_while_its_controller_lives";
-    let Some(cluster) = Cluster::shared(test) else {
+    let Some(url) = fresh_db(test) else {
         return;
     };
-    let url = cluster.fresh_database();
-    let (pa, pb) = (free_port(), free_port());
-    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
-    let _b = Agent::loopback("127.0.0.2", pb, &["--allow-third-party", LOOP_TARGETS]);
-    let dir = tempfile::tempdir().unwrap();
-    let plan = plan_file(
-        &dir,
-        &format!(
-            "name = \"long\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
-             [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n\
-             [test]\nseconds = 4\nbitrate = \"100M\"\n"
-        ),
-    )
-    .display()
-    .to_string();
+    let p = pair_plan("long", "[test]\nseconds = 4\nbitrate = \"100M\"\n");
     // 4 s tests under a 3 s lease, with a second controller waiting to take over: only the
     // renewals keep each test with the controller that runs it
-    let start = || {
-        Command::new(bin())
-            .args(["plan", "run", &plan, "--db", &url, "--lease", "3"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn plan run")
-    };
+    let start = || spawn_piped(&["plan", "run", &p.plan, "--db", &url, "--lease", "3"]);
     let (one, two) = (start(), start());
     let one = wait_bounded(one, Duration::from_secs(60));
     let two = wait_bounded(two, Duration::from_secs(60));

@@ -7,9 +7,10 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fleet::fresh_db;
 use common::wait_bounded;
 use wirerate_core::{synth, RunResult};
 use wirerate_testpg::Cluster;
@@ -17,16 +18,25 @@ use wirerate_testpg::Cluster;
 const LIMIT: Duration = Duration::from_secs(60);
 const GBIT: f64 = 1e9;
 
-fn wirerate(args: &[&str]) -> Output {
-    let child = Command::new(common::bin())
+/// The binary with `args`, its output piped, away from the test database.
+fn spawn(args: &[&str]) -> Child {
+    spawn_with(args, Stdio::piped())
+}
+
+/// [`spawn`] with its standard error going to `stderr`.
+fn spawn_with(args: &[&str], stderr: Stdio) -> Child {
+    Command::new(common::bin())
         .args(args)
         .env_remove("WIRERATE_DB")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
-        .unwrap();
-    wait_bounded(child, LIMIT)
+        .unwrap()
+}
+
+fn wirerate(args: &[&str]) -> Output {
+    wait_bounded(spawn(args), LIMIT)
 }
 
 fn ok(args: &[&str]) -> String {
@@ -103,10 +113,9 @@ fn sample_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
 
 #[test]
 fn sqlite_and_postgres_give_the_same_answers() {
-    let Some(cluster) = Cluster::shared("parity") else {
+    let Some(url) = fresh_db("parity") else {
         return;
     };
-    let url = cluster.fresh_database();
     let dir = tempfile::tempdir().unwrap();
     let sqlite = dir.path().join("r.db");
     let sqlite = sqlite.to_str().unwrap();
@@ -215,10 +224,9 @@ fn ack(line: &str) -> Option<i64> {
 
 #[test]
 fn the_matrix_shows_each_host_pair_and_its_change() {
-    let Some(cluster) = Cluster::shared("matrix") else {
+    let Some(url) = fresh_db("matrix") else {
         return;
     };
-    let url = cluster.fresh_database();
     let dir = tempfile::tempdir().unwrap();
     for (label, file) in sample_files(dir.path()) {
         ok(&[
@@ -316,15 +324,10 @@ fn writers_killed_mid_import_lose_nothing_they_acknowledged() {
     let children: Vec<_> = files
         .iter()
         .map(|f| {
-            Command::new(common::bin())
-                .args(["import", "--ids", "--db", &url])
-                .arg(f)
-                .env_remove("WIRERATE_DB")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            spawn_with(
+                &["import", "--ids", "--db", &url, f.to_str().unwrap()],
+                Stdio::null(),
+            )
         })
         .collect();
     // odd writers are killed after a few acknowledgements; even ones run to the end
@@ -415,23 +418,26 @@ fn writers_killed_mid_import_lose_nothing_they_acknowledged() {
 
 #[test]
 fn runs_from_several_clients_at_once_are_all_stored() {
-    let Some(cluster) = Cluster::shared("run_concurrent") else {
+    let Some(url) = fresh_db("run_concurrent") else {
         return;
     };
-    let url = cluster.fresh_database();
     let server = common::ServerProc::start(&[]);
     let port = server.port.to_string();
     let children: Vec<_> = (0..4)
         .map(|_| {
-            Command::new(common::bin())
-                .args(["run", "127.0.0.1", "-p", &port, "-n", "1M"])
-                .args(["--label", "many", "--json", "--db", &url])
-                .env_remove("WIRERATE_DB")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn(&[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-n",
+                "1M",
+                "--label",
+                "many",
+                "--json",
+                "--db",
+                &url,
+            ])
         })
         .collect();
     let mut done = 0;
@@ -568,10 +574,9 @@ fn a_reader_role_reads_and_a_newer_layout_is_refused() {
 
 #[test]
 fn a_repeat_set_is_stored_under_one_group() {
-    let Some(cluster) = Cluster::shared("repeat") else {
+    let Some(url) = fresh_db("repeat") else {
         return;
     };
-    let url = cluster.fresh_database();
     let o = wirerate(&[
         "run", "-n", "1M", "--repeat", "3", "--label", "rep", "--json", "--db", &url,
     ]);

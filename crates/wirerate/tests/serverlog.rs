@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{run, stderr, wr, ServerProc};
+use common::{json_lines, log_until, run, stderr, wr, ServerProc};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -17,13 +17,6 @@ fn client(port: u16, extra: &[&str]) -> std::process::Output {
     run(&args, LIMIT)
 }
 
-/// Every line of the log as JSON; a line that does not parse fails the test.
-fn lines(log: &str) -> Vec<Value> {
-    log.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect()
-}
-
 fn tests_of(log: &[Value]) -> Vec<&Value> {
     log.iter().filter(|v| v["event"] == "test").collect()
 }
@@ -31,20 +24,7 @@ fn tests_of(log: &[Value]) -> Vec<&Value> {
 /// The log file's lines once it holds `tests` test lines (the server writes a test's line
 /// just after its client has its result), or whatever it holds after a few seconds.
 fn log_with_tests(file: &std::path::Path, tests: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let log = lines(&std::fs::read_to_string(file).unwrap_or_default());
-        if tests_of(&log).len() >= tests || Instant::now() > deadline {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn hangup(srv: &ServerProc) {
-    let pid = libc::pid_t::try_from(srv.child.id()).unwrap();
-    // SAFETY: sends a signal to our own child, by its id.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    log_until(file, |l| tests_of(l).len() >= tests)
 }
 
 #[test]
@@ -114,7 +94,7 @@ fn json_rejections_are_rate_limited_too() {
         let _ = std::io::Read::read_to_end(&mut s, &mut sink);
     }
     std::thread::sleep(Duration::from_millis(200));
-    let log = lines(&srv.stop());
+    let log = json_lines(&srv.stop());
     let refused = log
         .iter()
         .filter(|v| v["event"] == "connection" && v["decision"] == "refused")
@@ -146,7 +126,7 @@ fn sighup_changes_the_next_test_and_the_running_one_completes() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     std::fs::write(&file, "[[rule]]\nname = \"tight\"\nmax_duration_s = 1\n").unwrap();
-    hangup(&srv);
+    srv.hangup();
     let started = Instant::now();
     let out = common::wait_bounded(running, LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -163,7 +143,7 @@ fn sighup_changes_the_next_test_and_the_running_one_completes() {
     );
     // a file that fails to load keeps the rules in force
     std::fs::write(&file, "[[rule]]\nmax_duration_s = \"soon\"\n").unwrap();
-    hangup(&srv);
+    srv.hangup();
     std::thread::sleep(Duration::from_millis(600));
     let again = client(srv.port, &["-t", "2"]);
     assert!(

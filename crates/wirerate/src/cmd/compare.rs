@@ -45,17 +45,8 @@ pub struct Args {
     /// run and the change against the previous period (instead of A against B)
     #[arg(long, conflicts_with_all = ["a", "b", "fail_if_slower"])]
     pub matrix: bool,
-    /// With --matrix: only runs stored with this label (a plan's runs: plan:NAME)
-    #[arg(long, value_name = "NAME")]
-    pub label: Option<String>,
-    /// With --matrix: only runs started within this span before the newest (90s, 30m, 12h,
-    /// 7d, 2w)
-    #[arg(long, value_name = "SPAN")]
-    pub since: Option<String>,
-    /// With --matrix: the length of a period, the latest compared with the one before
-    /// [default: 1d]
-    #[arg(long, value_name = "SPAN")]
-    pub period: Option<String>,
+    #[command(flatten)]
+    pub matrix_opts: super::matrix::MatrixOpts,
     /// Print the comparison as JSON
     #[arg(long)]
     pub json: bool,
@@ -73,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return exit::usage("--fail-if-slower takes a percentage from 0 to below 100");
         }
     }
-    super::matrix::only_with_matrix(args.matrix, &args.label, &args.since, &args.period)?;
+    args.matrix_opts.only_with_matrix(args.matrix)?;
     let (Some(a), Some(b)) = (&args.a, &args.b) else {
         return matrix(args);
     };
@@ -115,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn matrix(args: Args) -> anyhow::Result<ExitCode> {
-    let margs = super::matrix::args(args.label, args.since.as_deref(), args.period.as_deref())?;
+    let margs = args.matrix_opts.args()?;
     let store = open_existing(args.db)?;
     let (m, runs) = super::matrix::build(&store, &margs)?;
     let report = if args.json {

@@ -167,42 +167,56 @@ pub fn text(m: &PairMatrix, args: &MatrixArgs, runs: usize) -> String {
     out
 }
 
-/// Refuses --label, --since and --period without --matrix (clap's `requires` cannot see
-/// a flag's absence).
-pub fn only_with_matrix(
-    matrix: bool,
-    label: &Option<String>,
-    since: &Option<String>,
-    period: &Option<String>,
-) -> anyhow::Result<()> {
-    let given = [("--label", label), ("--since", since), ("--period", period)]
-        .into_iter()
-        .find(|(_, v)| v.is_some());
-    match given {
-        Some((flag, _)) if !matrix => exit::usage(format!("{flag} goes with --matrix")),
-        _ => Ok(()),
-    }
+/// The options that choose and split the runs of a host-pair matrix, for `compare --matrix`
+/// and `report --matrix`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MatrixOpts {
+    /// With --matrix: only runs stored with this label (a plan's runs: plan:NAME)
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+    /// With --matrix: only runs started within this span before the newest (90s, 30m, 12h,
+    /// 7d, 2w)
+    #[arg(long, value_name = "SPAN")]
+    pub since: Option<String>,
+    /// With --matrix: the length of a period, the latest compared with the one before
+    /// [default: 1d]
+    #[arg(long, value_name = "SPAN")]
+    pub period: Option<String>,
 }
 
-/// Checks the spans given on the command line.
-pub fn args(
-    label: Option<String>,
-    since: Option<&str>,
-    period: Option<&str>,
-) -> anyhow::Result<MatrixArgs> {
-    let since_s = match since.map(parse_span).transpose() {
-        Ok(s) => s,
-        Err(e) => return exit::usage(format!("--since {e}")),
-    };
-    let period_s = match parse_span(period.unwrap_or("1d")) {
-        Ok(p) => p,
-        Err(e) => return exit::usage(format!("--period {e}")),
-    };
-    Ok(MatrixArgs {
-        label,
-        since_s,
-        period_s,
-    })
+impl MatrixOpts {
+    /// Refuses --label, --since and --period without --matrix (clap's `requires` cannot
+    /// see a flag's absence).
+    pub fn only_with_matrix(&self, matrix: bool) -> anyhow::Result<()> {
+        let given = [
+            ("--label", &self.label),
+            ("--since", &self.since),
+            ("--period", &self.period),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.is_some());
+        match given {
+            Some((flag, _)) if !matrix => exit::usage(format!("{flag} goes with --matrix")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the spans given on the command line.
+    pub fn args(&self) -> anyhow::Result<MatrixArgs> {
+        let since_s = match self.since.as_deref().map(parse_span).transpose() {
+            Ok(s) => s,
+            Err(e) => return exit::usage(format!("--since {e}")),
+        };
+        let period_s = match parse_span(self.period.as_deref().unwrap_or("1d")) {
+            Ok(p) => p,
+            Err(e) => return exit::usage(format!("--period {e}")),
+        };
+        Ok(MatrixArgs {
+            label: self.label.clone(),
+            since_s,
+            period_s,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -38,16 +38,8 @@ pub struct Args {
     /// against the previous period
     #[arg(long)]
     pub matrix: bool,
-    /// With --matrix: only runs stored with this label (a plan's runs: plan:NAME)
-    #[arg(long, value_name = "NAME")]
-    pub label: Option<String>,
-    /// With --matrix: only runs started within this span before the newest (30m, 12h, 7d)
-    #[arg(long, value_name = "SPAN")]
-    pub since: Option<String>,
-    /// With --matrix: the length of a period, the latest compared with the one before
-    /// [default: 1d]
-    #[arg(long, value_name = "SPAN")]
-    pub period: Option<String>,
+    #[command(flatten)]
+    pub matrix_opts: super::matrix::MatrixOpts,
     /// The HTML file to write ('-' for standard output)
     #[arg(short, long, value_name = "FILE", default_value = "report.html")]
     pub output: PathBuf,
@@ -64,13 +56,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| Operand::parse(s).map(|o| (s.clone(), o)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    super::matrix::only_with_matrix(args.matrix, &args.label, &args.since, &args.period)?;
+    args.matrix_opts.only_with_matrix(args.matrix)?;
     let margs = if args.matrix {
-        Some(super::matrix::args(
-            args.label.clone(),
-            args.since.as_deref(),
-            args.period.as_deref(),
-        )?)
+        Some(args.matrix_opts.args()?)
     } else {
         None
     };

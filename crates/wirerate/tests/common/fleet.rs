@@ -1,10 +1,9 @@
 //! Helpers for the fleet tests: agents (`wirerate serve`) ended by PID, plan files, and
 //! what a plan left in its database.
 
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -23,19 +22,8 @@ impl Agent {
         let p = port.to_string();
         let mut args = vec!["serve", "-B", ip, "-p", &p];
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "agent on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let child = spawn_quiet(&args);
+        super::wait_listening(format!("{ip}:{port}").parse().unwrap(), "agent");
         Agent { child }
     }
 
@@ -43,13 +31,7 @@ impl Agent {
     pub fn in_lab(lab: &Lab, host: &str, extra: &[&str]) -> Agent {
         let mut args = lab.exec_args(host, &[bin(), "serve", "-p", "5350"]);
         args.extend_from_slice(extra);
-        let child = Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve in the lab");
+        let child = spawn_quiet(&args);
         lab.wait_listening(host, 5350);
         Agent { child }
     }
@@ -58,6 +40,28 @@ impl Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `wirerate args…` with no input and its output dropped.
+fn spawn_quiet(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"))
+}
+
+/// `wirerate args…` with no input and its output piped, for `wait_bounded` (or a kill).
+pub fn spawn_piped(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"))
 }
 
 impl Drop for Agent {
@@ -77,6 +81,63 @@ pub fn stdout(o: &Output) -> String {
 }
 
 pub const LOOP_TARGETS: &str = "--third-party-targets=127.0.0.0/8";
+
+/// Agents on 127.0.0.1, 127.0.0.2, … (one for each port) that run third-party tests towards
+/// loopback.
+pub fn loopback_agents(ports: &[u16]) -> Vec<Agent> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Agent::loopback(
+                &format!("127.0.0.{}", i + 1),
+                *p,
+                &["--allow-third-party", LOOP_TARGETS],
+            )
+        })
+        .collect()
+}
+
+/// The start of a plan named `name` whose hosts h1, h2, … are the agents of
+/// [`loopback_agents`] on these ports.
+pub fn loopback_hosts(name: &str, ports: &[u16]) -> String {
+    let mut text = format!("name = \"{name}\"\n[hosts]\n");
+    for (i, p) in ports.iter().enumerate() {
+        text += &format!("h{} = \"127.0.0.{}:{p}\"\n", i + 1, i + 1);
+    }
+    text
+}
+
+/// Two loopback agents and a plan file naming them: a (127.0.0.1) and b (127.0.0.2), tested
+/// both ways. The agents stop when this is dropped.
+pub struct PairPlan {
+    pub plan: String,
+    _agents: Vec<Agent>,
+    _dir: tempfile::TempDir,
+}
+
+/// [`PairPlan`] of a plan named `name`, with `rest` (its [test] and other tables) after
+/// its hosts and matrix.
+pub fn pair_plan(name: &str, rest: &str) -> PairPlan {
+    let (pa, pb) = (super::free_port(), super::free_port());
+    let agents = loopback_agents(&[pa, pb]);
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "name = \"{name}\"\n[hosts]\na = \"127.0.0.1:{pa}\"\nb = \"127.0.0.2:{pb}\"\n\
+         [matrix]\nkind = \"pairs\"\npairs = [[\"a\", \"b\"]]\nboth_ways = true\n{rest}"
+    );
+    PairPlan {
+        plan: plan_file(&dir, &text).display().to_string(),
+        _agents: agents,
+        _dir: dir,
+    }
+}
+
+/// A fresh database in this test process's throwaway cluster; None (the test skips, with
+/// the reason printed) where there is no cluster.
+pub fn fresh_db(test: &str) -> Option<String> {
+    Some(wirerate_testpg::Cluster::shared(test)?.fresh_database())
+}
 
 /// A plan file in a temporary directory.
 pub fn plan_file(dir: &tempfile::TempDir, text: &str) -> PathBuf {

@@ -7,7 +7,8 @@ pub mod fleet;
 pub mod lab;
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -119,12 +120,15 @@ impl ServerProc {
             .spawn()
             .expect("spawn server");
         let s = ServerProc { child, port };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start listening");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "server");
         s
+    }
+
+    /// Sends the server SIGHUP (reload its users and limits).
+    pub fn hangup(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: sends a signal to our own child, by its id.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
     }
 
     pub fn alive(&mut self) -> bool {
@@ -150,6 +154,57 @@ impl Drop for ServerProc {
     }
 }
 
+/// Waits (5 s at most) until something accepts TCP connections at `addr`; `what` names it
+/// when the wait fails the test.
+pub fn wait_listening(addr: SocketAddr, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        assert!(Instant::now() < deadline, "{what} on {addr} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `wirerate user add NAME` into the users file (few hash iterations, for speed), with the
+/// password from the environment.
+pub fn add_user(users: &Path, name: &str, password: &str) {
+    let out = wr()
+        .args(["user", "add", name, "--users", users.to_str().unwrap()])
+        .args(["--iterations", "4096"])
+        .env("WIRERATE_PASSWORD", password)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Every line of a JSON log; a line that does not parse fails the test.
+pub fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The lines of a JSON log file (none while it does not exist yet).
+pub fn log_lines(file: &Path) -> Vec<serde_json::Value> {
+    json_lines(&std::fs::read_to_string(file).unwrap_or_default())
+}
+
+/// The log file's lines once `pred` holds of them, or whatever it holds after a few seconds
+/// (a server writes a test's line just after its client has the result).
+pub fn log_until(
+    file: &Path,
+    pred: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = log_lines(file);
+        if pred(&log) || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
