@@ -439,3 +439,106 @@ fn an_agent_killed_mid_plan_fails_its_tests_and_the_rest_complete() {
     assert_eq!(done + failed, 12);
     assert_eq!(stored(&m.url, "kill").0, done);
 }
+
+/// Runs in a loop from one lab host towards a server on another, each storing its result in
+/// PostgreSQL; every third run is killed (SIGKILL) a moment after it starts, wherever it is
+/// (the test, the store's transaction). Returns (runs that exited 0, runs killed).
+fn writer(lab: &Lab, from: &str, to_ip: &str, url: &str, label: &str) -> (u32, u32) {
+    let (mut acked, mut killed) = (0, 0);
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut n = 0u32;
+    while Instant::now() < end {
+        n += 1;
+        let cmd = [
+            bin(),
+            "run",
+            to_ip,
+            "-p",
+            "5350",
+            "-n",
+            "256K",
+            "--label",
+            label,
+            "--json",
+            "--db",
+            url,
+        ];
+        let mut child = spawn_piped(&lab.exec_args(from, &cmd));
+        if n % 3 == 0 {
+            std::thread::sleep(Duration::from_millis(20 + u64::from(n % 7) * 15));
+            // lab exec becomes the command: this is wirerate's own PID
+            if child.kill().is_ok() {
+                let status = child.wait().unwrap();
+                if status.success() {
+                    acked += 1;
+                } else {
+                    killed += 1;
+                }
+                continue;
+            }
+        }
+        if wait_bounded(child, Duration::from_secs(20))
+            .status
+            .success()
+        {
+            acked += 1;
+        }
+    }
+    (acked, killed)
+}
+
+#[test]
+fn writers_in_several_namespaces_killed_at_random_lose_no_acknowledged_result() {
+    let test = "writers_in_several_namespaces_killed_at_random_lose_no_acknowledged_result";
+    if skip_unless_root(test) {
+        return;
+    }
+    let Some(url) = fresh_db(test) else {
+        return;
+    };
+    // three disjoint pairs on one bridge: h2 -> h1, h4 -> h3, h6 -> h5; the database is
+    // reached over its Unix socket, which every network namespace shares
+    let lab = Lab::up("pw", &["--count", "6", "--rate", "1G"]);
+    let _servers: Vec<Agent> = ["h1", "h3", "h5"]
+        .iter()
+        .map(|h| Agent::in_lab(&lab, h, &[]))
+        .collect();
+    let label = "ns-writers";
+    let results: Vec<(u32, u32)> = std::thread::scope(|s| {
+        let handles: Vec<_> = [
+            ("h2", "10.77.0.1"),
+            ("h4", "10.77.0.3"),
+            ("h6", "10.77.0.5"),
+        ]
+        .into_iter()
+        .map(|(from, to)| {
+            let (lab, url) = (&lab, url.as_str());
+            s.spawn(move || writer(lab, from, to, url, label))
+        })
+        .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let acked: u32 = results.iter().map(|r| r.0).sum();
+    let killed: u32 = results.iter().map(|r| r.1).sum();
+    let mut c = wirerate_store::pg::connect(&url).unwrap();
+    let row = c
+        .query_one(
+            "SELECT count(*), count(DISTINCT run_key) FROM runs WHERE label = $1",
+            &[&label],
+        )
+        .unwrap();
+    let (rows, keys): (i64, i64) = (row.get(0), row.get(1));
+    println!(
+        "{acked} runs acknowledged (exit 0), {killed} killed, {rows} stored, per writer {results:?}"
+    );
+    assert!(
+        acked >= 3 && killed >= 1,
+        "every writer ran, some were killed: {results:?}"
+    );
+    assert_eq!(rows, keys, "a run stored twice");
+    // nothing acknowledged is lost; a killed run may or may not have committed
+    assert!(
+        rows >= i64::from(acked) && rows <= i64::from(acked + killed),
+        "{rows} stored for {acked} acknowledged and {killed} killed"
+    );
+}
