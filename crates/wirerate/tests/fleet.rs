@@ -464,7 +464,7 @@ fn writer(lab: &Lab, from: &str, to_ip: &str, url: &str, label: &str) -> (u32, u
             url,
         ];
         let mut child = spawn_piped(&lab.exec_args(from, &cmd));
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             std::thread::sleep(Duration::from_millis(20 + u64::from(n % 7) * 15));
             // lab exec becomes the command: this is wirerate's own PID
             if child.kill().is_ok() {
