@@ -45,7 +45,8 @@ enum Command {
     Wire(cmd::wire::Args),
     /// Classic ttcp: its flags, raw-bytes wire protocol and report lines
     Ttcp(cmd::ttcp::Args),
-    /// Emulated links: hosts in network namespaces joined by a shaped veth (needs root)
+    /// Emulated links: hosts in network namespaces, two on a shaped veth or up to 16 on a
+    /// bridge, each link shaped (needs root)
     Lab(cmd::lab::Args),
     /// Test plans over many agents (mesh, pairs, star), worked through a PostgreSQL queue
     Plan(cmd::plan::Args),
