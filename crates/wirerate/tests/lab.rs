@@ -439,6 +439,7 @@ fn lab_up_prints_a_test_across_the_lab_that_runs_as_printed() {
     if skip_unless_root(test) {
         return;
     }
+    let turn = Lab::turn();
     let name = format!("gs{}", std::process::id() % 100_000);
     // no wirerate on this PATH: what works must work through `lab exec` alone
     let path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -447,7 +448,7 @@ fn lab_up_prints_a_test_across_the_lab_that_runs_as_printed() {
         .env("PATH", path)
         .output()
         .expect("lab up");
-    let lab = Lab { name };
+    let lab = Lab::adopt(name, turn);
     let text = String::from_utf8_lossy(&up.stdout).into_owned();
     assert!(
         up.status.success(),

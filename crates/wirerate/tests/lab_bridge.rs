@@ -10,14 +10,6 @@ use std::time::Duration;
 
 use common::lab::{read_json, skip_unless_root, wirerate, Lab, Proc, BIN};
 
-/// The tests of this file run one at a time: with both labs' flows at once on two shared
-/// cores, a receiver measured 10.6 Mbit/s of goodput on a 10 Mbit/s link (more than the link
-/// carried in the counted window), and the per-pair bound is what this file checks.
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn netns_list() -> String {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -25,7 +17,6 @@ fn netns_list() -> String {
 
 #[test]
 fn lab_of_five_hosts_on_a_bridge_up_status_down() {
-    let _alone = alone();
     let test = "lab_of_five_hosts_on_a_bridge_up_status_down";
     if skip_unless_root(test) {
         return;
@@ -99,7 +90,6 @@ fn lab_of_five_hosts_on_a_bridge_up_status_down() {
 
 #[test]
 fn lab_disjoint_pairs_on_a_bridge_each_have_their_own_wire() {
-    let _alone = alone();
     let test = "lab_disjoint_pairs_on_a_bridge_each_have_their_own_wire";
     if skip_unless_root(test) {
         return;
