@@ -197,27 +197,30 @@ impl SideRun {
         let mut workers = Vec::new();
         let mut streams = streams;
         let mut pool = Vec::new();
+        // the plan of one stream's worker, pooled or on a thread of its own
+        let plan_of = |a: &Attached, counters: &Arc<Counters>, file| Plan {
+            id: a.id,
+            flow: a.flow,
+            role: a.role,
+            spec: spec.clone(),
+            start,
+            idle,
+            counters: counters.clone(),
+            stop: stop.clone(),
+            peer_done: peer_done.clone(),
+            file,
+        };
         if pooled(&spec, &streams, &ctx) {
             // both sides deal flows to workers in the same order (see pool.rs)
             streams.sort_by_key(|a| (a.flow != Flow::ClientToServer, a.id));
             let mut flows = Vec::with_capacity(streams.len());
             for a in streams {
+                let counters = Arc::new(Counters::default());
+                let plan = plan_of(&a, &counters, None);
                 let DataSock::Tcp(t) = a.sock else { continue };
                 let sock = Arc::new(t);
-                let counters = Arc::new(Counters::default());
                 flows.push(crate::pool::PoolFlow {
-                    plan: Plan {
-                        id: a.id,
-                        flow: a.flow,
-                        role: a.role,
-                        spec: spec.clone(),
-                        start,
-                        idle,
-                        counters: counters.clone(),
-                        stop: stop.clone(),
-                        peer_done: peer_done.clone(),
-                        file: None,
-                    },
+                    plan,
                     sock: sock.clone(),
                 });
                 workers.push(Worker {
@@ -231,14 +234,9 @@ impl SideRun {
                     pooled: true,
                 });
             }
-            let client_side = workers
+            let cpu = workers
                 .first()
-                .is_some_and(|w| Side::Client.role(w.flow) == w.role);
-            let cpu = if client_side {
-                ctx.cpu
-            } else {
-                spec.server_cpu
-            };
+                .and_then(|w| pinned_cpu(&spec, &ctx, w.flow, w.role));
             let threads = ctx
                 .threads
                 .unwrap_or_else(|| crate::pool::default_threads(flows.len()));
@@ -272,18 +270,7 @@ impl SideRun {
                 let _ = crate::net::set_tos(&SockRef::from(u), tos);
             }
             let counters = Arc::new(Counters::default());
-            let plan = Plan {
-                id: a.id,
-                flow: a.flow,
-                role: a.role,
-                spec: spec.clone(),
-                start,
-                idle,
-                counters: counters.clone(),
-                stop: stop.clone(),
-                peer_done: peer_done.clone(),
-                file: ctx.file.clone(),
-            };
+            let plan = plan_of(&a, &counters, ctx.file.clone());
             let sock = a.sock;
             let (tx, ctx) = (msg_tx.clone(), ctx.clone());
             let name = format!("wr-{:?}-{}", a.role, a.id).to_lowercase();
@@ -745,20 +732,29 @@ fn lost_stream(w: &Worker, start: Instant) -> StreamReport {
     }
 }
 
-/// Runs one stream's worker: the bulk, rr or sweep worker its test and role call for.
-fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> StreamReport {
-    let spec = plan.spec.clone();
-    let client_side = Side::Client.role(plan.flow) == plan.role;
-    let cpu = if client_side {
+/// The CPU a stream's worker is pinned to: the client's own (`-A`), or the one the spec asks
+/// of the server.
+fn pinned_cpu(spec: &TestSpec, ctx: &RunContext, flow: Flow, role: Role) -> Option<u32> {
+    if Side::Client.role(flow) == role {
         ctx.cpu
     } else {
         spec.server_cpu
-    };
+    }
+}
+
+/// Runs one stream's worker: the bulk, rr or sweep worker its test and role call for.
+fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> StreamReport {
+    let spec = plan.spec.clone();
+    let cpu = pinned_cpu(&spec, &ctx, plan.flow, plan.role);
     if let Some(cpu) = cpu {
         if let Err(e) = pin_thread(cpu) {
             // the stream closes unused: its peer ends at once, and the test fails saying why
             let t0 = ThreadTimes::now();
-            let side = if client_side { "client" } else { "server" };
+            let side = if Side::Client.role(plan.flow) == plan.role {
+                "client"
+            } else {
+                "server"
+            };
             let msg = format!("cannot pin the {side}'s stream thread to CPU {cpu}: {e}");
             return crate::stream::Tally::new(&plan).report(&plan, t0, Some(msg));
         }
