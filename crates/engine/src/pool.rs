@@ -24,7 +24,7 @@ use wirerate_core::spec::{End, RecvMode};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;
 
-use crate::stream::{describe, pattern, queued_bytes, Batching, Deadline, Plan, Tally};
+use crate::stream::{describe, held, pattern, Batching, Deadline, Plan, Tally};
 
 /// The most data workers one side may run (`-T`).
 pub const MAX_THREADS: usize = wirerate_core::spec::limits::MAX_WORKERS as usize;
@@ -453,9 +453,8 @@ impl Flow {
                 Ok(n) => {
                     let now = Instant::now();
                     self.last_progress = now;
-                    if self.tally.add(n, now, &self.plan.counters) {
-                        self.tally.still_warm_up(queued_bytes(&self.sock));
-                    }
+                    self.tally
+                        .add_received(n, now, &self.plan.counters, || held(&self.sock));
                     if let Some(batch) = self.batch.as_mut() {
                         batch.after_read(&self.sock, n, now);
                     }

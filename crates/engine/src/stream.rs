@@ -48,6 +48,33 @@ pub struct Plan {
     pub file: Option<Arc<PathBuf>>,
 }
 
+/// What a TCP socket still holds for its reader after a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    /// Bytes readable now (FIONREAD).
+    pub in_order: u64,
+    /// Receive memory in use, backlog included (SO_MEMINFO): the readable bytes' buffers and
+    /// those of segments held out of order.
+    pub memory: u64,
+}
+
+impl Held {
+    /// Whether the socket holds more memory than its readable bytes explain: segments that
+    /// arrived after a loss wait out of order for the hole to be filled. A buffer costs the
+    /// kernel less than twice its payload for full-sized segments.
+    pub fn behind_a_hole(&self) -> bool {
+        self.memory > 2 * self.in_order + 4096
+    }
+}
+
+/// Where a counted window opens: the bytes before it, its time and the thread's CPU times.
+#[derive(Clone, Copy)]
+struct Opening {
+    counted_from: u64,
+    at: Instant,
+    times: Option<ThreadTimes>,
+}
+
 /// Running tallies, turned into a report at the end.
 pub struct Tally {
     bytes: u64,
@@ -60,6 +87,9 @@ pub struct Tally {
     /// This thread's CPU times when the counted window opened after a warm-up.
     window_times: Option<ThreadTimes>,
     omitted: bool,
+    /// A receiver's opening at its first read after the warm-up, used if no read found its
+    /// socket free of held segments.
+    fallback: Option<Opening>,
     last: Instant,
     /// Whether the window's opening reads this thread's CPU times (a worker serving many
     /// flows keeps its own times instead).
@@ -77,6 +107,7 @@ impl Tally {
             window_start: plan.start,
             window_times: None,
             omitted: plan.spec.omit_s > 0.0,
+            fallback: None,
             last: plan.start,
             thread_times: true,
         }
@@ -90,48 +121,95 @@ impl Tally {
         }
     }
 
-    /// Records one call; true when this call opened the counted window.
+    /// Records one call; true when this call opened the counted window. A sender's window
+    /// opens at its first call after the warm-up.
     #[inline]
     pub fn add(&mut self, n: usize, now: Instant, c: &Counters) -> bool {
-        self.bytes += n as u64;
+        self.count(n, now, c);
         let opened = self.omitted && now >= self.omit_end;
         if opened {
-            // This call may carry bytes that arrived (or left) during the warm-up, so it
-            // still belongs to the warm-up; the counted window opens when it returns.
-            self.omitted = false;
-            self.counted_from = self.bytes;
-            self.window_start = now;
-            if self.thread_times {
-                self.window_times = Some(ThreadTimes::now());
+            self.open(now);
+        }
+        opened
+    }
+
+    /// Records one read of a TCP receiver. Its window opens at the first read after the
+    /// warm-up that leaves no segment held behind a hole, with the bytes then readable left
+    /// out: both arrived during the warm-up, and reading them later must not count them.
+    ///
+    /// On a path that keeps losing, that read may come late or never. The first read after
+    /// the warm-up is then the opening, with all the receive memory then in use left out: a
+    /// bound above the bytes held, so the figure errs low, never above what crossed. It is
+    /// used when the window of the first hole-free read spans less than half of its own.
+    #[inline]
+    pub fn add_received(
+        &mut self,
+        n: usize,
+        now: Instant,
+        c: &Counters,
+        held: impl FnOnce() -> Held,
+    ) {
+        self.count(n, now, c);
+        if self.omitted && now >= self.omit_end {
+            let held = held();
+            if !held.behind_a_hole() {
+                self.open(now);
+                self.counted_from += held.in_order;
+            } else if self.fallback.is_none() {
+                self.fallback = Some(Opening {
+                    counted_from: self.bytes + held.in_order.max(held.memory),
+                    at: now,
+                    times: self.thread_times.then(ThreadTimes::now),
+                });
             }
         }
+    }
+
+    #[inline]
+    fn count(&mut self, n: usize, now: Instant, c: &Counters) {
+        self.bytes += n as u64;
         self.calls += 1;
         self.last = now;
         c.bytes.fetch_add(n as u64, Ordering::Relaxed);
         c.calls.fetch_add(1, Ordering::Relaxed);
-        opened
     }
 
-    /// Bytes already queued when the window opened arrived during the warm-up: they are
-    /// read later but not counted.
-    pub fn still_warm_up(&mut self, queued: u64) {
-        self.counted_from += queued;
+    /// Opens the counted window when the call that ends at `now` returns: that call may carry
+    /// bytes that arrived (or left) during the warm-up, so it still belongs to the warm-up.
+    fn open(&mut self, now: Instant) {
+        self.omitted = false;
+        self.counted_from = self.bytes;
+        self.window_start = now;
+        if self.thread_times {
+            self.window_times = Some(ThreadTimes::now());
+        }
     }
 
     /// The stream's report; `t0` are the thread's CPU times when it started, and only the
     /// CPU spent inside the counted window is charged.
     pub fn report(&self, plan: &Plan, t0: ThreadTimes, error: Option<String>) -> StreamReport {
+        let opened = (!self.omitted).then_some(Opening {
+            counted_from: self.counted_from,
+            at: self.window_start,
+            times: self.window_times,
+        });
+        let window = match (opened, self.fallback) {
+            (Some(o), Some(f))
+                if 2 * self.last.saturating_duration_since(o.at)
+                    < self.last.saturating_duration_since(f.at) =>
+            {
+                Some(f)
+            }
+            (Some(o), _) => Some(o),
+            (None, f) => f,
+        };
         let times = if self.thread_times {
-            ThreadTimes::now().since(self.window_times.unwrap_or(t0))
+            ThreadTimes::now().since(window.and_then(|w| w.times).unwrap_or(t0))
         } else {
             ThreadTimes::default()
         };
-        let counted = if self.omitted {
-            0
-        } else {
-            self.bytes.saturating_sub(self.counted_from)
-        };
-        let window_start = self.window_start;
+        let counted = window.map_or(0, |w| self.bytes.saturating_sub(w.counted_from));
+        let window_start = window.map_or(self.window_start, |w| w.at);
         StreamReport {
             id: plan.id,
             flow: plan.flow,
@@ -476,11 +554,7 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
             Ok(0) => break,
             Ok(n) => {
                 let now = Instant::now();
-                if t.add(n, now, &plan.counters) {
-                    // a reader that was late (a busy host) may find more queued than one
-                    // read takes; that backlog belongs to the warm-up too
-                    t.still_warm_up(queued_bytes(&sock));
-                }
+                t.add_received(n, now, &plan.counters, || held(&sock));
                 batch.after_read(&sock, n, now);
                 if let Some((f, name)) = sink.as_mut() {
                     if let Err(e) = f.write_all(&buf[..n]) {
@@ -547,22 +621,39 @@ impl Batching {
     }
 }
 
-/// Bytes waiting in a socket's receive queue (FIONREAD); 0 if the kernel will not say.
-pub(crate) fn queued_bytes(sock: &TcpStream) -> u64 {
+/// What a TCP socket holds for its reader: FIONREAD, and SO_MEMINFO's receive memory and
+/// backlog. What the kernel will not say counts as nothing held.
+pub(crate) fn held(sock: &TcpStream) -> Held {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
     let mut n: libc::c_int = 0;
     // SAFETY: FIONREAD writes one int into `n`.
-    let rc = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            libc::FIONREAD,
-            &mut n,
-        )
-    };
-    if rc == 0 {
+    let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    let in_order = if rc == 0 {
         u64::try_from(n).unwrap_or(0)
     } else {
         0
-    }
+    };
+    let mut mem = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = std::mem::size_of_val(&mem) as libc::socklen_t;
+    // SAFETY: SO_MEMINFO writes at most `len` bytes into `mem` and the length it wrote into
+    // `len`; both point at locals that outlive the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            mem.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let memory = if rc == 0 {
+        u64::from(mem[libc::SK_MEMINFO_RMEM_ALLOC as usize])
+            + u64::from(mem[libc::SK_MEMINFO_BACKLOG as usize])
+    } else {
+        0
+    };
+    Held { in_order, memory }
 }
 
 /// How a stream's error begins when it ended for want of progress: the server then ends the
@@ -575,5 +666,117 @@ pub(crate) fn describe(e: &io::Error, what: &str) -> String {
             format!("{STALLED} while {what}: no progress within the idle timeout")
         }
         _ => format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receiver_plan(omit_s: f64) -> Plan {
+        Plan {
+            id: 0,
+            flow: Flow::ClientToServer,
+            role: Role::Receiver,
+            spec: Arc::new(TestSpec {
+                omit_s,
+                ..TestSpec::default()
+            }),
+            start: Instant::now(),
+            idle: Duration::from_secs(5),
+            counters: Arc::default(),
+            stop: Arc::default(),
+            peer_done: Arc::default(),
+            file: None,
+        }
+    }
+
+    const CLEAN: Held = Held {
+        in_order: 0,
+        memory: 0,
+    };
+    /// Segments held out of order: nothing readable, 96 KiB of memory in use.
+    const HOLE: Held = Held {
+        in_order: 0,
+        memory: 96 * 1024,
+    };
+
+    #[test]
+    fn memory_that_readable_bytes_explain_is_no_hole() {
+        assert!(!CLEAN.behind_a_hole());
+        assert!(HOLE.behind_a_hole());
+        // a reader behind on loopback: 3 MB readable in about as much memory
+        let behind = Held {
+            in_order: 3_000_000,
+            memory: 3_300_000,
+        };
+        assert!(!behind.behind_a_hole());
+        let both = Held {
+            in_order: 14_480,
+            memory: 166_768,
+        };
+        assert!(both.behind_a_hole());
+    }
+
+    #[test]
+    fn a_receivers_window_waits_for_the_hole_to_be_filled() {
+        let plan = receiver_plan(0.001);
+        let mut t = Tally::new(&plan);
+        let c = Counters::default();
+        let t1 = plan.start + Duration::from_millis(2);
+        t.add_received(1000, plan.start, &c, || unreachable!("inside the warm-up"));
+        // after the warm-up, segments wait behind a hole: the window stays shut
+        t.add_received(1000, t1, &c, || HOLE);
+        assert!(t.omitted);
+        // the hole is filled: 50 000 bytes that crossed during the warm-up become readable
+        // at once and are left out, with the read that found them
+        let t2 = t1 + Duration::from_millis(100);
+        t.add_received(8000, t2, &c, || Held {
+            in_order: 50_000,
+            memory: 60_000,
+        });
+        assert!(!t.omitted);
+        t.add_received(50_000, t2 + Duration::from_millis(1), &c, || CLEAN);
+        t.add_received(4000, t2 + Duration::from_secs(1), &c, || unreachable!());
+        let r = t.report(&plan, ThreadTimes::now(), None);
+        assert_eq!(r.bytes, 64_000);
+        assert_eq!(r.counted_bytes, 4000);
+        assert!((r.seconds - 1.0).abs() < 1e-9, "{}", r.seconds);
+    }
+
+    #[test]
+    fn holes_all_test_long_open_the_window_at_the_first_read_without_what_was_held() {
+        let plan = receiver_plan(0.001);
+        let mut t = Tally::new(&plan);
+        let c = Counters::default();
+        let t1 = plan.start + Duration::from_millis(2);
+        t.add_received(1000, t1, &c, || Held {
+            in_order: 500,
+            memory: 96 * 1024,
+        });
+        t.add_received(2000, t1 + Duration::from_millis(500), &c, || HOLE);
+        assert!(t.omitted);
+        let r = t.report(&plan, ThreadTimes::now(), None);
+        // the 96 KiB of memory in use at the first read are left out, more than was read since
+        assert_eq!(r.counted_bytes, 0);
+        assert!((r.seconds - 0.5).abs() < 1e-9, "{}", r.seconds);
+        // a hole-free read at the very end opens a window too short to prefer
+        let end = t1 + Duration::from_secs(2);
+        t.add_received(200_000, end - Duration::from_millis(10), &c, || HOLE);
+        t.add_received(1000, end, &c, || CLEAN);
+        let r = t.report(&plan, ThreadTimes::now(), None);
+        assert_eq!(r.counted_bytes, 204_000 - 1000 - 96 * 1024);
+        assert!((r.seconds - 2.0).abs() < 1e-9, "{}", r.seconds);
+    }
+
+    #[test]
+    fn a_sender_opens_at_its_first_call_after_the_warm_up() {
+        let plan = receiver_plan(0.001);
+        let mut t = Tally::new(&plan);
+        let c = Counters::default();
+        assert!(!t.add(10, plan.start, &c));
+        assert!(t.add(10, plan.start + Duration::from_millis(2), &c));
+        assert!(!t.add(10, plan.start + Duration::from_millis(3), &c));
+        assert_eq!(t.report(&plan, ThreadTimes::now(), None).counted_bytes, 10);
     }
 }

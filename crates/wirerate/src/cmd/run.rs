@@ -165,7 +165,8 @@ pub struct Args {
     pub bind: Option<IpAddr>,
     #[command(flatten)]
     pub tls: crate::cmd::tls::ClientTlsArgs,
-    /// Seconds of warm-up sent at the start and not counted
+    /// Seconds of warm-up sent at the start and not counted; what crossed during it and is
+    /// read later (held behind a loss, or queued) is not counted either
     #[arg(
         short = 'O',
         long,
