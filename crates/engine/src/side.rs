@@ -138,6 +138,18 @@ fn pooled(spec: &TestSpec, streams: &[Attached], ctx: &RunContext) -> bool {
         && streams.iter().all(|a| matches!(a.sock, DataSock::Tcp(_)))
 }
 
+/// Whether a data socket's peer runs on this host: its address is a loopback one or the
+/// socket's own (a connection to one of this host's addresses).
+fn peer_on_this_host(sock: &std::net::TcpStream) -> bool {
+    match (sock.peer_addr(), sock.local_addr()) {
+        (Ok(p), Ok(l)) => {
+            let peer = p.ip().to_canonical();
+            peer.is_loopback() || peer == l.ip().to_canonical()
+        }
+        _ => false,
+    }
+}
+
 pub struct SideRun {
     spec: Arc<TestSpec>,
     start: Instant,
@@ -237,9 +249,10 @@ impl SideRun {
             let cpu = workers
                 .first()
                 .and_then(|w| pinned_cpu(&spec, &ctx, w.flow, w.role));
-            let threads = ctx
-                .threads
-                .unwrap_or_else(|| crate::pool::default_threads(flows.len()));
+            let threads = ctx.threads.unwrap_or_else(|| {
+                let on_this_host = flows.first().is_some_and(|f| peer_on_this_host(&f.sock));
+                crate::pool::default_threads(flows.len(), on_this_host)
+            });
             match crate::pool::start(flows, threads, cpu) {
                 Ok(h) => pool = h,
                 Err(e) => {

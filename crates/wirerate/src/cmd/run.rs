@@ -118,8 +118,9 @@ pub struct Args {
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// Data workers on this side (and the embedded server's) for a TCP test of more than
-    /// one stream, 1 to 256; default one per CPU, or one per stream up to four streams per
-    /// CPU (-T is iperf3's --title)
+    /// one stream, 1 to 256; default one per CPU (half the CPUs when the server is on this
+    /// host, up to 64 streams per worker), or one per stream for a few streams that would not
+    /// share the workers evenly (-T is iperf3's --title)
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// UDP senders hand the kernel one buffer of up to 32 datagrams per call, cut into

@@ -61,7 +61,8 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub max_test_memory: u64,
     /// Data workers for a TCP test of more than one stream, 1 to 256; default one per CPU
-    /// (one per stream up to four streams per CPU)
+    /// (half the CPUs when the client is on this host, up to 64 streams per worker), or one
+    /// per stream for a few streams that would not share the workers evenly
     #[arg(long, value_name = "N", value_parser = crate::cmd::run::parse_threads)]
     pub threads: Option<usize>,
     /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
