@@ -102,8 +102,7 @@ fn lab_tcp_wirerate_run_reaches_the_model() {
     }
     let lab = Lab::up("tw", &["--rate", "10M", "--buffer", "64K"]);
     let (srv_out, cli_out) = (lab.temp("server.json"), lab.temp("client.json"));
-    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
-    lab.wait_listening("a", 5350);
+    let _server = lab.serve("a", &srv_out);
     let args = [
         BIN,
         "run",
@@ -168,8 +167,7 @@ fn lab_a_warm_up_ending_amid_losses_never_counts_above_the_wire() {
     // counted window, they once made a 10 Mbit/s link measure up to 12 Mbit/s.
     let lab = Lab::up("wl", &["--rate", "10M", "--buffer", "16K"]);
     let srv_out = lab.temp("server.log");
-    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
-    lab.wait_listening("a", 5350);
+    let _server = lab.serve("a", &srv_out);
     let m = model(&WireParams::ethernet(10e6, WireProto::Tcp)).unwrap();
     let mut seen = Vec::new();
     for omit in ["0.3", "0.4", "0.5", "0.6", "0.7", "0.8"] {
@@ -226,8 +224,7 @@ fn lab_timed_test_ends_on_time_on_a_slow_link() {
     // lasted 10.4 s. The senders must stop at the end time, inside a write if need be.
     let lab = Lab::up("ot", &["--rate", "10M"]);
     let (srv_out, cli_out) = (lab.temp("ot-server.log"), lab.temp("ot-client.json"));
-    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
-    lab.wait_listening("a", 5350);
+    let _server = lab.serve("a", &srv_out);
     for (t, extra) in [(1.0, vec!["-w", "1"]), (3.0, vec![])] {
         let t_arg = t.to_string();
         let mut args = vec![

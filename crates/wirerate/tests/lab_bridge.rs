@@ -51,8 +51,7 @@ fn lab_of_five_hosts_on_a_bridge_up_status_down() {
     }
     // host e reaches host a across the bridge, and no faster than its link
     let srv = lab.temp("server.json");
-    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv);
-    lab.wait_listening("a", 5350);
+    let _server = lab.serve("a", &srv);
     let cli = lab.temp("client.json");
     let mut client = Proc::spawn(
         &lab.exec_args(
@@ -97,12 +96,7 @@ fn lab_disjoint_pairs_on_a_bridge_each_have_their_own_wire() {
     let lab = Lab::up("bp", &["--count", "4", "--rate", "10M"]);
     let mut servers = Vec::new();
     for h in ["h1", "h3"] {
-        let out = lab.temp(&format!("{h}-server.log"));
-        servers.push(Proc::spawn(
-            &lab.exec_args(h, &[BIN, "serve", "-p", "5350"]),
-            &out,
-        ));
-        lab.wait_listening(h, 5350);
+        servers.push(lab.serve(h, &lab.temp(&format!("{h}-server.log"))));
     }
     // h2 -> h1 and h4 -> h3 at once: two disjoint paths through one bridge
     let run = |from: &str, to: &str| {

@@ -91,6 +91,18 @@ impl Lab {
     }
 
     /// Waits until something listens on `port` in `host`.
+    /// Starts `wirerate serve -p 5350` on `host`, its output to `out`, and waits until it
+    /// listens.
+    #[allow(dead_code)]
+    pub fn serve(&self, host: &str, out: &Path) -> Proc {
+        let p = Proc::spawn(
+            &self.exec_args(host, &[BIN, "serve", "-p", "5350"]),
+            &out.to_path_buf(),
+        );
+        self.wait_listening(host, 5350);
+        p
+    }
+
     pub fn wait_listening(&self, host: &str, port: u16) {
         let filter = format!("sport = :{port}");
         let deadline = Instant::now() + Duration::from_secs(5);
