@@ -226,7 +226,15 @@ fn core_item(b: Bottleneck, h: Host, p: f64, idx: Option<u32>) -> EvidenceItem {
 /// Advice for a saturated thread: more streams first, then the copy.
 fn cpu_advice(r: &RunResult, sending: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if r.spec.parallel < 2 {
+    let cores = r.summary.cpu.local.as_ref().and_then(|c| c.cores);
+    if view::same_host(r) && cores.is_some_and(|c| c <= 2) {
+        // each end already has a core of its own: more streams add threads, not cores
+        out.push(format!(
+            "the two ends on two hosts, or a host of more cores: on one host of {} cores each \
+             end has one, and more streams share them",
+            cores.unwrap_or(2)
+        ));
+    } else if r.spec.parallel < 2 {
         out.push("`-P 2` or more: the streams spread over a data worker per core".into());
     } else {
         out.push(format!(

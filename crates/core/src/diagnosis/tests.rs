@@ -243,6 +243,21 @@ fn loopback_default_is_sender_cpu_and_explains_spurious_retransmits() {
 }
 
 #[test]
+fn on_one_host_of_two_cores_the_advice_is_not_more_streams() {
+    let mut r = tcp_run();
+    r.env.embedded_server = true;
+    r.summary.goodput_bps = 60e9;
+    r.streams[0].sender = side(9.8);
+    if let Some(c) = r.summary.cpu.local.as_mut() {
+        c.cores = Some(2);
+    }
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::SenderCpu, "{d:#?}");
+    assert!(d.advice[0].contains("two hosts"), "{:?}", d.advice);
+    assert!(!d.advice.iter().any(|a| a.contains("-P")), "{:?}", d.advice);
+}
+
+#[test]
 fn wire_rate_is_the_wire() {
     let mut r = tcp_run();
     r.summary.goodput_bps = 941e6;
