@@ -29,116 +29,263 @@ const POLL: Duration = Duration::from_millis(50);
 /// Catch-up after a late wake-up is limited to this much debt, so pacing never bursts.
 const MAX_DEBT: Duration = Duration::from_millis(5);
 
-/// Sends datagrams of `len` bytes, evenly paced at the spec's rate (or unpaced), then the end
-/// markers. Every datagram that is due goes out in one `sendmmsg`, so a high rate costs one
-/// wake-up per batch instead of one per datagram.
-pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport {
-    let t0 = ThreadTimes::now();
-    let spec = &plan.spec;
-    let len = spec.len_bytes.max(HEADER_LEN as u64) as usize;
-    let mut template = vec![0u8; len];
-    for (i, b) in template.iter_mut().enumerate().skip(HEADER_LEN) {
-        *b = (i as u8).wrapping_mul(31).wrapping_add(7);
-    }
-    Header {
-        kind: Kind::Data,
-        stream_id: plan.id,
-        seq: 0,
-        send_ns: 0,
-        token,
-    }
-    .emit(&mut template);
-    let mut error = None;
-    let count = if spec.gso {
-        if let Err(e) = mmsg::enable_gso(&sock, len) {
-            error = Some(format!(
-                "UDP GSO (UDP_SEGMENT) is not available on this host: {e}"
-            ));
-        }
-        mmsg::gso_batch_for(len)
-    } else {
-        mmsg::batch_for(len)
-    };
-    let mut batch = SendBatch::new(count, &template);
-    drop(template);
-    let mut pace = spec.rate_bps.map(|r| Pacer::new(plan.start, 8.0 / r));
-    // the slots are waited for on a timer at absolute times (a sleep, should the kernel
-    // refuse a timerfd)
-    let mut timer = pace.as_ref().and_then(|_| crate::timer::Timer::new().ok());
-    let end_at = spec
-        .send_seconds()
-        .map(|s| plan.start + Duration::from_secs_f64(s));
-    let mut remaining = spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX);
-    if error.is_some() {
-        remaining = 0;
-    }
-    let mut t = Tally::new(&plan);
-    let mut stats = UdpStreamStats::default();
-    let mut seq = 0u64;
-    let mut lens = [0usize; mmsg::MAX_BATCH];
-    let _ = sock.set_write_timeout(Some(plan.idle));
-    while remaining > 0 && !plan.stop.load(Ordering::Relaxed) {
-        let mut now = Instant::now();
-        if end_at.is_some_and(|e| now >= e) {
-            break;
-        }
-        // the sizes of the datagrams that go out now: a short last one takes a short slot
-        let size = |left: u64| (len as u64).min(left).max(HEADER_LEN as u64) as usize;
-        let count = match pace.as_mut() {
-            Some(p) => {
-                now = p.wait_for_first(size(remaining), now, timer.as_mut());
-                if end_at.is_some_and(|e| now >= e) {
-                    break;
-                }
-                p.due(now, remaining, size, &mut lens[..batch.capacity()])
+/// A UDP sender's state: its pacing schedule, what is left to send, its counts. The stream
+/// thread ([`run_udp_sender`]) and the data workers (`udp_pool`) drive it the same way.
+pub(crate) struct UdpTx {
+    pub plan: Plan,
+    token: Token,
+    len: usize,
+    gso: bool,
+    pace: Option<Pacer>,
+    end_at: Option<Instant>,
+    remaining: u64,
+    seq: u64,
+    stats: UdpStreamStats,
+    tally: Tally,
+    error: Option<String>,
+}
+
+/// What one [`UdpTx::send`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxStep {
+    Sent,
+    /// The socket's buffer is full (a non-blocking socket, or a blocking one's timeout).
+    Full,
+}
+
+impl UdpTx {
+    pub fn new(plan: Plan, token: Token, sock: &UdpSocket, pooled: bool) -> UdpTx {
+        let spec = plan.spec.clone();
+        let len = spec.len_bytes.max(HEADER_LEN as u64) as usize;
+        let mut error = None;
+        if spec.gso {
+            if let Err(e) = mmsg::enable_gso(sock, len) {
+                error = Some(format!(
+                    "UDP GSO (UDP_SEGMENT) is not available on this host: {e}"
+                ));
             }
+        }
+        let remaining = if error.is_some() {
+            0
+        } else {
+            spec.bytes_per_stream(plan.id).unwrap_or(u64::MAX)
+        };
+        UdpTx {
+            token,
+            len,
+            gso: spec.gso,
+            pace: spec.rate_bps.map(|r| Pacer::new(plan.start, 8.0 / r)),
+            end_at: spec
+                .send_seconds()
+                .map(|s| plan.start + Duration::from_secs_f64(s)),
+            remaining,
+            seq: 0,
+            stats: UdpStreamStats::default(),
+            tally: if pooled {
+                Tally::pooled(&plan)
+            } else {
+                Tally::new(&plan)
+            },
+            error,
+            plan,
+        }
+    }
+
+    /// The datagrams one call may send.
+    pub fn batch_count(&self) -> usize {
+        if self.gso {
+            mmsg::gso_batch_for(self.len)
+        } else {
+            mmsg::batch_for(self.len)
+        }
+    }
+
+    /// A datagram of this stream: its header, then the pattern.
+    pub fn template(&self) -> Vec<u8> {
+        let mut t = vec![0u8; self.len];
+        for (i, b) in t.iter_mut().enumerate().skip(HEADER_LEN) {
+            *b = (i as u8).wrapping_mul(31).wrapping_add(7);
+        }
+        self.header(0, 0).emit(&mut t);
+        t
+    }
+
+    fn header(&self, seq: u64, send_ns: u64) -> Header {
+        Header {
+            kind: Kind::Data,
+            stream_id: self.plan.id,
+            seq,
+            send_ns,
+            token: self.token,
+        }
+    }
+
+    pub fn paced(&self) -> bool {
+        self.pace.is_some()
+    }
+
+    /// The size of the datagram that goes out when `left` bytes are left: a short last one
+    /// takes a short slot.
+    fn size(&self, left: u64) -> usize {
+        (self.len as u64).min(left).max(HEADER_LEN as u64) as usize
+    }
+
+    /// When a paced stream's next datagram is due; None for an unpaced one.
+    pub fn due_at(&self) -> Option<Instant> {
+        let p = self.pace.as_ref()?;
+        Some(p.next + p.slot(self.size(self.remaining)))
+    }
+
+    /// Whether the stream has sent its last datagram: all its bytes, its time, or a stop.
+    pub fn over(&self, now: Instant) -> bool {
+        self.remaining == 0
+            || self.plan.stop.load(Ordering::Relaxed)
+            || self.end_at.is_some_and(|e| now >= e)
+    }
+
+    /// After a late wake-up the schedule keeps at most [`MAX_DEBT`] of debt, so pacing never
+    /// bursts.
+    pub fn catch_up(&mut self, now: Instant) {
+        let size = self.size(self.remaining);
+        if let Some(p) = self.pace.as_mut() {
+            p.catch_up(size, now);
+        }
+    }
+
+    /// Sends, at `now`, every datagram that is due (a paced stream: at least one) or a full
+    /// batch (unpaced), from `batch`, whose slots are rewritten with this stream's headers.
+    pub fn send(
+        &mut self,
+        sock: &UdpSocket,
+        batch: &mut SendBatch,
+        now: Instant,
+        lens: &mut [usize; mmsg::MAX_BATCH],
+    ) -> TxStep {
+        let cap = batch.capacity().min(self.batch_count());
+        let count = match self.pace.as_ref() {
+            Some(p) => p.due(now, self.remaining, |l| self.size(l), &mut lens[..cap]),
             None => {
-                let mut left = remaining;
+                let mut left = self.remaining;
                 let mut k = 0;
-                while k < batch.capacity() && left > 0 {
-                    lens[k] = size(left);
+                while k < cap && left > 0 {
+                    lens[k] = self.size(left);
                     left = left.saturating_sub(lens[k] as u64);
                     k += 1;
                 }
                 k
             }
         };
-        let send_ns = now.saturating_duration_since(plan.start).as_nanos() as u64;
-        for (i, s) in (0..count).zip(seq..) {
-            Header::stamp(batch.slot_mut(i), s, send_ns);
+        let send_ns = now.saturating_duration_since(self.plan.start).as_nanos() as u64;
+        for (i, s) in (0..count).zip(self.seq..) {
+            self.header(s, send_ns).emit(batch.slot_mut(i));
         }
-        let sent = if spec.gso {
-            batch.send_gso(&sock, &lens[..count])
+        let sent = if self.gso {
+            batch.send_gso(sock, &lens[..count])
         } else {
-            batch.send(&sock, &lens[..count])
+            batch.send(sock, &lens[..count])
         };
         match sent {
             Ok(k) => {
                 let bytes: usize = lens[..k].iter().sum();
-                seq += k as u64;
-                remaining = remaining.saturating_sub(bytes as u64);
-                t.add(bytes, now, &plan.counters);
-                if let Some(p) = pace.as_mut() {
+                self.seq += k as u64;
+                self.remaining = self.remaining.saturating_sub(bytes as u64);
+                self.tally.add(bytes, now, &self.plan.counters);
+                if let Some(p) = self.pace.as_mut() {
                     p.advance(&lens[..k.max(1)]);
                 }
+                TxStep::Sent
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => TxStep::Full,
             Err(e) => {
                 if e.raw_os_error() == Some(libc::ENOBUFS) {
-                    stats.enobufs += 1;
+                    self.stats.enobufs += 1;
                 }
                 // a refused datagram (ENOBUFS, or ICMP unreachable from the receiver's
                 // port) still takes its slot, so pacing keeps its rate
-                if let Some(p) = pace.as_mut() {
-                    p.advance(&lens[..1]);
-                }
+                self.skip_slot(lens[0]);
+                TxStep::Sent
             }
         }
     }
-    stats.packets = seq;
-    send_end_markers(&sock, token, plan.id, seq);
-    let mut report = t.report(&plan, t0, error);
-    report.udp = Some(stats);
-    report
+
+    /// A datagram of `len` bytes gives up its slot.
+    pub fn skip_slot(&mut self, len: usize) {
+        if let Some(p) = self.pace.as_mut() {
+            p.advance(&[len]);
+        }
+    }
+
+    /// The end marker this stream sends (a few times) after its last datagram.
+    pub fn end_marker(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        Header {
+            kind: Kind::End,
+            stream_id: self.plan.id,
+            seq: self.seq,
+            send_ns: 0,
+            token: self.token,
+        }
+        .emit(&mut b);
+        b
+    }
+
+    pub fn report(mut self, t0: ThreadTimes) -> StreamReport {
+        self.stats.packets = self.seq;
+        let mut report = self.tally.report(&self.plan, t0, self.error.take());
+        report.udp = Some(self.stats);
+        report
+    }
+}
+
+/// Sends datagrams of `len` bytes, evenly paced at the spec's rate (or unpaced), then the end
+/// markers. Every datagram that is due goes out in one `sendmmsg`, so a high rate costs one
+/// wake-up per batch instead of one per datagram.
+pub fn run_udp_sender(sock: UdpSocket, token: Token, plan: Plan) -> StreamReport {
+    let t0 = ThreadTimes::now();
+    let mut tx = UdpTx::new(plan, token, &sock, false);
+    let mut batch = SendBatch::new(tx.batch_count(), &tx.template());
+    // the slots are waited for on a timer at absolute times (a sleep, should the kernel
+    // refuse a timerfd)
+    let mut timer = tx
+        .paced()
+        .then(|| crate::timer::Timer::new().ok())
+        .flatten();
+    let mut lens = [0usize; mmsg::MAX_BATCH];
+    let _ = sock.set_write_timeout(Some(tx.plan.idle));
+    loop {
+        let mut now = Instant::now();
+        if tx.over(now) {
+            break;
+        }
+        if let Some(due) = tx.due_at() {
+            if now < due {
+                now = match timer.as_mut() {
+                    Some(t) => t.wait_until(due),
+                    None => {
+                        std::thread::sleep(due - now);
+                        Instant::now()
+                    }
+                };
+                if tx.over(now) {
+                    break;
+                }
+            } else {
+                tx.catch_up(now);
+            }
+        }
+        if tx.send(&sock, &mut batch, now, &mut lens) == TxStep::Full {
+            // a blocking socket's timeout: the datagram still takes its slot
+            tx.skip_slot(lens[0]);
+        }
+    }
+    let marker = tx.end_marker();
+    for i in 0..END_MARKERS {
+        if i > 0 {
+            std::thread::sleep(END_GAP);
+        }
+        let _ = sock.send(&marker);
+    }
+    tx.report(t0)
 }
 
 /// The byte-slot schedule of a paced sender: each datagram owns a slot as long as its bytes
@@ -162,30 +309,15 @@ impl Pacer {
         Duration::from_secs_f64(bytes as f64 * self.secs_per_byte)
     }
 
-    /// Waits until the first datagram (of `bytes`) is due and returns the time then. After a
-    /// late wake-up the schedule keeps at most [`MAX_DEBT`] of debt, so pacing never bursts.
-    fn wait_for_first(
-        &mut self,
-        bytes: usize,
-        now: Instant,
-        timer: Option<&mut crate::timer::Timer>,
-    ) -> Instant {
+    /// After a late wake-up at `now`, with a datagram of `bytes` next, keeps at most
+    /// [`MAX_DEBT`] of debt.
+    fn catch_up(&mut self, bytes: usize, now: Instant) {
         let due = self.next + self.slot(bytes);
-        if now < due {
-            return match timer {
-                Some(t) => t.wait_until(due),
-                None => {
-                    std::thread::sleep(due - now);
-                    Instant::now()
-                }
-            };
-        }
-        if now.duration_since(due) > MAX_DEBT {
+        if now.saturating_duration_since(due) > MAX_DEBT {
             self.next = (now - MAX_DEBT)
                 .checked_sub(self.slot(bytes))
                 .unwrap_or(self.next);
         }
-        now
     }
 
     /// Fills `lens` with the sizes of the datagrams whose slots have ended by `now` (at least
@@ -220,24 +352,6 @@ impl Pacer {
     }
 }
 
-fn send_end_markers(sock: &UdpSocket, token: Token, id: u32, sent: u64) {
-    let mut b = [0u8; HEADER_LEN];
-    Header {
-        kind: Kind::End,
-        stream_id: id,
-        seq: sent,
-        send_ns: 0,
-        token,
-    }
-    .emit(&mut b);
-    for i in 0..END_MARKERS {
-        if i > 0 {
-            std::thread::sleep(END_GAP);
-        }
-        let _ = sock.send(&b);
-    }
-}
-
 /// Turns on the per-socket drop counter that recvmsg reports; false if the kernel refuses.
 fn enable_rxq_ovfl(sock: &UdpSocket) -> bool {
     let one: libc::c_int = 1;
@@ -253,6 +367,171 @@ fn enable_rxq_ovfl(sock: &UdpSocket) -> bool {
     }
 }
 
+/// A UDP receiver's state: its sequence and drop accounting and its clocks. The stream thread
+/// ([`run_udp_receiver`]) and the data workers (`udp_pool`) drive it the same way.
+pub(crate) struct UdpRx {
+    pub plan: Plan,
+    token: Token,
+    peer: Option<SocketAddr>,
+    counts_drops: bool,
+    slot: usize,
+    tally: Tally,
+    stats: RecvStats,
+    extra: UdpStreamStats,
+    last_drops: Option<u32>,
+    quiet_end: Option<Instant>,
+    last_heard: Instant,
+    silence: Duration,
+    pub error: Option<String>,
+}
+
+impl UdpRx {
+    pub fn new(
+        plan: Plan,
+        token: Token,
+        peer: Option<SocketAddr>,
+        sock: &UdpSocket,
+        pooled: bool,
+    ) -> UdpRx {
+        let counts_drops = enable_rxq_ovfl(sock);
+        let _ = SockRef::from(sock).set_recv_buffer_size(
+            plan.spec
+                .rcvbuf_bytes
+                .or(plan.spec.window_bytes)
+                .unwrap_or(4 << 20) as usize,
+        );
+        let mut error = None;
+        let slot = if plan.spec.gro {
+            if let Err(e) = mmsg::enable_gro(sock) {
+                error = Some(format!(
+                    "UDP GRO (UDP_GRO) is not available on this host: {e}"
+                ));
+            }
+            mmsg::GRO_SLOT
+        } else {
+            plan.spec.len_bytes.clamp(HEADER_LEN as u64, 65_536) as usize
+        };
+        UdpRx {
+            token,
+            peer,
+            counts_drops,
+            slot,
+            tally: if pooled {
+                Tally::pooled(&plan)
+            } else {
+                Tally::new(&plan)
+            },
+            stats: RecvStats::default(),
+            extra: UdpStreamStats::default(),
+            last_drops: None,
+            quiet_end: plan
+                .spec
+                .send_seconds()
+                .map(|s| plan.start + Duration::from_secs_f64(s) + plan.idle),
+            last_heard: Instant::now(),
+            silence: silence_limit(&plan),
+            error,
+            plan,
+        }
+    }
+
+    /// The receive slot: one datagram, or a GRO segment train.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Counts the `got` datagrams of `batch` received at `now`; true when the end marker
+    /// came.
+    pub fn absorb(&mut self, batch: &RecvBatch, got: usize, now: Instant) -> bool {
+        let plan = &self.plan;
+        // one clock read per batch: its datagrams were queued together
+        let arrival = now.saturating_duration_since(plan.start).as_secs_f64();
+        let mut bytes = 0usize;
+        let mut ended = false;
+        // a GRO read may hold several datagrams of one segment size each
+        let datagrams = (0..got).filter_map(|i| batch.get(i)).flat_map(|d| {
+            let seg = d.segment.unwrap_or(d.data.len()).max(1);
+            let (src, drops) = (d.src, d.drops);
+            d.data.chunks(seg).map(move |data| (data, src, drops))
+        });
+        for (data, src, drops) in datagrams {
+            if drops.is_some() {
+                self.last_drops = drops;
+            }
+            let from_peer = self.peer.is_none_or(|p| src == Some(p));
+            match Header::parse(data) {
+                Ok(h) if from_peer && h.stream_id == plan.id && token_eq(&h.token, &self.token) => {
+                    match h.kind {
+                        Kind::Data => {
+                            self.last_heard = now;
+                            let before = self.stats.packets;
+                            self.stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
+                            if self.stats.packets > before {
+                                bytes += data.len();
+                                plan.counters.packets.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Kind::End => {
+                            ended = true;
+                            break;
+                        }
+                        _ => self.extra.foreign += 1,
+                    }
+                }
+                _ => self.extra.foreign += 1,
+            }
+        }
+        if bytes > 0 {
+            self.tally.add(bytes, now, &plan.counters);
+            let span = self.stats.max_seq.map_or(0, |m| m.saturating_add(1));
+            plan.counters.span.store(span, Ordering::Relaxed);
+        }
+        ended
+    }
+
+    /// Whether the receiver is done at `now` without an end marker: the test was stopped,
+    /// the peer is done and the socket quiet for a moment, the test's time is over, or the
+    /// sender has been silent too long (an error for a timed test: a sender that vanished
+    /// must not hold the receiver for the rest of the requested time).
+    pub fn done(&mut self, now: Instant) -> bool {
+        let plan = &self.plan;
+        if plan.stop.load(Ordering::Relaxed)
+            || (plan.peer_done.load(Ordering::Relaxed)
+                && now.duration_since(self.last_heard) >= POLL)
+            || self.quiet_end.is_some_and(|e| now >= e)
+        {
+            return true;
+        }
+        if now.duration_since(self.last_heard) > self.silence {
+            if self.quiet_end.is_some() && !plan.stop.load(Ordering::Relaxed) {
+                self.error = Some(format!(
+                    "{} while receiving: no datagram for {:.1} s",
+                    crate::stream::STALLED,
+                    self.silence.as_secs_f64()
+                ));
+            }
+            return true;
+        }
+        false
+    }
+
+    pub fn report(mut self, t0: ThreadTimes) -> StreamReport {
+        let mut extra = self.extra;
+        extra.packets = self.stats.packets;
+        extra.out_of_order = self.stats.out_of_order;
+        extra.duplicates = self.stats.duplicates;
+        extra.jitter_ms = self.stats.jitter_ms();
+        // SO_RXQ_OVFL is cumulative since the socket was made and only attached once
+        // nonzero, so its last value is the total and its absence means none
+        extra.socket_drops = self
+            .counts_drops
+            .then(|| u64::from(self.last_drops.unwrap_or(0)));
+        let mut report = self.tally.report(&self.plan, t0, self.error.take());
+        report.udp = Some(extra);
+        report
+    }
+}
+
 /// Receives until the end markers arrive, the test is stopped, or the peer is done and the
 /// socket has been quiet for a moment.
 pub fn run_udp_receiver(
@@ -262,133 +541,22 @@ pub fn run_udp_receiver(
     plan: Plan,
 ) -> StreamReport {
     let t0 = ThreadTimes::now();
-    let counts_drops = enable_rxq_ovfl(&sock);
-    let _ = SockRef::from(&sock).set_recv_buffer_size(
-        plan.spec
-            .rcvbuf_bytes
-            .or(plan.spec.window_bytes)
-            .unwrap_or(4 << 20) as usize,
-    );
+    let mut rx = UdpRx::new(plan, token, peer, &sock, false);
     let _ = sock.set_read_timeout(Some(POLL));
-    let mut error = None;
-    let slot = if plan.spec.gro {
-        if let Err(e) = mmsg::enable_gro(&sock) {
-            error = Some(format!(
-                "UDP GRO (UDP_GRO) is not available on this host: {e}"
-            ));
-        }
-        mmsg::GRO_SLOT
-    } else {
-        plan.spec.len_bytes.clamp(HEADER_LEN as u64, 65_536) as usize
-    };
-    let mut batch = RecvBatch::new(mmsg::batch_for(slot), slot);
-    let mut t = Tally::new(&plan);
-    let mut stats = RecvStats::default();
-    let mut extra = UdpStreamStats::default();
-    let mut last_drops: Option<u32> = None;
-    let quiet_end = plan
-        .spec
-        .send_seconds()
-        .map(|s| plan.start + Duration::from_secs_f64(s) + plan.idle);
-    let mut last_heard = Instant::now();
-    let silence = silence_limit(&plan);
-    'recv: while error.is_none() {
-        match batch.recv(&sock) {
-            Ok(got) => {
-                // one clock read per batch: its datagrams were queued together
-                let now = Instant::now();
-                let arrival = now.saturating_duration_since(plan.start).as_secs_f64();
-                let mut bytes = 0usize;
-                let mut ended = false;
-                // a GRO read may hold several datagrams of one segment size each
-                let datagrams = (0..got).filter_map(|i| batch.get(i)).flat_map(|d| {
-                    let seg = d.segment.unwrap_or(d.data.len()).max(1);
-                    let (src, drops) = (d.src, d.drops);
-                    d.data.chunks(seg).map(move |data| (data, src, drops))
-                });
-                for (data, src, drops) in datagrams {
-                    if drops.is_some() {
-                        last_drops = drops;
-                    }
-                    let from_peer = peer.is_none_or(|p| src == Some(p));
-                    match Header::parse(data) {
-                        Ok(h)
-                            if from_peer
-                                && h.stream_id == plan.id
-                                && token_eq(&h.token, &token) =>
-                        {
-                            match h.kind {
-                                Kind::Data => {
-                                    last_heard = now;
-                                    let before = stats.packets;
-                                    stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
-                                    if stats.packets > before {
-                                        bytes += data.len();
-                                        plan.counters.packets.fetch_add(1, Ordering::Relaxed);
-                                    }
-                                }
-                                Kind::End => {
-                                    ended = true;
-                                    break;
-                                }
-                                _ => extra.foreign += 1,
-                            }
-                        }
-                        _ => extra.foreign += 1,
-                    }
-                }
-                if bytes > 0 {
-                    t.add(bytes, now, &plan.counters);
-                    let span = stats.max_seq.map_or(0, |m| m.saturating_add(1));
-                    plan.counters.span.store(span, Ordering::Relaxed);
-                }
-                if ended {
-                    break 'recv;
-                }
+    let mut batch = RecvBatch::new(mmsg::batch_for(rx.slot()), rx.slot());
+    while rx.error.is_none() {
+        // errors: a timeout, ICMP errors from an earlier send, or the socket was shut down
+        // to stop us; the clocks below decide
+        if let Ok(got) = batch.recv(&sock) {
+            if rx.absorb(&batch, got, Instant::now()) {
+                break;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            // ICMP errors from an earlier send, or the socket was shut down to stop us
-            Err(_) => {}
         }
-        let now = Instant::now();
-        if plan.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if plan.peer_done.load(Ordering::Relaxed) && now.duration_since(last_heard) >= POLL {
-            break;
-        }
-        if quiet_end.is_some_and(|e| now >= e) {
-            break;
-        }
-        // silence ends a timed test too: a sender that vanished (or whose cable was pulled)
-        // must not hold the receiver for the rest of the requested time
-        if now.duration_since(last_heard) > silence {
-            if quiet_end.is_some() && !plan.stop.load(Ordering::Relaxed) {
-                error = Some(format!(
-                    "{} while receiving: no datagram for {:.1} s",
-                    crate::stream::STALLED,
-                    silence.as_secs_f64()
-                ));
-            }
+        if rx.done(Instant::now()) {
             break;
         }
     }
-    extra.packets = stats.packets;
-    extra.out_of_order = stats.out_of_order;
-    extra.duplicates = stats.duplicates;
-    extra.jitter_ms = stats.jitter_ms();
-    // SO_RXQ_OVFL is cumulative since the socket was made and only attached once nonzero, so
-    // its last value is the total and its absence means none
-    extra.socket_drops = counts_drops.then(|| u64::from(last_drops.unwrap_or(0)));
-    let mut report = t.report(&plan, t0, error);
-    report.udp = Some(extra);
-    report
+    rx.report(t0)
 }
 
 /// How long a UDP receiver waits for a datagram before it takes the sender for gone: the
@@ -596,7 +764,7 @@ mod tests {
         assert_eq!(p.next, start + Duration::from_micros(250));
         // a wake-up 1 s late keeps only MAX_DEBT of debt: the next slot ends MAX_DEBT ago
         let now = start + Duration::from_secs(1);
-        assert_eq!(p.wait_for_first(100, now, None), now);
+        p.catch_up(100, now);
         assert_eq!(p.next + p.slot(100), now - MAX_DEBT);
     }
 }
