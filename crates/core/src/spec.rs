@@ -61,10 +61,10 @@ pub enum End {
 
 /// Limits that keep a peer's spec from asking a server for absurd work.
 pub mod limits {
-    /// Streams per flow of UDP, request/response and sweep tests.
+    /// Streams per flow of request/response and sweep tests.
     pub const MAX_PARALLEL: u32 = 128;
-    /// Streams per flow of a TCP bulk test (served by a fixed pool of data workers).
-    pub const MAX_PARALLEL_TCP: u32 = 10_000;
+    /// Streams per flow of a bulk test, TCP or UDP (served by a fixed pool of data workers).
+    pub const MAX_PARALLEL_BULK: u32 = 10_000;
     /// Data workers one side may run (`-T`); a TCP bulk test of many streams needs buffers
     /// for at most this many, whatever its stream count.
     pub const MAX_WORKERS: u32 = 256;
@@ -294,18 +294,21 @@ impl TestSpec {
     /// The most streams per flow this kind of test may ask for.
     pub fn max_parallel(&self) -> u32 {
         match (&self.test, self.protocol) {
-            (TestKind::Stream, Protocol::Tcp) => limits::MAX_PARALLEL_TCP,
+            (TestKind::Stream, _) => limits::MAX_PARALLEL_BULK,
             _ => limits::MAX_PARALLEL,
         }
     }
 
-    /// Whether a side serves this test's streams on a pool of data workers: a TCP bulk test
-    /// of copied writes and more than one stream (a client's `-F` keeps a thread per
+    /// Whether a side serves this test's streams on a pool of data workers: a bulk test of
+    /// more than one stream, UDP or TCP of copied writes (a client's `-F` keeps a thread per
     /// stream on its side).
     pub fn pooled(&self) -> bool {
+        let protocol = match self.protocol {
+            Protocol::Tcp => self.send_mode == SendMode::Copy,
+            Protocol::Udp => true,
+        };
         self.test.is_stream()
-            && self.protocol == Protocol::Tcp
-            && self.send_mode == SendMode::Copy
+            && protocol
             && u64::from(self.parallel) * self.direction.flows().len() as u64 > 1
     }
 

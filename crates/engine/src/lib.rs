@@ -33,6 +33,7 @@ mod timer;
 pub mod tls;
 pub mod ttcp;
 mod udp;
+mod udp_pool;
 pub mod users;
 mod zerocopy;
 

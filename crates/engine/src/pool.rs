@@ -89,19 +89,29 @@ pub fn start(
     threads: usize,
     cpu: Option<u32>,
 ) -> Result<Vec<JoinHandle<Vec<StreamReport>>>, StartError> {
+    start_workers(flows, threads, cpu, |f| f.plan.id, run_worker)
+}
+
+/// Deals `flows` round robin to `threads` workers (at most one per flow), each running
+/// `run` over its share; `first_id` names a share's first stream for a start error.
+pub(crate) fn start_workers<T: Send + 'static>(
+    flows: Vec<T>,
+    threads: usize,
+    cpu: Option<u32>,
+    first_id: fn(&T) -> u32,
+    run: fn(Vec<T>, Option<u32>) -> Vec<StreamReport>,
+) -> Result<Vec<JoinHandle<Vec<StreamReport>>>, StartError> {
     let n = threads.clamp(1, flows.len().max(1));
-    let mut shares: Vec<Vec<PoolFlow>> = (0..n).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<T>> = (0..n).map(|_| Vec::new()).collect();
     for (i, f) in flows.into_iter().enumerate() {
         shares[i % n].push(f);
     }
     let mut handles = Vec::new();
     let mut flows_started = 0;
     for (w, share) in shares.into_iter().enumerate() {
-        let first = share.first().map_or(0, |f| f.plan.id);
+        let first = share.first().map_or(0, first_id);
         let count = share.len();
-        let spawned = spawn_worker(first, format!("wr-worker-{w}"), move || {
-            run_worker(share, cpu)
-        });
+        let spawned = spawn_worker(first, format!("wr-worker-{w}"), move || run(share, cpu));
         match spawned {
             Ok(h) => {
                 handles.push(h);
@@ -177,7 +187,7 @@ struct Buffers {
 }
 
 /// How long a worker sleeps at most between looks at its flows' clocks and stop flags.
-const TICK: Duration = Duration::from_millis(20);
+pub(crate) const TICK: Duration = Duration::from_millis(20);
 
 /// Calls a worker's flows make per wake-up, together, at most: a flow that is ready moves up
 /// to this many buffers divided by the worker's flows (one at least) before the next flow's
@@ -185,7 +195,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// and sleeps (and is woken) half as often per byte as with one call per flow; a worker of
 /// many keeps one call per flow per round, so that flows whose buffers autotuning grew first
 /// do not take ever more of it (Jain's index 0.92 over 100 flows at 64 calls each).
-const CALLS_PER_WAKE: usize = 64;
+pub(crate) const CALLS_PER_WAKE: usize = 64;
 
 fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     let t0 = ThreadTimes::now();

@@ -110,7 +110,7 @@ const ACCEPT_BACKLOG: i32 = 4096;
 
 /// Pending connections the running test's own client may have beyond the per-address
 /// limit: every data stream of the largest test at once.
-const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_TCP as usize;
+const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_BULK as usize;
 
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,

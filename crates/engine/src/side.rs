@@ -128,20 +128,21 @@ impl std::os::fd::AsFd for StreamFd {
     }
 }
 
-/// Whether a side's streams run on the pool of data workers: TCP bulk tests of more than
-/// one stream, unless they send or write a file or send zero-copy (those keep a thread per
-/// stream). A single stream keeps its blocking thread: the fastest path for one flow.
+/// Whether a side's streams run on the pool of data workers: bulk tests of more than one
+/// stream, UDP or TCP, unless they send or write a file or send zero-copy (those keep a
+/// thread per stream). A single stream keeps its blocking thread: the fastest path for one
+/// flow.
 fn pooled(spec: &TestSpec, streams: &[Attached], ctx: &RunContext) -> bool {
-    spec.pooled()
-        && ctx.file.is_none()
-        && streams.len() > 1
-        && streams.iter().all(|a| matches!(a.sock, DataSock::Tcp(_)))
+    spec.pooled() && ctx.file.is_none() && streams.len() > 1
 }
 
 /// Whether a data socket's peer runs on this host: its address is a loopback one or the
 /// socket's own (a connection to one of this host's addresses).
-fn peer_on_this_host(sock: &std::net::TcpStream) -> bool {
-    match (sock.peer_addr(), sock.local_addr()) {
+fn peer_on_this_host(
+    peer: std::io::Result<SocketAddr>,
+    local: std::io::Result<SocketAddr>,
+) -> bool {
+    match (peer, local) {
         (Ok(p), Ok(l)) => {
             let peer = p.ip().to_canonical();
             peer.is_loopback() || peer == l.ip().to_canonical()
@@ -225,35 +226,64 @@ impl SideRun {
         if pooled(&spec, &streams, &ctx) {
             // both sides deal flows to workers in the same order (see pool.rs)
             streams.sort_by_key(|a| (a.flow != Flow::ClientToServer, a.id));
-            let mut flows = Vec::with_capacity(streams.len());
+            let on_this_host = streams.first().is_some_and(|a| match &a.sock {
+                DataSock::Tcp(t) => peer_on_this_host(t.peer_addr(), t.local_addr()),
+                DataSock::Udp(u, _, peer) => {
+                    peer_on_this_host(peer.ok_or(()).or_else(|()| u.peer_addr()), u.local_addr())
+                }
+            });
+            let threads = ctx
+                .threads
+                .unwrap_or_else(|| crate::pool::default_threads(streams.len(), on_this_host));
+            let cpu = streams
+                .first()
+                .and_then(|a| pinned_cpu(&spec, &ctx, a.flow, a.role));
+            let mut tcp_flows = Vec::new();
+            let mut udp_flows = Vec::new();
             for a in streams {
                 let counters = Arc::new(Counters::default());
                 let plan = plan_of(&a, &counters, None);
-                let DataSock::Tcp(t) = a.sock else { continue };
-                let sock = Arc::new(t);
-                flows.push(crate::pool::PoolFlow {
-                    plan,
-                    sock: sock.clone(),
-                });
+                let (sock, tcp) = match a.sock {
+                    DataSock::Tcp(t) => {
+                        let sock = Arc::new(t);
+                        tcp_flows.push(crate::pool::PoolFlow {
+                            plan,
+                            sock: sock.clone(),
+                        });
+                        (Some(StreamFd::Shared(sock)), true)
+                    }
+                    DataSock::Udp(u, token, peer) => {
+                        if let Some(tos) = spec.tos {
+                            // best effort, as for a stream thread's socket
+                            let _ = crate::net::set_tos(&SockRef::from(&u), tos);
+                        }
+                        // the worker alone holds the socket: a stop reaches it by its flag
+                        udp_flows.push(crate::udp_pool::UdpPoolFlow {
+                            plan,
+                            sock: u,
+                            token,
+                            peer,
+                        });
+                        (None, false)
+                    }
+                };
                 workers.push(Worker {
                     flow: a.flow,
                     id: a.id,
                     role: a.role,
                     counters,
                     handle: None,
-                    sock: Some(StreamFd::Shared(sock)),
-                    tcp: true,
+                    sock,
+                    tcp,
                     pooled: true,
                 });
             }
-            let cpu = workers
-                .first()
-                .and_then(|w| pinned_cpu(&spec, &ctx, w.flow, w.role));
-            let threads = ctx.threads.unwrap_or_else(|| {
-                let on_this_host = flows.first().is_some_and(|f| peer_on_this_host(&f.sock));
-                crate::pool::default_threads(flows.len(), on_this_host)
-            });
-            match crate::pool::start(flows, threads, cpu) {
+            let started = if udp_flows.is_empty() {
+                crate::pool::start(tcp_flows, threads, cpu)
+            } else {
+                crate::udp_pool::start(udp_flows, threads, cpu)
+            };
+            match started {
                 Ok(h) => pool = h,
                 Err(e) => {
                     stop_all(&stop, &workers);

@@ -55,6 +55,35 @@ impl Timer {
         }
     }
 
+    /// The timer's descriptor, for a worker that waits on it in its own epoll set with
+    /// [`Timer::arm`] and [`Timer::clear`].
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.tfd.as_fd()
+    }
+
+    /// Makes the descriptor readable at `at`; false if the kernel refused.
+    pub fn arm(&self, at: Instant) -> bool {
+        timerfd_settime(
+            &self.tfd,
+            TimerfdTimerFlags::ABSTIME,
+            &Itimerspec {
+                it_interval: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: self.timespec(at),
+            },
+        )
+        .is_ok()
+    }
+
+    /// Clears an expiry, so the descriptor is not readable until it is armed again.
+    pub fn clear(&self) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.tfd, &mut count);
+    }
+
     /// Waits until `at`, or returns at once if it has passed; the time then.
     pub fn wait_until(&mut self, at: Instant) -> Instant {
         loop {
@@ -62,18 +91,7 @@ impl Timer {
             if now >= at {
                 return now;
             }
-            let armed = timerfd_settime(
-                &self.tfd,
-                TimerfdTimerFlags::ABSTIME,
-                &Itimerspec {
-                    it_interval: Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    },
-                    it_value: self.timespec(at),
-                },
-            );
-            if armed.is_err() {
+            if !self.arm(at) {
                 std::thread::sleep(at - now);
                 continue;
             }
@@ -90,8 +108,7 @@ impl Timer {
                 Some(&ts),
             );
             // clears the expiry count, so the next wait is not woken by this one
-            let mut count = [0u8; 8];
-            let _ = rustix::io::read(&self.tfd, &mut count);
+            self.clear();
         }
     }
 }

@@ -22,8 +22,8 @@ use crate::mmsg::{self, RecvBatch, SendBatch};
 use crate::stream::{Plan, Tally};
 
 /// How many end markers a sender sends, and how far apart.
-const END_MARKERS: u32 = 3;
-const END_GAP: Duration = Duration::from_millis(5);
+pub(crate) const END_MARKERS: u32 = 3;
+pub(crate) const END_GAP: Duration = Duration::from_millis(5);
 /// A receiver wakes this often to check whether the test is over.
 const POLL: Duration = Duration::from_millis(50);
 /// Catch-up after a late wake-up is limited to this much debt, so pacing never bursts.

@@ -45,11 +45,17 @@ fn one_stream_has_no_fairness_and_text_names_it_for_several() {
 }
 
 #[test]
-fn stream_caps_are_10000_for_tcp_and_128_for_udp() {
-    let out = run(&["run", "-P", "10001", "-n", "1M"], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("parallel streams must be 1 to 10000"));
-    let out = run(&["run", "-u", "-P", "129", "-n", "1M"], LIMIT);
+fn stream_caps_are_10000_for_bulk_tests_and_128_for_request_response() {
+    for udp in [false, true] {
+        let mut args = vec!["run", "-P", "10001", "-n", "1M"];
+        if udp {
+            args.push("-u");
+        }
+        let out = run(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("parallel streams must be 1 to 10000"));
+    }
+    let out = run(&["rr", "-P", "129", "-n", "10"], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("parallel streams must be 1 to 128"));
 }

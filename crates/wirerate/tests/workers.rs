@@ -125,6 +125,63 @@ fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
 }
 
 #[test]
+fn a_thousand_paced_udp_flows_run_on_a_few_threads_and_each_keeps_its_rate() {
+    let srv = ServerProc::start(&["--threads", "2"]);
+    let port = srv.port.to_string();
+    let (out, client, server) = run_sampled(
+        &srv,
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-u",
+            "-b",
+            "200K",
+            "-l",
+            "1400",
+            "-P",
+            "1000",
+            "-t",
+            "3",
+            "--threads",
+            "2",
+            "--json",
+            "--no-store",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let streams = j["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1000);
+    let mut ids: Vec<u64> = streams.iter().filter_map(|s| s["id"].as_u64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 1000, "every flow reports once");
+    for s in streams {
+        // each flow's own timer: its sender keeps 200 kbit/s to 1 %
+        let sent = s["sender"]["bytes"].as_f64().unwrap() * 8.0;
+        let rate = sent / s["sender"]["seconds"].as_f64().unwrap();
+        assert!(
+            (rate / 200e3 - 1.0).abs() < 0.01,
+            "sender at {rate} bit/s: {s}"
+        );
+        // 18 datagrams a second: the receiver's count is a few datagrams coarse
+        let g = s["goodput_bps"].as_f64().unwrap();
+        assert!((g / 200e3 - 1.0).abs() < 0.05, "received at {g} bit/s: {s}");
+        assert!(
+            s["error"].is_null() && s["receiver"]["error"].is_null(),
+            "{s}"
+        );
+    }
+    let total = j["summary"]["goodput_bps"].as_f64().unwrap();
+    assert!((total / 200e6 - 1.0).abs() < 0.05, "{total}");
+    let (c, s) = (median(client.threads), median(server.threads));
+    assert!(c <= 8, "client threads while running: {c}");
+    assert!(s <= 8, "server threads while running: {s}");
+}
+
+#[test]
 fn one_worker_serves_senders_and_receivers_of_both_directions_to_the_last_byte() {
     let out = run(
         &[

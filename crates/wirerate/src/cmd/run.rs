@@ -111,10 +111,10 @@ pub struct Args {
     /// not what applications see (TCP; reported as spec.recv_mode)
     #[arg(long, conflicts_with = "udp")]
     pub discard: bool,
-    /// Parallel streams per flow (TCP up to 10000, UDP 128). The TCP streams of a test of
-    /// more than one stream share a fixed pool of data workers on each side (--threads);
-    /// UDP, -Z and -F streams have a thread each. Past 256 streams the default write size
-    /// shrinks (to 128 KiB at least)
+    /// Parallel streams per flow, up to 10000. The streams of a test of more than one stream
+    /// share a fixed pool of data workers on each side (--threads); -Z and -F streams have
+    /// a thread each. Past 256 TCP streams the default write size shrinks (to 128 KiB at
+    /// least)
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// Data workers on this side (and the embedded server's) for a TCP test of more than
@@ -566,14 +566,36 @@ pub fn execute(
             interrupted: outcome.interrupted,
         },
     );
-    let errors = outcome
-        .local
-        .streams
-        .iter()
-        .chain(&outcome.remote.streams)
-        .filter_map(|s| s.error.clone())
-        .collect();
+    let errors = distinct_errors(
+        outcome
+            .local
+            .streams
+            .iter()
+            .chain(&outcome.remote.streams)
+            .filter_map(|s| s.error.as_deref()),
+    );
     Ok((result, errors))
+}
+
+/// The streams' errors, each once in the order first seen, with how many streams had it
+/// when more than one did.
+fn distinct_errors<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for e in errors {
+        match seen.iter_mut().find(|(s, _)| *s == e) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((e, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(e, n)| {
+            if n > 1 {
+                format!("{e} ({n} streams)")
+            } else {
+                e.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A wirerate client that finds silence on iperf3's port is most likely talking to an
