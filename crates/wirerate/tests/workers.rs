@@ -182,6 +182,67 @@ fn a_thousand_paced_udp_flows_run_on_a_few_threads_and_each_keeps_its_rate() {
 }
 
 #[test]
+fn a_server_serves_on_after_a_client_of_a_thousand_udp_flows_is_killed() {
+    let srv = ServerProc::start(&[]);
+    let port = srv.port.to_string();
+    let mut client = wr()
+        .args([
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-u",
+            "-b",
+            "1M",
+            "-l",
+            "1400",
+            "-P",
+            "1000",
+            "-t",
+            "30",
+            "--no-store",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the client");
+    std::thread::sleep(Duration::from_secs(3));
+    client.kill().expect("kill the client");
+    let _ = client.wait();
+    // the server's workers see the test end and free the slot: within moments, the next
+    // test runs (a client that comes while the slot is still held is told it is busy)
+    let started = Instant::now();
+    let out = loop {
+        let out = run(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-u",
+                "-b",
+                "10M",
+                "-P",
+                "2",
+                "-t",
+                "1",
+                "--json",
+                "--no-store",
+            ],
+            LIMIT,
+        );
+        if out.status.success() || started.elapsed() > Duration::from_secs(10) {
+            break out;
+        }
+        assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let g = json(&out)["summary"]["goodput_bps"].as_f64().unwrap();
+    assert!((g / 20e6 - 1.0).abs() < 0.05, "{g}");
+}
+
+#[test]
 fn one_worker_serves_senders_and_receivers_of_both_directions_to_the_last_byte() {
     let out = run(
         &[
