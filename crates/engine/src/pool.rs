@@ -197,19 +197,68 @@ pub(crate) const TICK: Duration = Duration::from_millis(20);
 /// do not take ever more of it (Jain's index 0.92 over 100 flows at 64 calls each).
 pub(crate) const CALLS_PER_WAKE: usize = 64;
 
-fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
-    let t0 = ThreadTimes::now();
-    let mut pin_error = None;
-    if let Some(c) = cpu {
-        if let Err(e) = crate::side::pin_thread(c) {
-            pin_error = Some(format!("cannot pin a data worker to CPU {c}: {e}"));
+/// A data worker's CPU times: from its start, or from the end of the warm-up once that has
+/// passed. At the end they are shared evenly by the worker's flows, which took turns on its
+/// one thread.
+pub(crate) struct WorkerTimes {
+    t0: ThreadTimes,
+    omit_end: Option<Instant>,
+    window: Option<ThreadTimes>,
+}
+
+impl WorkerTimes {
+    /// Pins the calling worker to `cpu` if one is given (`-A`), and starts its clock; the
+    /// error says why it could not be pinned.
+    pub fn start(plan: &Plan, cpu: Option<u32>) -> (WorkerTimes, Option<String>) {
+        let t0 = ThreadTimes::now();
+        let pin_error = cpu.and_then(|c| {
+            crate::side::pin_thread(c)
+                .err()
+                .map(|e| format!("cannot pin a data worker to CPU {c}: {e}"))
+        });
+        let omit = plan.spec.omit_s;
+        let times = WorkerTimes {
+            t0,
+            omit_end: (omit > 0.0).then(|| plan.start + Duration::from_secs_f64(omit)),
+            window: None,
+        };
+        (times, pin_error)
+    }
+
+    /// The thread's times when it started.
+    pub fn t0(&self) -> ThreadTimes {
+        self.t0
+    }
+
+    /// Opens the counted window once the warm-up is over.
+    pub fn at(&mut self, now: Instant) {
+        if self.window.is_none() && self.omit_end.is_some_and(|e| now >= e) {
+            self.window = Some(ThreadTimes::now());
         }
     }
+
+    /// Gives each report its even share of the worker's CPU time.
+    pub fn share(&self, reports: Vec<StreamReport>) -> Vec<StreamReport> {
+        let times = ThreadTimes::now().since(self.window.unwrap_or(self.t0));
+        let share = 1.0 / reports.len().max(1) as f64;
+        reports
+            .into_iter()
+            .map(|mut r| {
+                r.user_s = times.user_s * share;
+                r.sys_s = times.sys_s * share;
+                r.sched = None;
+                r
+            })
+            .collect()
+    }
+}
+
+fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     let Some(first) = flows.first() else {
         return Vec::new();
     };
+    let (mut clock, mut pin_error) = WorkerTimes::start(&first.plan, cpu);
     let spec = first.plan.spec.clone();
-    let omit_end = first.plan.start + Duration::from_secs_f64(spec.omit_s);
     let len = spec.len_bytes as usize;
     let backing = pattern(len + 4096);
     let send_at = backing.as_ptr().align_offset(4096).min(4096);
@@ -258,7 +307,6 @@ fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     }
     let mut live = flows.iter().filter(|f| f.state != State::Done).count();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(1024.min(flows.len().max(16)));
-    let mut window: Option<ThreadTimes> = None;
     let mut next_sweep = Instant::now();
     while live > 0 {
         let Some(ep) = &ep else { break };
@@ -296,9 +344,7 @@ fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
             }
         }
         let now = Instant::now();
-        if window.is_none() && spec.omit_s > 0.0 && now >= omit_end {
-            window = Some(ThreadTimes::now());
-        }
+        clock.at(now);
         if now >= next_sweep {
             next_sweep = now + TICK;
             for (i, f) in flows.iter_mut().enumerate() {
@@ -313,19 +359,11 @@ fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
             }
         }
     }
-    // the worker's CPU time, shared evenly by its flows (they took turns on one thread)
-    let times = ThreadTimes::now().since(window.unwrap_or(t0));
-    let share = 1.0 / flows.len().max(1) as f64;
-    flows
+    let reports = flows
         .into_iter()
-        .map(|mut f| {
-            let mut r = f.report.take().unwrap_or_else(|| f.finish_report());
-            r.user_s = times.user_s * share;
-            r.sys_s = times.sys_s * share;
-            r.sched = None;
-            r
-        })
-        .collect()
+        .map(|mut f| f.report.take().unwrap_or_else(|| f.finish_report()))
+        .collect();
+    clock.share(reports)
 }
 
 impl Flow {

@@ -19,7 +19,7 @@ use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::Token;
 
 use crate::mmsg::{self, RecvBatch, SendBatch};
-use crate::pool::{StartError, CALLS_PER_WAKE, TICK};
+use crate::pool::{StartError, WorkerTimes, CALLS_PER_WAKE, TICK};
 use crate::stream::Plan;
 use crate::udp::{TxStep, UdpRx, UdpTx, END_GAP, END_MARKERS};
 
@@ -72,18 +72,11 @@ impl Flow {
 const TIMER: u64 = u64::MAX;
 
 fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
-    let t0 = ThreadTimes::now();
-    let mut setup_error = None;
-    if let Some(c) = cpu {
-        if let Err(e) = crate::side::pin_thread(c) {
-            setup_error = Some(format!("cannot pin a data worker to CPU {c}: {e}"));
-        }
-    }
     let Some(first) = flows.first() else {
         return Vec::new();
     };
-    let spec = first.plan.spec.clone();
-    let omit_end = first.plan.start + Duration::from_secs_f64(spec.omit_s);
+    let (mut clock, mut setup_error) = WorkerTimes::start(&first.plan, cpu);
+    let t0 = clock.t0();
     let mut flows: Vec<Flow> = flows
         .into_iter()
         .map(|f| {
@@ -100,7 +93,7 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
             }
         })
         .collect();
-    // one batch of each kind for the worker, sized for the largest of its flows
+    // one batch of each kind for the worker: its flows share one spec, so one size fits all
     let mut send = flows.iter().find_map(|f| match &f.state {
         State::Sending(tx) => Some(SendBatch::new(tx.batch_count(), &tx.template())),
         _ => None,
@@ -165,7 +158,6 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     let mut lens = [0usize; mmsg::MAX_BATCH];
     let mut live = flows.iter().filter(|f| !f.done()).count();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(1024.min(flows.len() + 1));
-    let mut window: Option<ThreadTimes> = None;
     let mut next_sweep = Instant::now();
     let mut armed: Option<Instant> = None;
     while live > 0 {
@@ -279,9 +271,7 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
                 _ => {}
             }
         }
-        if window.is_none() && spec.omit_s > 0.0 && now >= omit_end {
-            window = Some(ThreadTimes::now());
-        }
+        clock.at(now);
         if now >= next_sweep {
             next_sweep = now + TICK;
             for (i, f) in flows.iter_mut().enumerate() {
@@ -299,25 +289,8 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
             }
         }
     }
-    // the worker's CPU time, shared evenly by its flows (they took turns on one thread)
-    let times = ThreadTimes::now().since(window.unwrap_or(t0));
-    let share = 1.0 / flows.len().max(1) as f64;
-    flows
-        .into_iter()
-        .map(|mut f| {
-            if !f.done() {
-                f.state = State::Done(Box::new(f.take_report(t0)));
-            }
-            let State::Done(r) = f.state else {
-                unreachable!("every flow has its report")
-            };
-            let mut r = *r;
-            r.user_s = times.user_s * share;
-            r.sys_s = times.sys_s * share;
-            r.sched = None;
-            r
-        })
-        .collect()
+    let reports = flows.iter_mut().map(|f| f.take_report(t0)).collect();
+    clock.share(reports)
 }
 
 impl Flow {
