@@ -312,9 +312,9 @@ impl TestSpec {
             && u64::from(self.parallel) * self.direction.flows().len() as u64 > 1
     }
 
-    /// How many streams of a side hold a buffer of their own: every stream, except in a TCP
-    /// bulk test of copied writes, whose data workers (at most
-    /// [`limits::MAX_WORKERS`]) each hold one for all their streams.
+    /// How many streams of a side hold a buffer of their own: every stream, except in a bulk
+    /// test on data workers ([`TestSpec::pooled`]; at most [`limits::MAX_WORKERS`]), each of
+    /// which holds one for all its streams.
     pub fn buffered_streams(&self) -> u64 {
         let streams = u64::from(self.parallel) * self.direction.flows().len() as u64;
         if self.pooled() {
