@@ -197,6 +197,25 @@ pub(crate) const TICK: Duration = Duration::from_millis(20);
 /// do not take ever more of it (Jain's index 0.92 over 100 flows at 64 calls each).
 pub(crate) const CALLS_PER_WAKE: usize = 64;
 
+/// Waits up to `wait` (under a second) for ready sockets, into `events`; false when a signal
+/// interrupted the wait (look again).
+pub(crate) fn wait_ready(
+    ep: &rustix::fd::OwnedFd,
+    events: &mut Vec<epoll::Event>,
+    wait: Duration,
+) -> rustix::io::Result<bool> {
+    let ts = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: wait.subsec_nanos().into(),
+    };
+    events.clear();
+    match epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(&ts)) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// A data worker's CPU times: from its start, or from the end of the warm-up once that has
 /// passed. At the end they are shared evenly by the worker's flows, which took turns on its
 /// one thread.
@@ -312,14 +331,9 @@ fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
         let Some(ep) = &ep else { break };
         let now = Instant::now();
         let wait = next_sweep.saturating_duration_since(now).min(TICK);
-        let ts = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: wait.as_nanos() as _,
-        };
-        events.clear();
-        match epoll::wait(ep, rustix::buffer::spare_capacity(&mut events), Some(&ts)) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
+        match wait_ready(ep, &mut events, wait) {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(e) => {
                 let msg = format!("waiting on the data sockets: {e}");
                 for f in flows.iter_mut().filter(|f| f.state != State::Done) {

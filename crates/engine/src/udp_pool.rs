@@ -19,7 +19,7 @@ use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::Token;
 
 use crate::mmsg::{self, RecvBatch, SendBatch};
-use crate::pool::{StartError, WorkerTimes, CALLS_PER_WAKE, TICK};
+use crate::pool::{wait_ready, StartError, WorkerTimes, CALLS_PER_WAKE, TICK};
 use crate::stream::Plan;
 use crate::udp::{TxStep, UdpRx, UdpTx, END_GAP, END_MARKERS};
 
@@ -177,14 +177,9 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
         } else {
             next_sweep.saturating_duration_since(now).min(TICK)
         };
-        let ts = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: wait.as_nanos() as _,
-        };
-        events.clear();
-        match epoll::wait(ep, rustix::buffer::spare_capacity(&mut events), Some(&ts)) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
+        match wait_ready(ep, &mut events, wait) {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(e) => {
                 let msg = format!("waiting on the data sockets: {e}");
                 for f in flows.iter_mut().filter(|f| !f.done()) {

@@ -76,6 +76,22 @@ fn median(mut v: Vec<usize>) -> usize {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
+/// The JSON of a successful run of `n` streams, each of which reported once.
+fn every_flow_reports_once(out: &std::process::Output, n: usize) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    let j = json(out);
+    let streams = j["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), n);
+    let mut ids: Vec<u64> = streams
+        .iter()
+        .map(|s| s["id"].as_u64().expect("a stream id"))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "every flow reports once");
+    j
+}
+
 #[test]
 fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
     let srv = ServerProc::start(&["--threads", "2"]);
@@ -97,17 +113,8 @@ fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
             "--no-store",
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let j = json(&out);
+    let j = every_flow_reports_once(&out, 1000);
     let streams = j["streams"].as_array().unwrap();
-    assert_eq!(streams.len(), 1000);
-    let mut ids: Vec<u64> = streams
-        .iter()
-        .map(|s| s["id"].as_u64().expect("a stream id"))
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), 1000, "every flow reports once");
     // every flow moved data: none was starved by the others on its worker
     for s in streams {
         assert!(s["sender"]["bytes"].as_u64().unwrap() > 0, "{s}");
@@ -150,14 +157,8 @@ fn a_thousand_paced_udp_flows_run_on_a_few_threads_and_each_keeps_its_rate() {
             "--no-store",
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let j = json(&out);
+    let j = every_flow_reports_once(&out, 1000);
     let streams = j["streams"].as_array().unwrap();
-    assert_eq!(streams.len(), 1000);
-    let mut ids: Vec<u64> = streams.iter().filter_map(|s| s["id"].as_u64()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), 1000, "every flow reports once");
     for s in streams {
         // each flow's own timer: its sender keeps 200 kbit/s to 1 %
         let sent = s["sender"]["bytes"].as_f64().unwrap() * 8.0;
