@@ -87,10 +87,15 @@ pub(crate) fn cause(e: &postgres::Error) -> String {
     }
 }
 
-/// Connects to the server a URL names (`postgres://` or `postgresql://`), without TLS, with
-/// a 10 s connect timeout unless the URL sets `connect_timeout`. The errors name the
-/// database by its redacted URL. Other programs of the project (a work queue, say) reach the
-/// results database through this.
+/// Connects to the server a URL names (`postgres://` or `postgresql://`), with a 10 s
+/// connect timeout unless the URL sets `connect_timeout`. The errors name the database by its
+/// redacted URL. Other programs of the project (a work queue, say) reach the results database
+/// through this.
+///
+/// `sslmode=require` speaks TLS and checks the server's certificate, its chain and its host
+/// name, against the CA certificates of `sslrootcert=FILE` in the URL (or the
+/// `PGSSLROOTCERT` environment variable, as libpq reads it); without either it is refused. Any
+/// other mode connects without TLS.
 pub fn connect(url: &str) -> Result<Client, StoreError> {
     let shown = redact(url);
     if !is_url(url) {
@@ -99,30 +104,97 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
             cause: "a PostgreSQL URL starts with postgres:// or postgresql://".into(),
         });
     }
+    let (url, root_cert) = take_param(url, "sslrootcert");
     let mut config: postgres::Config =
         url.parse()
             .map_err(|e: postgres::Error| StoreError::BadUrl {
                 url: shown.clone(),
                 cause: cause(&e),
             })?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(StoreError::BadUrl {
-            url: shown,
-            cause: "sslmode=require: this wirerate does not speak TLS to PostgreSQL (use a \
-                    Unix socket, a loopback address or a tunnel)"
-                .into(),
-        });
-    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     if config.get_application_name().is_none() {
         config.application_name("wirerate");
     }
-    config.connect(NoTls).map_err(|e| StoreError::Connect {
+    let connected = if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        let root_cert = root_cert
+            .or_else(|| {
+                std::env::var("PGSSLROOTCERT")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            })
+            .ok_or_else(|| StoreError::BadUrl {
+                url: shown.clone(),
+                cause: "sslmode=require needs the CA certificate that signed the server's: \
+                        sslrootcert=FILE in the URL, or PGSSLROOTCERT"
+                    .into(),
+            })?;
+        let tls = tls_connector(&root_cert).map_err(|cause| StoreError::BadUrl {
+            url: shown.clone(),
+            cause,
+        })?;
+        config.connect(tls)
+    } else {
+        config.connect(NoTls)
+    };
+    connected.map_err(|e| StoreError::Connect {
         url: shown,
         cause: cause(&e),
     })
+}
+
+/// A TLS connector that trusts the CA certificates of the PEM file `path`.
+fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(path).map_err(|e| format!("{path}: {e}"))?;
+    for c in certs {
+        let c = c.map_err(|e| format!("{path}: {e}"))?;
+        roots
+            .add(c)
+            .map_err(|e| format!("{path}: not a CA certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{path}: no certificate in it"));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The URL without the query parameter `name`, and that parameter's value (the last, if it
+/// is given more than once), which the driver would refuse as unknown.
+fn take_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(
+                    percent_encoding::percent_decode_str(v)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                );
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, value)
 }
 
 /// An open PostgreSQL results database.
@@ -564,6 +636,29 @@ fn check_readable(client: &mut Client, shown: &str) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ca_file_is_taken_out_of_the_url() {
+        assert_eq!(
+            take_param(
+                "postgres://h/r?sslmode=require&sslrootcert=%2Fetc%2Fca%20x.pem",
+                "sslrootcert"
+            ),
+            (
+                "postgres://h/r?sslmode=require".to_string(),
+                Some("/etc/ca x.pem".to_string())
+            )
+        );
+        assert_eq!(
+            take_param("postgres://h/r?sslrootcert=a.pem", "sslrootcert"),
+            ("postgres://h/r".to_string(), Some("a.pem".to_string()))
+        );
+        assert_eq!(
+            take_param("postgres://h/r?x=1", "sslrootcert"),
+            ("postgres://h/r?x=1".to_string(), None)
+        );
+        assert_eq!(take_param("postgres://h/r", "sslrootcert").1, None);
+    }
 
     #[test]
     fn urls_are_told_from_paths() {

@@ -132,6 +132,16 @@ impl Cluster {
     /// [`Cluster::start`] with the server's `listen_addresses` (`"*"` for every address of
     /// this network namespace, a comma-separated list otherwise).
     pub fn start_listening_on(listen: &str) -> Result<Cluster, String> {
+        Self::start_inner(listen, None)
+    }
+
+    /// [`Cluster::start`] with TLS on: the server presents `cert_pem` (with `key_pem`), and
+    /// TCP clients must use TLS (`hostssl` only); the Unix socket stays plain.
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Cluster, String> {
+        Self::start_inner("127.0.0.1", Some((cert_pem, key_pem)))
+    }
+
+    fn start_inner(listen: &str, tls: Option<(&str, &str)>) -> Result<Cluster, String> {
         let bin = find_bin().ok_or_else(|| {
             "PostgreSQL server binaries (initdb, pg_ctl) not found: install postgresql \
              or set WIRERATE_PG_BIN"
@@ -163,6 +173,9 @@ impl Cluster {
             stopped: true,
         };
         c.init()?;
+        if let Some((cert, key)) = tls {
+            c.enable_tls(cert, key)?;
+        }
         // a free port can be taken between the probe and the start: try a few
         let mut last = String::new();
         for _ in 0..5 {
@@ -183,6 +196,12 @@ impl Cluster {
     /// `WIRERATE_REQUIRE_PG` is set).
     pub fn start_or_skip(test: &str) -> Option<Cluster> {
         or_skip(test, Self::start())
+    }
+
+    /// [`Cluster::start_with_tls`], or None with the reason printed (as
+    /// [`Cluster::start_or_skip`]).
+    pub fn start_with_tls_or_skip(test: &str, cert_pem: &str, key_pem: &str) -> Option<Cluster> {
+        or_skip(test, Self::start_with_tls(cert_pem, key_pem))
     }
 
     /// One cluster for the whole test process, started on first use (None, with the reason
@@ -244,6 +263,39 @@ impl Cluster {
             ));
         }
         Ok(())
+    }
+
+    /// Writes the server's certificate and key into the data directory, turns `ssl` on and
+    /// makes every TCP line of `pg_hba.conf` TLS-only.
+    fn enable_tls(&self, cert: &str, key: &str) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data();
+        let files = [("server.crt", cert, 0o644), ("server.key", key, 0o600)];
+        for (name, text, mode) in files {
+            let path = data.join(name);
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| e.to_string())?;
+            if let Some(user) = &self.run_as {
+                let (uid, gid) = ids_of(user).ok_or("no such user")?;
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                    .map_err(|e| format!("chown {}: {e}", path.display()))?;
+            }
+        }
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).map_err(|e| e.to_string())?;
+        text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(&conf, text).map_err(|e| e.to_string())?;
+        let hba = data.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).map_err(|e| e.to_string())?;
+        let tls_only: Vec<String> = text
+            .lines()
+            .map(|l| match l.strip_prefix("host ") {
+                Some(rest) => format!("hostssl {rest}"),
+                None => l.to_string(),
+            })
+            .collect();
+        std::fs::write(&hba, tls_only.join("\n") + "\n").map_err(|e| e.to_string())
     }
 
     fn pg_ctl_start(&self) -> Result<(), String> {

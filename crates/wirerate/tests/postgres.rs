@@ -596,3 +596,78 @@ fn a_repeat_set_is_stored_under_one_group() {
         assert_eq!(p, &r["result"]);
     }
 }
+
+#[test]
+fn tls_to_postgres_checks_the_servers_certificate() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        (cert, key)
+    };
+    let (ca_cert, ca_key) = ca("wirerate test PostgreSQL CA");
+    let (other_ca, _) = ca("some other CA");
+    // the server's certificate names the address the clients use
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &ca_cert, &ca_key)
+        .unwrap();
+    let test = "tls_to_postgres_checks_the_servers_certificate";
+    let Some(cluster) =
+        Cluster::start_with_tls_or_skip(test, &server.pem(), &server_key.serialize_pem())
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_file, other_file) = (dir.path().join("ca.pem"), dir.path().join("other.pem"));
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    std::fs::write(&other_file, other_ca.pem()).unwrap();
+    let f = dir.path().join("r.jsonl");
+    write_jsonl(&f, &[synth::run(1, 1e9, 1)]);
+    let f = f.to_str().unwrap();
+    let db = Cluster::database_of(&cluster.fresh_database()).to_string();
+    let plain = cluster.tcp_url(&db, cluster.password());
+    let with = |extra: &str| format!("{plain}?{extra}");
+    let fails = |url: &str, want: &str| {
+        let o = wirerate(&["history", "--db", url]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        println!("{err}");
+        assert_eq!(o.status.code(), Some(1), "{url}: {err}");
+        assert!(err.contains(want), "{url}: {err}");
+        assert!(!err.contains(cluster.password()), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    };
+    // the server takes TCP clients over TLS only
+    fails(&plain, "cannot connect");
+    fails(&with("sslmode=require"), "sslrootcert=FILE");
+    fails(
+        &with(&format!(
+            "sslmode=require&sslrootcert={}",
+            other_file.display()
+        )),
+        "certificate",
+    );
+    fails(
+        &with("sslmode=require&sslrootcert=/nonexistent/ca.pem"),
+        "/nonexistent/ca.pem",
+    );
+    let url = with(&format!(
+        "sslmode=require&sslrootcert={}",
+        ca_file.display()
+    ));
+    ok(&["import", "--db", &url, f]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(&["history", "--json", "--db", &url])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // as libpq does, PGSSLROOTCERT names the CA when the URL does not
+    let o = Command::new(common::bin())
+        .args(["history", "--json", "--db", &with("sslmode=require")])
+        .env("PGSSLROOTCERT", &ca_file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
