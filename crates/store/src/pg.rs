@@ -117,6 +117,11 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
     if config.get_application_name().is_none() {
         config.application_name("wirerate");
     }
+    if config.get_password().is_none() {
+        if let Some(pw) = pgpass_password(&config) {
+            config.password(pw);
+        }
+    }
     let connected = if config.get_ssl_mode() == postgres::config::SslMode::Require {
         let root_cert = root_cert
             .or_else(|| {
@@ -142,6 +147,70 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
         url: shown,
         cause: cause(&e),
     })
+}
+
+/// The password libpq's password file gives this connection: `PGPASSFILE`, or `.pgpass` in
+/// the home directory; lines `host:port:database:user:password`, `*` for any value, `\:` and
+/// `\\` escaped, the first match wins. As libpq does, a file that others can read is ignored
+/// (with a warning), and a Unix socket's host is `localhost`.
+fn pgpass_password(config: &postgres::Config) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = match std::env::var_os("PGPASSFILE") {
+        Some(p) if !p.is_empty() => std::path::PathBuf::from(p),
+        _ => std::path::Path::new(&std::env::var_os("HOME")?).join(".pgpass"),
+    };
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        eprintln!(
+            "wirerate: warning: password file {} has group or world access; permissions \
+             should be u=rw (0600) or less: it is not read",
+            path.display()
+        );
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user()?;
+    let db = config.get_dbname().unwrap_or(user);
+    pgpass_match(&text, [host.as_str(), port.as_str(), db, user])
+}
+
+/// The password of the first line of a password file that matches `wanted` (host, port,
+/// database, user).
+fn pgpass_match(text: &str, wanted: [&str; 4]) -> Option<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|line| {
+            let mut fields = Vec::with_capacity(5);
+            let mut cur = String::new();
+            let mut chars = line.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => cur.extend(chars.next()),
+                    ':' if fields.len() < 4 => fields.push(std::mem::take(&mut cur)),
+                    c => cur.push(c),
+                }
+            }
+            fields.push(cur);
+            let [h, p, d, u, pw] = <[String; 5]>::try_from(fields).ok()?;
+            let matches = [h, p, d, u]
+                .iter()
+                .zip(wanted)
+                .all(|(f, w)| f == "*" || f == w);
+            matches.then_some(pw)
+        })
 }
 
 /// A TLS connector that trusts the CA certificates of the PEM file `path`.
@@ -636,6 +705,27 @@ fn check_readable(client: &mut Client, shown: &str) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_file_gives_the_first_matching_line() {
+        let text = "# comment\n\
+                    db.lab:5432:results:wr:first\n\
+                    *:*:*:wr:any\\:thing\n\
+                    db.lab:5432:*:other:no\n";
+        let w = |h, p, d, u| pgpass_match(text, [h, p, d, u]);
+        assert_eq!(
+            w("db.lab", "5432", "results", "wr").as_deref(),
+            Some("first")
+        );
+        assert_eq!(
+            w("db.lab", "6000", "results", "wr").as_deref(),
+            Some("any:thing")
+        );
+        assert_eq!(w("db.lab", "5432", "x", "other").as_deref(), Some("no"));
+        assert_eq!(w("db.lab", "5432", "x", "nobody"), None);
+        // a line of too few fields matches nothing
+        assert_eq!(pgpass_match("h:5432:d:u\n", ["h", "5432", "d", "u"]), None);
+    }
 
     #[test]
     fn the_ca_file_is_taken_out_of_the_url() {

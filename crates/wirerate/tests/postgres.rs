@@ -671,3 +671,46 @@ fn tls_to_postgres_checks_the_servers_certificate() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn a_password_file_supplies_the_password_a_url_leaves_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(cluster) = Cluster::shared("a_password_file_supplies_the_password_a_url_leaves_out")
+    else {
+        return;
+    };
+    let db = Cluster::database_of(&cluster.fresh_database()).to_string();
+    let url = cluster
+        .tcp_url(&db, cluster.password())
+        .replace(&format!(":{}@", cluster.password()), "@");
+    assert!(!url.contains(cluster.password()));
+    let dir = tempfile::tempdir().unwrap();
+    let pgpass = dir.path().join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!(
+            "# host:port:database:user:password\n127.0.0.1:{}:{db}:*:{}\n",
+            cluster.port(),
+            cluster.password()
+        ),
+    )
+    .unwrap();
+    let f = dir.path().join("r.jsonl");
+    write_jsonl(&f, &[synth::run(1, 1e9, 1)]);
+    let history = |mode: u32| {
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(mode)).unwrap();
+        Command::new(common::bin())
+            .args(["import", "--db", &url, f.to_str().unwrap()])
+            .env("PGPASSFILE", &pgpass)
+            .output()
+            .unwrap()
+    };
+    let o = history(0o600);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // as libpq does, a file others may read is not read, and says so
+    let o = history(0o644);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("group or world access"), "{err}");
+    assert!(!err.contains(cluster.password()), "{err}");
+}
