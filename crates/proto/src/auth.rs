@@ -80,10 +80,14 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// SaltedPassword := Hi(password, salt, i), PBKDF2 with HMAC-SHA-256.
+/// SaltedPassword := Hi(Normalize(password), salt, i), PBKDF2 with HMAC-SHA-256. Normalize is
+/// SASLprep (RFC 4013), so a password typed in another Unicode form logs in alike; a
+/// password SASLprep refuses (it holds a prohibited character) is used as it is, as
+/// PostgreSQL does.
 pub fn salted_password(password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
+    let prepared = stringprep::saslprep(password).unwrap_or(std::borrow::Cow::Borrowed(password));
     let mut out = [0u8; 32];
-    pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt, iterations, &mut out);
+    pbkdf2::pbkdf2_hmac::<Sha256>(prepared.as_bytes(), salt, iterations, &mut out);
     out
 }
 
