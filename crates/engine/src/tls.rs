@@ -111,6 +111,18 @@ impl ServerTls {
         })
     }
 
+    /// A secret of this server's that lasts as long as its TLS key: SHA-256 of the key and
+    /// `label`. Unknown users' made-up salts derive from it, so they stay the same across
+    /// restarts (a salt that changed would tell a prober the user does not exist).
+    pub fn lasting_secret(&self, label: &[u8]) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"wirerate server secret\0");
+        h.update(label);
+        h.update(self.key.secret_der());
+        h.finalize().into()
+    }
+
     /// Requires of every client a certificate signed by one of the CA certificates in
     /// `ca` (PEM): mutual TLS. The certificate's subject CN is the client's user.
     pub fn with_client_ca(mut self, ca: &Path) -> Result<ServerTls, String> {

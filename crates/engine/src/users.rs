@@ -8,8 +8,8 @@
 //! ```
 //!
 //! The server looks users up for the login (`login.rs`); one that does not exist gets a
-//! made-up verifier derived from a secret of this process, so the answer and the work are
-//! the same as for a real one. Failed logins are counted per source address, and a source
+//! made-up verifier derived from a secret (the server's TLS key's, so it lasts across
+//! restarts), so the answer and the work are the same as for a real one. Failed logins are counted per source address, and a source
 //! with too many is refused for a while without a login.
 
 use std::collections::{BTreeMap, HashMap};
@@ -190,6 +190,13 @@ impl UserDb {
         })
     }
 
+    /// Unknown users' made-up verifiers derive from `secret` instead of one drawn at start,
+    /// so a restart does not change them ([`crate::tls::ServerTls::lasting_secret`]).
+    pub fn with_secret(mut self, secret: [u8; 32]) -> UserDb {
+        self.secret = secret;
+        self
+    }
+
     pub fn len(&self) -> usize {
         self.current().len()
     }
@@ -270,6 +277,40 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lasting_secret_keeps_unknown_users_salts_across_restarts() {
+        use crate::tls::ServerTls;
+        let base = std::env::temp_dir().join(format!("wr-secret-{}", std::process::id()));
+        let (one, two) = (base.join("one"), base.join("two"));
+        for d in [&one, &two] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let salt = |t: &ServerTls| {
+            let db = UserDb::new(Users::default()).unwrap();
+            let db = db.with_secret(t.lasting_secret(b"unknown users"));
+            db.lookup("mallory").0.salt
+        };
+        // a restart reads the same key again: the same made-up salt
+        let first = ServerTls::load_or_create(&one).unwrap();
+        let again = ServerTls::load_or_create(&one).unwrap();
+        assert_eq!(salt(&first), salt(&again));
+        // another server's key: another salt
+        assert_ne!(
+            salt(&first),
+            salt(&ServerTls::load_or_create(&two).unwrap())
+        );
+        // without it, each start draws its own secret
+        let fresh = || {
+            UserDb::new(Users::default())
+                .unwrap()
+                .lookup("mallory")
+                .0
+                .salt
+        };
+        assert_ne!(fresh(), fresh());
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn a_users_file_round_trips_and_bad_lines_are_named() {

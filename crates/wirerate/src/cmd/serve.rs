@@ -231,16 +231,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "--users needs --tls: without it, a login could be hijacked after it succeeds",
         );
     }
+    let tls = a.tls.server()?;
     let users = match &a.users {
-        Some(path) => Some(Arc::new(
-            wirerate_engine::users::UserDb::load(path).map_err(anyhow::Error::msg)?,
-        )),
+        Some(path) => {
+            let db = wirerate_engine::users::UserDb::load(path).map_err(anyhow::Error::msg)?;
+            Some(Arc::new(match &tls {
+                Some(t) => db.with_secret(t.lasting_secret(b"unknown users")),
+                None => db,
+            }))
+        }
         None => None,
     };
     if users.as_ref().is_some_and(|u| u.is_empty()) {
         eprintln!("wirerate serve: warning: the users file has no users; every login will fail");
     }
-    let tls = a.tls.server()?;
     let mut targets = Vec::new();
     for t in &a.third_party_targets {
         match wirerate_engine::limits::Cidr::parse(t) {
