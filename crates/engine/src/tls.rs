@@ -124,8 +124,22 @@ impl ServerTls {
     }
 
     /// Requires of every client a certificate signed by one of the CA certificates in
-    /// `ca` (PEM): mutual TLS. The certificate's subject CN is the client's user.
-    pub fn with_client_ca(mut self, ca: &Path) -> Result<ServerTls, String> {
+    /// `ca` (PEM): mutual TLS. The certificate's subject CN is the client's user. A
+    /// certificate that a revocation list of `crls` (PEM, signed by the CA) names is refused.
+    pub fn with_client_ca(mut self, ca: &Path, crls: &[PathBuf]) -> Result<ServerTls, String> {
+        use rustls::pki_types::CertificateRevocationListDer;
+        let mut revoked = Vec::new();
+        for path in crls {
+            let shown = path.display();
+            let found = CertificateRevocationListDer::pem_file_iter(path)
+                .map_err(|e| format!("{shown}: {e}"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{shown}: {e}"))?;
+            if found.is_empty() {
+                return Err(format!("{shown}: no certificate revocation list in it"));
+            }
+            revoked.extend(found);
+        }
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))? {
             let c = c.map_err(|e| format!("{}: {e}", ca.display()))?;
@@ -140,6 +154,7 @@ impl ServerTls {
         )
         // a client without a certificate is told so in the control protocol, in words
         .allow_unauthenticated()
+        .with_crls(revoked)
         .build()
         .map_err(|e| format!("{}: {e}", ca.display()))?;
         let config = rustls::ServerConfig::builder_with_provider(provider())

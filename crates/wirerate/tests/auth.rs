@@ -732,10 +732,12 @@ mod mutual_tls {
         Ca { cert, key }
     }
 
-    /// A client certificate for `cn` signed by `ca`, written as PEM; returns (cert, key).
+    /// A client certificate for `cn` signed by `ca`, written as PEM; returns (cert, key). Its
+    /// serial number is the sum of the name's bytes.
     fn client_cert(dir: &Path, ca: &Ca, cn: &str) -> (String, String) {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.distinguished_name.push(DnType::CommonName, cn);
+        p.serial_number = Some(serial(cn));
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
@@ -744,6 +746,94 @@ mod mutual_tls {
         std::fs::write(&c, cert.pem()).unwrap();
         std::fs::write(&k, key.serialize_pem()).unwrap();
         (c.to_str().unwrap().into(), k.to_str().unwrap().into())
+    }
+
+    fn serial(cn: &str) -> rcgen::SerialNumber {
+        rcgen::SerialNumber::from(cn.bytes().map(u64::from).sum::<u64>())
+    }
+
+    #[test]
+    fn a_revoked_certificate_is_refused_and_others_of_the_ca_are_not() {
+        let s = setup();
+        let dir = s.users.parent().unwrap().to_path_buf();
+        let ca = ca("wirerate test CA");
+        let ca_file = dir.join("crl-ca.pem");
+        std::fs::write(&ca_file, ca.cert.pem()).unwrap();
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2025, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: vec![rcgen::RevokedCertParams {
+                serial_number: serial("dave"),
+                revocation_time: rcgen::date_time_ymd(2025, 6, 1),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            }],
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&ca.cert, &ca.key)
+        .unwrap();
+        let crl_file = dir.join("revoked.crl.pem");
+        std::fs::write(&crl_file, crl.pem().unwrap()).unwrap();
+        let srv = ServerProc::start(&[
+            "--tls",
+            "--state-dir",
+            s.state.to_str().unwrap(),
+            "--client-ca",
+            ca_file.to_str().unwrap(),
+            "--client-crl",
+            crl_file.to_str().unwrap(),
+        ]);
+        let p = srv.port.to_string();
+        let ks = s.known.to_str().unwrap();
+        let with_cert = |cn: &str| {
+            let (c, k) = client_cert(&dir, &ca, cn);
+            let args = [
+                "run",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-n",
+                "1M",
+                "--tls",
+                "--known-servers",
+                ks,
+                "--client-cert",
+                &c,
+                "--client-key",
+                &k,
+            ];
+            run(&args, LIMIT)
+        };
+        let ok = with_cert("erin");
+        assert!(ok.status.success(), "{}", stderr(&ok));
+        let revoked = with_cert("dave");
+        println!("revoked: {}", stderr(&revoked));
+        assert_eq!(revoked.status.code(), Some(1), "{}", stderr(&revoked));
+        assert!(
+            !stderr(&revoked).contains("goodput"),
+            "{}",
+            stderr(&revoked)
+        );
+        // a file that holds no list is refused at start, naming it
+        let bad = run(
+            &[
+                "serve",
+                "--tls",
+                "--state-dir",
+                s.state.to_str().unwrap(),
+                "--client-ca",
+                ca_file.to_str().unwrap(),
+                "--client-crl",
+                ca_file.to_str().unwrap(),
+                "-p",
+                "0",
+            ],
+            LIMIT,
+        );
+        assert_ne!(bad.status.code(), Some(0), "{}", stderr(&bad));
+        assert!(stderr(&bad).contains("crl-ca.pem"), "{}", stderr(&bad));
     }
 
     #[test]

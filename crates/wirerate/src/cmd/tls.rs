@@ -166,6 +166,10 @@ pub struct ServerTlsArgs {
     /// refused
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub client_ca: Option<PathBuf>,
+    /// With --client-ca: certificate revocation lists (PEM, signed by the CA) whose
+    /// certificates are refused; read at start (repeat for several files)
+    #[arg(long, value_name = "FILE", requires = "client_ca")]
+    pub client_crl: Vec<PathBuf>,
 }
 
 impl ServerTlsArgs {
@@ -186,7 +190,9 @@ impl ServerTlsArgs {
         }
         .map_err(anyhow::Error::msg)?;
         let tls = match &self.client_ca {
-            Some(ca) => tls.with_client_ca(ca).map_err(anyhow::Error::msg)?,
+            Some(ca) => tls
+                .with_client_ca(ca, &self.client_crl)
+                .map_err(anyhow::Error::msg)?,
             None => tls,
         };
         Ok(Some(tls))
