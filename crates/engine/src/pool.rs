@@ -544,6 +544,12 @@ impl Flow {
                     if let Some(batch) = self.batch.as_mut() {
                         batch.after_read(&self.sock, n, now);
                     }
+                    if n < b.recv.len() {
+                        // a short read took all there was: epoll says when the next batch
+                        // (the low-water mark) is queued, instead of reads of what trickles
+                        // in meanwhile
+                        return;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
