@@ -241,9 +241,14 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, cfg: &RunnerConfig) ->
         Ok(AgentOutcome::Done(result)) => {
             let label = format!("plan:{}", plan.name);
             let group = format!("plan:{}:{}->{}", plan.name, claim.src, claim.dst);
-            match store.insert_run(&result, Some(&label), Some(&group)) {
-                Ok(id) => Finish::Done {
-                    result_id: id,
+            // the test's own key: run again after its controller died, it is stored once
+            let key = format!(
+                "plan {} run {} rep {} {}->{} test {}",
+                plan.name, claim.run, claim.rep, claim.src, claim.dst, claim.id
+            );
+            match store.store_run_keyed(&result, Some(&label), Some(&group), Some(&key)) {
+                Ok(stored) => Finish::Done {
+                    result_id: stored.id,
                     goodput_bps: result.summary.goodput_bps,
                 },
                 Err(e) => Finish::Failed(format!(

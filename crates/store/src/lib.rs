@@ -311,11 +311,24 @@ impl Store {
         label: Option<&str>,
         group: Option<&str>,
     ) -> Result<Stored, StoreError> {
+        self.store_run_keyed(result, label, group, None)
+    }
+
+    /// [`Store::store_run`] under a key the caller names instead of the result's own: a
+    /// measurement that may be made twice (a plan's test run again after its controller
+    /// died) is stored once, and the second store returns the first one's id.
+    pub fn store_run_keyed(
+        &mut self,
+        result: &RunResult,
+        label: Option<&str>,
+        group: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<Stored, StoreError> {
         let json = serde_json::to_string(result).map_err(|e| StoreError::Encode(e.to_string()))?;
         // a value JSON cannot carry (a NaN becomes null) would make the row unreadable later
         serde_json::from_str::<RunResult>(&json)
             .map_err(|e| StoreError::Encode(format!("it would not read back ({e})")))?;
-        let key = run_key(&json);
+        let key = key.map_or_else(|| run_key(&json), |k| run_key(&format!("named {k}")));
         let stored = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());

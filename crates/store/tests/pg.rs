@@ -68,6 +68,7 @@ fn list_filters_by_label_and_group_and_keeps_the_newest() {
     let Some(url) = db("list") else { return };
     let mut store = Store::open_url(&url).unwrap();
     shared::assert_list_filters(&mut store);
+    shared::assert_named_key_stores_once(&mut store);
 }
 
 #[test]

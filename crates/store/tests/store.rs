@@ -39,6 +39,13 @@ fn a_retry_of_the_same_result_is_not_a_duplicate() {
 }
 
 #[test]
+fn a_named_key_stores_two_measurements_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    shared::assert_named_key_stores_once(&mut store);
+}
+
+#[test]
 fn list_filters_by_label_and_group_and_keeps_the_newest() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();

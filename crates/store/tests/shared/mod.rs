@@ -72,3 +72,22 @@ pub fn assert_list_filters(store: &mut Store) {
     assert_eq!(ids(odd_second), vec![4, 6]);
     assert!(store.runs_for_label("none").unwrap().is_empty());
 }
+
+/// Two different results stored under one named key (a plan's test measured twice) are one
+/// run: the second store returns the first one's id; a result's own key is not the name's.
+pub fn assert_named_key_stores_once(store: &mut Store) {
+    let (a, b) = (synth::run(21, 1e9, 3), synth::run(22, 2e9, 3));
+    let first = store
+        .store_run_keyed(&a, Some("plan:p"), None, Some("plan p test 7"))
+        .unwrap();
+    let again = store
+        .store_run_keyed(&b, Some("plan:p"), None, Some("plan p test 7"))
+        .unwrap();
+    assert!(first.new && !again.new);
+    assert_eq!(again.id, first.id);
+    let kept = store.get(first.id).unwrap().unwrap().result().unwrap();
+    assert!(kept == a, "the first measurement is the one kept");
+    // the same result under its own key is another run
+    let own = store.store_run(&b, Some("plan:p"), None).unwrap();
+    assert!(own.new && own.id != first.id);
+}
