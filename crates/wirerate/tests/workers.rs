@@ -6,7 +6,7 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json, run, stderr, wait_bounded, wr, ServerProc};
+use common::{json, run, spawn_piped, stderr, wait_bounded, wr, ServerProc};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -45,13 +45,7 @@ impl Samples {
 /// Runs a client to completion, sampling its own and the server's threads and memory every
 /// 50 ms; returns its output and the samples (client, server).
 fn run_sampled(server: &ServerProc, args: &[&str]) -> (std::process::Output, Samples, Samples) {
-    let child: Child = wr()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
+    let child: Child = spawn_piped(args);
     let cpid = child.id();
     let spid = server.child.id();
     let sampler = std::thread::spawn(move || {
@@ -92,74 +86,54 @@ fn every_flow_reports_once(out: &std::process::Output, n: usize) -> serde_json::
     j
 }
 
-#[test]
-fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
+/// A test of 1000 flows, `extra` added to its arguments, against a server of two workers and
+/// with two on the client: each flow reports once, and neither side runs more than 8 threads
+/// while it runs (a thread per stream would be over a thousand). Returns the run's JSON.
+fn thousand_flows_on_two_workers_per_side(extra: &[&str]) -> serde_json::Value {
     let srv = ServerProc::start(&["--threads", "2"]);
     let port = srv.port.to_string();
-    let (out, client, server) = run_sampled(
-        &srv,
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-P",
-            "1000",
-            "-t",
-            "3",
-            "--threads",
-            "2",
-            "--json",
-            "--no-store",
-        ],
-    );
+    let mut args = vec![
+        "run",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-P",
+        "1000",
+        "-t",
+        "3",
+        "--threads",
+        "2",
+        "--json",
+        "--no-store",
+    ];
+    args.extend_from_slice(extra);
+    let (out, client, server) = run_sampled(&srv, &args);
     let j = every_flow_reports_once(&out, 1000);
-    let streams = j["streams"].as_array().unwrap();
+    // the pool is two workers beside the control, accept and output threads
+    assert!(!client.threads.is_empty() && !server.threads.is_empty());
+    let (c, s) = (median(client.threads), median(server.threads));
+    assert!(c <= 8, "client threads while running: {c}");
+    assert!(s <= 8, "server threads while running: {s}");
+    j
+}
+
+#[test]
+fn a_thousand_flows_run_on_a_few_threads_per_side_with_a_report_per_flow() {
+    let j = thousand_flows_on_two_workers_per_side(&[]);
     // every flow moved data: none was starved by the others on its worker
-    for s in streams {
+    for s in j["streams"].as_array().unwrap() {
         assert!(s["sender"]["bytes"].as_u64().unwrap() > 0, "{s}");
         assert!(s["receiver"]["bytes"].as_u64().unwrap() > 0, "{s}");
         assert!(s["goodput_bps"].as_f64().unwrap() > 0.0, "{s}");
     }
     assert_eq!(j["summary"]["fairness"]["streams"], 1000);
     assert!(j["summary"]["goodput_bps"].as_f64().unwrap() > 0.0);
-    // a thread per stream would be over a thousand on each side; the pool is two workers
-    // beside the control, accept and output threads
-    assert!(!client.threads.is_empty() && !server.threads.is_empty());
-    let (c, s) = (median(client.threads), median(server.threads));
-    assert!(c <= 8, "client threads while running: {c}");
-    assert!(s <= 8, "server threads while running: {s}");
 }
 
 #[test]
 fn a_thousand_paced_udp_flows_run_on_a_few_threads_and_each_keeps_its_rate() {
-    let srv = ServerProc::start(&["--threads", "2"]);
-    let port = srv.port.to_string();
-    let (out, client, server) = run_sampled(
-        &srv,
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-u",
-            "-b",
-            "200K",
-            "-l",
-            "1400",
-            "-P",
-            "1000",
-            "-t",
-            "3",
-            "--threads",
-            "2",
-            "--json",
-            "--no-store",
-        ],
-    );
-    let j = every_flow_reports_once(&out, 1000);
-    let streams = j["streams"].as_array().unwrap();
-    for s in streams {
+    let j = thousand_flows_on_two_workers_per_side(&["-u", "-b", "200K", "-l", "1400"]);
+    for s in j["streams"].as_array().unwrap() {
         // each flow's own timer: its sender keeps 200 kbit/s to 1 %
         let sent = s["sender"]["bytes"].as_f64().unwrap() * 8.0;
         let rate = sent / s["sender"]["seconds"].as_f64().unwrap();
@@ -177,9 +151,6 @@ fn a_thousand_paced_udp_flows_run_on_a_few_threads_and_each_keeps_its_rate() {
     }
     let total = j["summary"]["goodput_bps"].as_f64().unwrap();
     assert!((total / 200e6 - 1.0).abs() < 0.05, "{total}");
-    let (c, s) = (median(client.threads), median(server.threads));
-    assert!(c <= 8, "client threads while running: {c}");
-    assert!(s <= 8, "server threads while running: {s}");
 }
 
 #[test]

@@ -38,14 +38,17 @@ pub fn wr() -> Command {
 
 /// Runs the binary with `args`, killing it if it outlives `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = wr()
-        .args(args)
+    wait_bounded(spawn_piped(args), limit)
+}
+
+/// Starts the binary with `args`, no input, its output on pipes.
+pub fn spawn_piped(args: &[&str]) -> Child {
+    wr().args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn wirerate");
-    wait_bounded(child, limit)
+        .expect("spawn wirerate")
 }
 
 /// Waits for `child`, killing it if it outlives `limit`. Its stdout and stderr are read
