@@ -238,6 +238,7 @@ impl SideRun {
             let cpu = streams
                 .first()
                 .and_then(|a| pinned_cpu(&spec, &ctx, a.flow, a.role));
+            let placement = crate::pool::placement(cpu, streams.len(), threads, on_this_host);
             let mut tcp_flows = Vec::new();
             let mut udp_flows = Vec::new();
             for a in streams {
@@ -279,9 +280,9 @@ impl SideRun {
                 });
             }
             let started = if udp_flows.is_empty() {
-                crate::pool::start(tcp_flows, threads, cpu)
+                crate::pool::start(tcp_flows, threads, &placement)
             } else {
-                crate::udp_pool::start(udp_flows, threads, cpu)
+                crate::udp_pool::start(udp_flows, threads, &placement)
             };
             match started {
                 Ok(h) => pool = h,
@@ -829,21 +830,12 @@ fn work(plan: Plan, sock: DataSock, tx: Sender<SideMsg>, ctx: RunContext) -> Str
 /// Pins the calling thread to one CPU (`-A`).
 pub(crate) fn pin_thread(cpu: u32) -> std::io::Result<()> {
     let cpu = cpu as usize;
-    if cpu >= libc::CPU_SETSIZE as usize {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it (the index
-    // is checked above), and sched_setaffinity reads exactly its size. Pid 0 is this thread.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
 }
 
 /// Cuts received byte counts into intervals of fixed length from the side's start.

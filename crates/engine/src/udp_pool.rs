@@ -36,9 +36,9 @@ pub struct UdpPoolFlow {
 pub fn start(
     flows: Vec<UdpPoolFlow>,
     threads: usize,
-    cpu: Option<u32>,
+    placement: &crate::pool::Placement,
 ) -> Result<Vec<JoinHandle<Vec<StreamReport>>>, StartError> {
-    crate::pool::start_workers(flows, threads, cpu, |f| f.plan.id, run_worker)
+    crate::pool::start_workers(flows, threads, placement, |f| f.plan.id, run_worker)
 }
 
 enum State {

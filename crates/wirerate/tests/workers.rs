@@ -428,3 +428,104 @@ fn a_server_whose_open_file_limit_is_too_low_refuses_the_test_saying_why() {
         "{err}"
     );
 }
+
+/// The CPUs each data worker of a process may run on now (`Cpus_allowed_list`), by worker
+/// thread name.
+fn worker_cpus(pid: u32) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if !comm.starts_with("wr-worker-") {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(l) = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")) {
+            out.insert(
+                comm.to_string(),
+                l.split_whitespace().nth(1).unwrap_or("").into(),
+            );
+        }
+    }
+    out
+}
+
+/// Runs `-P flows` on two workers per side against a server of two, and returns where each
+/// side's workers may run once both sides have their two workers going (client, server).
+fn worker_cpus_of_a_run(
+    flows: &str,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let srv = ServerProc::start(&["--threads", "2"]);
+    let port = srv.port.to_string();
+    let args = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-P",
+        flows,
+        "-t",
+        "2",
+        "--threads",
+        "2",
+        "--json",
+        "--no-store",
+    ];
+    let child = spawn_piped(&args);
+    let (cpid, spid) = (child.id(), srv.child.id());
+    let start = Instant::now();
+    let mut seen = (Default::default(), Default::default());
+    while start.elapsed() < Duration::from_secs(10) {
+        let (c, s) = (worker_cpus(cpid), worker_cpus(spid));
+        if c.len() == 2 && s.len() == 2 {
+            // the workers pin themselves first thing: look once more after that
+            std::thread::sleep(Duration::from_millis(200));
+            seen = (worker_cpus(cpid), worker_cpus(spid));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = wait_bounded(child, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    seen
+}
+
+#[test]
+fn busy_workers_of_both_sides_on_one_host_share_cores_pairwise_and_few_flows_run_free() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        eprintln!("skipped: one CPU, nothing to spread workers over");
+        return;
+    }
+    // 128 flows on two workers: 64 each, busy
+    let (client, server) = worker_cpus_of_a_run("128");
+    assert_eq!(client.len(), 2, "client workers seen: {client:?}");
+    assert_eq!(server.len(), 2, "server workers seen: {server:?}");
+    for (name, cpu) in &client {
+        assert!(
+            cpu.parse::<u32>().is_ok(),
+            "{name} runs on one CPU, not {cpu}"
+        );
+        assert_eq!(
+            Some(cpu),
+            server.get(name),
+            "both ends of {name}'s flows on one core"
+        );
+    }
+    assert_ne!(client["wr-worker-0"], client["wr-worker-1"]);
+    // 4 flows on two workers: they sleep often, and the scheduler places them
+    let (client, server) = worker_cpus_of_a_run("4");
+    assert_eq!((client.len(), server.len()), (2, 2), "{client:?} {server:?}");
+    for (name, cpu) in client.iter().chain(&server) {
+        assert!(
+            cpu.parse::<u32>().is_err(),
+            "{name} is free, not pinned to {cpu}"
+        );
+    }
+}

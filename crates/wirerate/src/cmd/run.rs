@@ -117,10 +117,12 @@ pub struct Args {
     /// least)
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
-    /// Data workers on this side (and the embedded server's) for a TCP test of more than
-    /// one stream, 1 to 256; default one per CPU (half the CPUs when the server is on this
-    /// host, up to 64 streams per worker), or one per stream for a few streams that would not
-    /// share the workers evenly (-T is iperf3's --title)
+    /// Data workers on this side (and the embedded server's) for a test of more than one
+    /// stream, 1 to 256; default one per CPU (half the CPUs when the server is on this host,
+    /// up to 64 streams per worker), or one per stream for a few streams that would not share
+    /// the workers evenly. With the server on this host and 64 streams or more per worker,
+    /// worker N of each side runs on the Nth CPU, so both ends of a stream share a core
+    /// (-A pins them instead; -T is iperf3's --title)
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// UDP senders hand the kernel one buffer of up to 32 datagrams per call, cut into

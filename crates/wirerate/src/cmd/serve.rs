@@ -60,9 +60,11 @@ pub struct Args {
     /// 268 435 456 bytes)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
     pub max_test_memory: u64,
-    /// Data workers for a TCP test of more than one stream, 1 to 256; default one per CPU
-    /// (half the CPUs when the client is on this host, up to 64 streams per worker), or one
-    /// per stream for a few streams that would not share the workers evenly
+    /// Data workers for a test of more than one stream, 1 to 256; default one per CPU (half
+    /// the CPUs when the client is on this host, up to 64 streams per worker), or one per
+    /// stream for a few streams that would not share the workers evenly. With the client on
+    /// this host and 64 streams or more per worker, worker N runs on the Nth CPU, as the
+    /// client's does
     #[arg(long, value_name = "N", value_parser = crate::cmd::run::parse_threads)]
     pub threads: Option<usize>,
     /// Rules by client address range and user: who may test how much (TOML; docs/server.md)
