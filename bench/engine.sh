@@ -6,7 +6,8 @@
 #
 # 1. One stream: wirerate, iperf3, iperf2 (Gbit/s, receiver side for wirerate and iperf3,
 #    iperf2's client report).
-# 2. -P 2: wirerate against its own one stream and against iperf2 -P 2 (threads).
+# 2. -P 2: wirerate against its own one stream and against iperf2 -P 2 (threads); the
+#    sending process's share of a core and CPU time per KiB at one stream and at -P 2.
 # 3. -P 256, -P 1000 and -P 10000: wirerate's aggregate goodput, and each side's peak RSS
 #    and thread count while it runs, against the same at -P 1 (memory per stream); the
 #    aggregate as a ratio of one stream, threads per core.
@@ -45,9 +46,15 @@ if ((have_iperf2)); then
 fi
 sleep 0.5
 
-wr_gbps() { # extra wirerate run args
+# Goodput (Gbit/s), the client's (sender's) share of a core (%) and its CPU time per byte
+# moved (ns per KiB): what limits one stream and -P 2 on one host.
+wr_gbps_cpu() { # extra wirerate run args
   "$wr" run 127.0.0.1 -p "$wr_port" -t "$secs" -i 0 --json --no-store "$@" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["goodput_bps"]/1e9)'
+    python3 -c '
+import json, sys
+s = json.load(sys.stdin)["summary"]
+c = s["cpu"]["local"]
+print(s["goodput_bps"] / 1e9, c["process_percent"], (c["user_s"] + c["sys_s"]) * 1e9 / (s["sender_bytes"] / 1024))'
 }
 
 ip3_gbps() { # extra iperf3 client args
@@ -112,10 +119,12 @@ add() { r[$1]+="$2 "; }
 med() { tr ' ' '\n' <<<"${r[$1]:-}" | grep . | median; }
 
 for ((i = 1; i <= runs; i++)); do
-  add wr1 "$(wr_gbps)"
+  read -r g pct ns <<<"$(wr_gbps_cpu)"
+  add wr1 "$g"; add pct1 "$pct"; add ns1 "$ns"
   add ip3_1 "$(ip3_gbps)"
   ((have_iperf2)) && add ip2_1 "$(ip2_gbps)"
-  add wr2 "$(wr_gbps -P 2)"
+  read -r g pct ns <<<"$(wr_gbps_cpu -P 2)"
+  add wr2 "$g"; add pct2 "$pct"; add ns2 "$ns"
   ((have_iperf2)) && add ip2_2 "$(ip2_gbps -P 2)"
   read -r g crss cthr srss sthr <<<"$(wr_mem 256)"
   add wr256 "$g"; add crss256 "$crss"; add cthr256 "$cthr"; add srss256 "$srss"; add sthr256 "$sthr"
@@ -137,6 +146,8 @@ printf 'one stream   wirerate %6.2f  iperf3 %6.2f  iperf2 %s Gbit/s;  wirerate/i
   "$(med wr1)" "$(med ip3_1)" "$(med ip2_1)" "$(ratio "$(med wr1)" "$(med ip3_1)")" "$(ratio "$(med wr1)" "$(med ip2_1)")"
 printf -- '-P 2         wirerate %6.2f  (its one stream %.2f)  iperf2 -P 2 %s Gbit/s;  /one stream %s, /iperf2 -P 2 %s\n' \
   "$(med wr2)" "$(med wr1)" "$(med ip2_2)" "$(ratio "$(med wr2)" "$(med wr1)")" "$(ratio "$(med wr2)" "$(med ip2_2)")"
+printf 'sender CPU   one stream %.0f %% of a core, %.0f ns/KiB;  -P 2 %.0f %%, %.0f ns/KiB (a core busy at both is the limit)\n' \
+  "$(med pct1)" "$(med ns1)" "$(med pct2)" "$(med ns2)"
 printf -- '-P 256       wirerate %6.2f Gbit/s aggregate;  /one stream %s\n' "$(med wr256)" "$(ratio "$(med wr256)" "$(med wr1)")"
 printf 'memory       -P 1: client %s KiB %s threads, server %s KiB %s threads\n' \
   "$(med crss1)" "$(med cthr1)" "$(med srss1)" "$(med sthr1)"

@@ -43,10 +43,19 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
 
 /// Starts the binary with `args`, no input, its output on pipes.
 pub fn spawn_piped(args: &[&str]) -> Child {
+    spawn_with(args, Stdio::piped)
+}
+
+/// Starts the binary with `args`, no input, its output dropped (a client to kill, say).
+pub fn spawn_quiet(args: &[&str]) -> Child {
+    spawn_with(args, Stdio::null)
+}
+
+fn spawn_with(args: &[&str], out: fn() -> Stdio) -> Child {
     wr().args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(out())
+        .stderr(out())
         .spawn()
         .expect("spawn wirerate")
 }
