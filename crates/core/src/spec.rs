@@ -78,8 +78,9 @@ pub mod limits {
     pub const MAX_RATE_BPS: f64 = 1e12;
     /// The fastest link a spec may state: 10 Tbit/s.
     pub const MAX_LINK_BPS: f64 = 1e13;
-    /// Streams per flow that get interval reports of their own; a test of more streams
-    /// reports each flow's sums only, so reports stay bounded.
+    /// Streams per flow that get interval reports of their own and a line each in the text
+    /// summary; a test of more streams reports each flow's sums only, and its summary the
+    /// slowest and fastest streams (every stream stays in the JSON), so reports stay bounded.
     pub const MAX_STREAM_INTERVALS: u32 = 128;
     /// The highest CPU number a spec may pin threads to.
     pub const MAX_CPU: u32 = 1023;
@@ -453,6 +454,11 @@ impl TestSpec {
             && self.parallel > 1
             && self.parallel <= limits::MAX_STREAM_INTERVALS
             && self.test.is_stream()
+    }
+
+    /// Whether the text summary lists every stream (see [`limits::MAX_STREAM_INTERVALS`]).
+    pub fn lists_each_stream(&self) -> bool {
+        self.parallel <= limits::MAX_STREAM_INTERVALS
     }
 
     /// Seconds the senders run, warm-up included, when the test ends by time.

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use wirerate_core::diagnosis::{Confidence, Diagnosis};
 use wirerate_core::evidence::HostEvidence;
-use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, TcpInfo};
+use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, StreamResult, TcpInfo};
 use wirerate_core::spec::{Direction, End, Protocol, RecvMode, SendMode};
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
@@ -260,14 +260,23 @@ pub fn summary(r: &RunResult) -> String {
             f.seconds
         );
     }
+    let listed = listed_streams(r);
     if r.streams.len() > 1 {
-        for st in &r.streams {
+        for st in &listed {
             let _ = writeln!(
                 o,
                 "  {:<22} {:>15}   {}",
                 format!("stream {} {}", st.id, st.flow.name()),
                 format_bps(st.goodput_bps),
                 format_bytes(st.receiver.counted_bytes)
+            );
+        }
+        if listed.len() < r.streams.len() {
+            let _ = writeln!(
+                o,
+                "  {:<22} above, the {EXTREMES} slowest and {EXTREMES} fastest of {} streams; every stream is in the JSON (--json)",
+                "",
+                r.streams.len()
             );
         }
     }
@@ -318,7 +327,7 @@ pub fn summary(r: &RunResult) -> String {
                 busy as f64 / 1e6
             );
         }
-        for st in &r.streams {
+        for st in &listed {
             if let Some(ti) = &st.tcp_sender {
                 // both ways at once: stream ids repeat, so the flow names the line
                 let name = match (r.spec.direction, st.flow) {
@@ -375,6 +384,24 @@ pub fn summary(r: &RunResult) -> String {
     }
     o
 }
+
+/// Streams listed one by one in the summary: all of them, or in a test of more than
+/// [`wirerate_core::spec::limits::MAX_STREAM_INTERVALS`] per flow the three slowest and the
+/// three fastest, slowest first.
+fn listed_streams(r: &RunResult) -> Vec<&StreamResult> {
+    if r.spec.lists_each_stream() {
+        return r.streams.iter().collect();
+    }
+    let mut by_rate: Vec<&StreamResult> = r.streams.iter().collect();
+    by_rate.sort_by(|a, b| a.goodput_bps.total_cmp(&b.goodput_bps));
+    if by_rate.len() > 2 * EXTREMES {
+        by_rate.drain(EXTREMES..by_rate.len() - EXTREMES);
+    }
+    by_rate
+}
+
+/// Streams listed at each end of a test of too many to list them all.
+const EXTREMES: usize = 3;
 
 /// The hosts whose per-core load to print: one line per distinct host (a loopback test's
 /// two sides read the same cores).

@@ -42,6 +42,74 @@ fn one_stream_has_no_fairness_and_text_names_it_for_several() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Jain's index"), "{text}");
     assert!(text.contains("over 4 streams"), "{text}");
+    assert_eq!(stream_lines(&text).len(), 4, "{text}");
+}
+
+/// The summary's lines of single streams: (stream id, goodput in bit/s).
+fn stream_lines(text: &str) -> Vec<(u32, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix("stream ")?;
+            let id = rest.split_whitespace().next()?.parse().ok()?;
+            let mut w = rest.split_whitespace().skip(2);
+            let (v, unit) = (w.next()?.parse::<f64>().ok()?, w.next()?);
+            let scale = match unit {
+                "Gbit/s" => 1e9,
+                "Mbit/s" => 1e6,
+                "kbit/s" => 1e3,
+                _ => 1.0,
+            };
+            Some((id, v * scale))
+        })
+        .collect()
+}
+
+#[test]
+fn a_text_summary_of_many_streams_lists_the_slowest_and_fastest_and_the_json_all() {
+    let out = run(&["run", "-n", "130M", "-P", "129", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["streams"].as_array().unwrap().len(), 129);
+    let out = run(&["run", "-n", "130M", "-P", "129"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let listed = stream_lines(&text);
+    assert_eq!(listed.len(), 6, "{text}");
+    // slowest first, and the three fastest after the three slowest
+    assert!(
+        listed.windows(2).all(|w| w[0].1 <= w[1].1 * 1.001),
+        "{listed:?}"
+    );
+    assert!(
+        text.contains(
+            "above, the 3 slowest and 3 fastest of 129 streams; every stream is in the JSON"
+        ),
+        "{text}"
+    );
+    // their TCP lines are the same streams'
+    let tcp: Vec<u32> = text
+        .lines()
+        .filter_map(|l| {
+            l.trim_start()
+                .strip_prefix('s')?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(
+        tcp,
+        listed.iter().map(|l| l.0).collect::<Vec<_>>(),
+        "{text}"
+    );
+    // 128 streams are listed each
+    let out = run(&["run", "-n", "128M", "-P", "128"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stream_lines(&String::from_utf8_lossy(&out.stdout)).len(),
+        128
+    );
 }
 
 #[test]
