@@ -39,6 +39,7 @@ fn side_of(report: &StreamReport) -> StreamSide {
         sys_s: report.sys_s,
         run_s: report.sched.map(|s| s.run_s),
         wait_s: report.sched.map(|s| s.wait_s),
+        worker: report.worker,
     }
 }
 
@@ -416,6 +417,7 @@ mod tests {
             udp: None,
             error: None,
             sched: None,
+            worker: None,
             rr: None,
         }
     }

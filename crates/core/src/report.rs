@@ -46,6 +46,10 @@ pub struct StreamReport {
     /// Request/response tests: the transactions of this flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrCounts>,
+    /// The data worker that served the stream (its number on its side) when it shared one
+    /// with other streams; `user_s` and `sys_s` are then its even share of that worker's time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
 }
 
 /// Everything one side measured.

@@ -96,8 +96,8 @@ impl Placement {
 /// rule, choose as many workers); else free.
 ///
 /// Measured over loopback on a 2-core host with 1000 flows on two workers per side: free
-/// workers moved 45–55 Gbit/s, migrating senders reordering segments (spurious
-/// retransmits); spread, 60–70. A few flows per worker are better free: a worker then often
+/// workers moved 42–64 Gbit/s, the scheduler moving four busy threads about two cores and
+/// splitting each flow's two ends between them; spread, 73–78. A few flows per worker are better free: a worker then often
 /// sleeps, and both ends of one flow on one core cap the flow at that core.
 pub fn placement(
     affinity: Option<u32>,

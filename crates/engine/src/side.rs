@@ -630,9 +630,10 @@ impl SideRun {
         let mut threads = ThreadTimes::now().since(self.ctl_t0);
         let mut from_pool: std::collections::HashMap<(bool, u32), StreamReport> =
             std::collections::HashMap::new();
-        for h in std::mem::take(&mut self.pool) {
+        for (n, h) in std::mem::take(&mut self.pool).into_iter().enumerate() {
             // a worker that panicked leaves its flows without reports: they are named below
-            for r in h.join().unwrap_or_default() {
+            for mut r in h.join().unwrap_or_default() {
+                r.worker = u32::try_from(n).ok();
                 from_pool.insert((r.flow == Flow::ClientToServer, r.id), r);
             }
         }
@@ -772,6 +773,7 @@ fn lost_stream(w: &Worker, start: Instant) -> StreamReport {
             w.id
         )),
         sched: None,
+        worker: None,
         rr: None,
     }
 }

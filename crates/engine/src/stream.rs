@@ -227,6 +227,7 @@ impl Tally {
             udp: None,
             error,
             sched: times.sched(),
+            worker: None,
             rr: None,
         }
     }

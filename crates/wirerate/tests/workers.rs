@@ -155,6 +155,18 @@ fn thousand_flows_on_two_workers_per_side(extra: &[&str]) -> serde_json::Value {
     let (c, s) = (median(client.threads), median(server.threads));
     assert!(c <= 8, "client threads while running: {c}");
     assert!(s <= 8, "server threads while running: {s}");
+    // each end names the worker that served it, and both workers of each side served
+    for end in ["sender", "receiver"] {
+        let mut workers: Vec<u64> = j["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|st| st[end]["worker"].as_u64().expect("a worker number"))
+            .collect();
+        workers.sort_unstable();
+        workers.dedup();
+        assert_eq!(workers, [0, 1], "{end}s' workers");
+    }
     j
 }
 

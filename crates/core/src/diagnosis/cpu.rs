@@ -15,9 +15,17 @@ use crate::result::StreamSide;
 use crate::spec::{Protocol, RecvMode, SendMode};
 use crate::RunResult;
 
-/// The busiest stream thread on one end of the streams, and the host it ran on.
+/// The busiest stream thread, or data worker, on one end of the streams, and the host it ran
+/// on.
 fn busiest_thread(r: &RunResult, sending: bool) -> Option<(ThreadLoad, Host)> {
     let mut best: Option<(ThreadLoad, Host)> = None;
+    let end = |s: &'_ crate::result::StreamResult| {
+        if sending {
+            s.sender
+        } else {
+            s.receiver
+        }
+    };
     for &flow in view::flows(r) {
         let host = if sending {
             Host::sending(flow)
@@ -25,8 +33,13 @@ fn busiest_thread(r: &RunResult, sending: bool) -> Option<(ThreadLoad, Host)> {
             Host::receiving(flow)
         };
         let n = view::streams_of(r, flow).count().max(1);
-        for s in view::streams_of(r, flow) {
-            let side = if sending { &s.sender } else { &s.receiver };
+        let ends: Vec<StreamSide> = view::streams_of(r, flow).map(end).collect();
+        for t in view::worker_loads(ends.iter()) {
+            if best.is_none_or(|(b, _)| t.percent > b.percent) {
+                best = Some((t, host));
+            }
+        }
+        for side in ends.iter().filter(|s| s.worker.is_none()) {
             // a side that does not measure its threads: its process's CPU over its streams
             // (iperf3 reports the process only)
             let t = thread_load(side).or_else(|| {
@@ -36,6 +49,7 @@ fn busiest_thread(r: &RunResult, sending: bool) -> Option<(ThreadLoad, Host)> {
                     .map(|p| ThreadLoad {
                         percent: p.min(100.0),
                         source: "the peer's process CPU",
+                        worker: None,
                     })
             });
             if let Some(t) = t {
@@ -55,11 +69,16 @@ fn thread_item(
     role: &str,
     r: &RunResult,
 ) -> EvidenceItem {
-    let of = if r.spec.parallel > 1 {
-        format!(" (the busiest of {})", r.spec.parallel)
-    } else {
-        String::new()
+    let of = match t.worker {
+        Some(w) if w.workers > 1 => format!(
+            " (the busiest of {}, serving {} streams)",
+            w.workers, w.streams
+        ),
+        Some(w) => format!(" (serving {} streams)", w.streams),
+        None if r.spec.parallel > 1 => format!(" (the busiest of {})", r.spec.parallel),
+        None => String::new(),
     };
+    let noun = t.noun();
     item(
         b,
         host.name(),
@@ -71,7 +90,7 @@ fn thread_item(
         },
         t.source,
         format!(
-            "{}: {role} thread{of} at {} of a core (saturated from {})",
+            "{}: {role} {noun}{of} at {} of a core (saturated from {})",
             host.name(),
             pct(t.percent),
             pct(THREAD_SATURATED_PERCENT)
@@ -133,7 +152,7 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
     });
     let headline = match (thread, core) {
         (Some((t, _)), _) if t_score >= c_score => {
-            format!("the sending thread ran {} of a core", pct(t.percent))
+            format!("the sending {} ran {} of a core", t.noun(), pct(t.percent))
         }
         (_, Some(((p, _), h))) => format!("the {}'s busiest core was {} busy", h.name(), pct(p)),
         _ => String::new(),
@@ -281,7 +300,11 @@ pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
     if let Some((t, h)) = thread {
         let s = ramp(t.percent, THREAD_SATURATED_PERCENT, THREAD_FULL_PERCENT);
         let ev = vec![thread_item(Bottleneck::ReceiverCpu, t, h, "receiving", r)];
-        let head = format!("the receiving thread ran {} of a core", pct(t.percent));
+        let head = format!(
+            "the receiving {} ran {} of a core",
+            t.noun(),
+            pct(t.percent)
+        );
         parts.push((s, head, ev, cpu_advice(r, false)));
     }
     parts.extend(starvation(r, false));

@@ -64,6 +64,7 @@ pub(super) fn side(cpu_s: f64) -> StreamSide {
         sys_s: cpu_s * 0.8,
         run_s: Some(cpu_s),
         wait_s: Some(0.1),
+        worker: None,
     }
 }
 
@@ -867,4 +868,66 @@ fn an_iperf3_peer_is_judged_by_its_process_cpu_not_by_zeros() {
         "{}",
         evidence_text(&d)
     );
+}
+
+/// A two-host run of `n` streams whose sending ends each used `cpu_s`, served by the data
+/// workers `workers[i]` (None: a thread each).
+fn pooled_run(cpu_s: &[f64], workers: &[Option<u32>]) -> RunResult {
+    let mut r = tcp_run();
+    r.spec.parallel = cpu_s.len() as u32;
+    let first = r.streams[0].clone();
+    r.streams = cpu_s
+        .iter()
+        .zip(workers)
+        .enumerate()
+        .map(|(i, (&cpu, &worker))| {
+            let mut s = first.clone();
+            s.id = i as u32;
+            s.sender = StreamSide {
+                run_s: None,
+                wait_s: None,
+                worker,
+                ..side(cpu)
+            };
+            s.receiver = StreamSide {
+                worker,
+                ..side(1.0)
+            };
+            s
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn streams_sharing_a_worker_count_as_their_worker() {
+    // two streams of one worker, each holding half of its 96 %
+    let d = diagnose(&pooled_run(&[4.8, 4.8], &[Some(0), Some(0)]));
+    assert_eq!(d.bottleneck, Bottleneck::SenderCpu, "{d:#?}");
+    assert_eq!(
+        d.verdict,
+        "sender CPU: the sending worker ran 96 % of a core"
+    );
+    assert!(
+        evidence_text(&d).contains("client: sending worker (serving 2 streams) at 96 % of a core"),
+        "{}",
+        evidence_text(&d)
+    );
+    // two workers of two streams each: the busier one, named among its side's workers
+    let d = diagnose(&pooled_run(
+        &[2.0, 4.7, 2.0, 4.7],
+        &[Some(0), Some(1), Some(0), Some(1)],
+    ));
+    assert_eq!(
+        d.verdict,
+        "sender CPU: the sending worker ran 94 % of a core"
+    );
+    assert!(
+        evidence_text(&d).contains("sending worker (the busiest of 2, serving 2 streams) at 94 %"),
+        "{}",
+        evidence_text(&d)
+    );
+    // the same shares on threads of their own: no thread near a core
+    let d = diagnose(&pooled_run(&[4.8, 4.8], &[None, None]));
+    assert_ne!(d.bottleneck, Bottleneck::SenderCpu, "{d:#?}");
 }

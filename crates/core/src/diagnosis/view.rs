@@ -104,13 +104,60 @@ pub(super) fn percent(part: f64, whole: f64) -> Option<f64> {
     (part.is_finite() && whole.is_finite() && whole > 0.0 && p.is_finite()).then_some(p.max(0.0))
 }
 
-/// How much of a core one stream thread used over its window.
+/// How much of a core one stream thread, or one data worker of many streams, used over its
+/// window.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ThreadLoad {
     /// Percent of one core, 0–100.
     pub percent: f64,
     /// "getrusage" (user + system time) or "schedstat" (time on a CPU).
     pub source: &'static str,
+    /// A data worker's load: the streams it served, and the workers on its side.
+    pub worker: Option<WorkerShare>,
+}
+
+/// What a data worker served: `streams` of the `workers` on its side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WorkerShare {
+    pub streams: usize,
+    pub workers: usize,
+}
+
+impl ThreadLoad {
+    /// "thread" or "worker": what ran the streams.
+    pub fn noun(&self) -> &'static str {
+        if self.worker.is_some() {
+            "worker"
+        } else {
+            "thread"
+        }
+    }
+}
+
+/// The load of each data worker among `sides` (the ends of one flow on one host): each
+/// stream holds its even share of its worker's time, so a worker's time is their sum, over
+/// the longest window of its streams. Ends without a worker are left out.
+pub(super) fn worker_loads<'a>(sides: impl Iterator<Item = &'a StreamSide>) -> Vec<ThreadLoad> {
+    let mut by_worker: std::collections::BTreeMap<u32, (f64, f64, usize)> = Default::default();
+    for s in sides {
+        if let Some(w) = s.worker {
+            let e = by_worker.entry(w).or_default();
+            e.0 += s.user_s + s.sys_s;
+            e.1 = e.1.max(s.seconds);
+            e.2 += 1;
+        }
+    }
+    let workers = by_worker.len();
+    by_worker
+        .into_values()
+        .filter_map(|(cpu_s, seconds, streams)| {
+            percent(cpu_s, seconds).map(|p| ThreadLoad {
+                percent: p.min(100.0),
+                source: "getrusage",
+                worker: Some(WorkerShare { streams, workers }),
+            })
+        })
+        .collect()
 }
 
 /// The larger of the thread's user + system time and its scheduler run time, over the
@@ -124,6 +171,7 @@ pub(super) fn thread_load(s: &StreamSide) -> Option<ThreadLoad> {
     let cpu = percent(s.user_s + s.sys_s, s.seconds).map(|p| ThreadLoad {
         percent: p,
         source: "getrusage",
+        worker: None,
     });
     let run = s
         .run_s
@@ -131,6 +179,7 @@ pub(super) fn thread_load(s: &StreamSide) -> Option<ThreadLoad> {
         .map(|p| ThreadLoad {
             percent: p,
             source: "schedstat",
+            worker: None,
         });
     let best = match (cpu, run) {
         (Some(a), Some(b)) if b.percent > a.percent => Some(b),

@@ -381,6 +381,7 @@ fn report(
         udp: None,
         error,
         sched: times.sched(),
+        worker: None,
         rr: None,
     }
 }

@@ -211,6 +211,7 @@ impl Results {
                 udp: None,
                 error: None,
                 sched: None,
+                worker: None,
                 rr: None,
             });
         }
@@ -270,6 +271,7 @@ mod tests {
             udp: None,
             error: None,
             sched: None,
+            worker: None,
             rr: None,
         }
     }

@@ -39,6 +39,7 @@ fn report(map: &StreamMap, side: Side, bytes: u64) -> SideReport {
                 udp: None,
                 error: None,
                 sched: None,
+                worker: None,
                 rr: None,
             })
             .collect(),
