@@ -141,6 +141,11 @@ pub struct TestSpec {
     /// UDP receivers take coalesced datagrams from the kernel (UDP_GRO, `--gro`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub gro: bool,
+    /// TCP senders cut each write to whole offload segments of their connection (see
+    /// [`fit_to_segments`]): set when the write size is the default, so a user's `-l` is
+    /// written as given.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fit_writes: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -242,6 +247,7 @@ impl Default for TestSpec {
             server_cpu: None,
             gso: false,
             gro: false,
+            fit_writes: false,
         }
     }
 }
@@ -263,6 +269,32 @@ pub const DEFAULT_TCP_BUFFERS: u64 = 256 << 20;
 pub fn default_tcp_len(streams: u32) -> u64 {
     let share = DEFAULT_TCP_BUFFERS / u64::from(streams.max(1)) / 4096 * 4096;
     share.clamp(128 << 10, DEFAULT_TCP_LEN)
+}
+
+/// Room the kernel keeps for headers below an offload segment (about MAX_TCP_HEADER).
+const SEGMENT_HEADER_ROOM: u64 = 320;
+
+/// The largest offload segment (GSO) that one transmit of a connection of `mss` bytes per
+/// segment builds on a default device (64 KiB GSO limit): as many whole segments as fit, one
+/// at least. 65 160 bytes (45 × 1448) on Ethernet, one 65 483-byte segment on loopback.
+pub fn offload_segment(mss: u64) -> u64 {
+    let mss = mss.max(1);
+    ((65_536 - 1 - SEGMENT_HEADER_ROOM) / mss).max(1) * mss
+}
+
+/// A write of `len` bytes cut down to whole offload segments of a connection of `mss`
+/// bytes per segment (`len` itself when it is smaller than one). A write that ends inside a
+/// segment leaves a short one behind at every call; measured over loopback (MSS 65 483) one
+/// stream moved 61–67 Gbit/s with 1 MiB writes and 77–83 with 16 segments (1 047 728 bytes),
+/// and over a veth pair (MSS 1448) 17–29 Gbit/s with writes of 64, 128, 192 or 256 KiB and
+/// 58–72 with 1, 2, 3 or 4 segments of 65 160.
+pub fn fit_to_segments(len: u64, mss: u64) -> u64 {
+    let unit = offload_segment(mss);
+    if len < unit {
+        len
+    } else {
+        len / unit * unit
+    }
 }
 
 /// Why a spec is refused.
@@ -473,6 +505,19 @@ impl TestSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_fit_whole_offload_segments() {
+        assert_eq!(offload_segment(1448), 45 * 1448);
+        assert_eq!(offload_segment(65_483), 65_483);
+        assert_eq!(offload_segment(0), 65_215);
+        assert_eq!(fit_to_segments(1 << 20, 65_483), 16 * 65_483);
+        assert_eq!(fit_to_segments(1 << 20, 1448), 16 * 65_160);
+        assert_eq!(fit_to_segments(128 << 10, 1448), 2 * 65_160);
+        // under one segment: as asked
+        assert_eq!(fit_to_segments(4096, 1448), 4096);
+        assert_eq!(fit_to_segments(65_000, 65_483), 65_000);
+    }
 
     #[test]
     fn default_is_valid() {

@@ -357,6 +357,45 @@ pub fn open_files_needed(streams: u32, embedded: bool, pooled: bool) -> u64 {
     u64::from(streams) * per_stream + 64
 }
 
+/// The bytes a TCP sender writes per call: the spec's length, cut to whole offload
+/// segments of the connection when the spec asks (`fit_writes`, the default write size; see
+/// [`wirerate_core::spec::fit_to_segments`]).
+pub struct WriteSize {
+    full: u64,
+    fit: bool,
+    now: usize,
+    looks: u8,
+}
+
+impl WriteSize {
+    /// Writes the connection's segment size is read again for: the kernel caps it at half
+    /// the largest window the peer has offered, which starts small (32 KiB on loopback
+    /// before the first write, 65 483 bytes after).
+    const LOOKS: u8 = 16;
+
+    pub fn new(spec: &TestSpec) -> WriteSize {
+        WriteSize {
+            full: spec.len_bytes,
+            fit: spec.fit_writes,
+            now: usize::try_from(spec.len_bytes).unwrap_or(usize::MAX),
+            looks: 0,
+        }
+    }
+
+    /// The size of the next write on `sock`. Where the kernel will not say the segment
+    /// size, the spec's length.
+    pub fn next(&mut self, sock: &std::net::TcpStream) -> usize {
+        if self.fit && self.looks < Self::LOOKS {
+            self.looks += 1;
+            if let Some(mss) = SockRef::from(sock).mss().ok().filter(|&m| m > 0) {
+                let fitted = wirerate_core::spec::fit_to_segments(self.full, u64::from(mss));
+                self.now = usize::try_from(fitted).unwrap_or(usize::MAX);
+            }
+        }
+        self.now
+    }
+}
+
 #[cfg(test)]
 mod rlimit_tests {
     use super::*;

@@ -254,6 +254,8 @@ struct Flow {
     remaining: u64,
     /// Progress inside the current block (only for --blocks).
     off: usize,
+    /// Bytes per write.
+    size: crate::net::WriteSize,
     blocks: bool,
     end_at: Option<Instant>,
     deadline: Deadline,
@@ -490,6 +492,7 @@ impl Flow {
             state,
             remaining,
             off: 0,
+            size: crate::net::WriteSize::new(&spec),
             blocks: matches!(spec.end, End::Blocks { .. }),
             end_at,
             last_progress: Instant::now(),
@@ -568,7 +571,9 @@ impl Flow {
                 }
                 self.deadline.tails(&self.sock, now, left);
             }
-            let max = usize::try_from(self.remaining).unwrap_or(usize::MAX);
+            let max = usize::try_from(self.remaining)
+                .unwrap_or(usize::MAX)
+                .min(self.size.next(&self.sock));
             let off = self.off;
             let data = &b.send[b.send_at + off..b.send_at + off + (b.len - off).min(max)];
             match (&*self.sock).write(data) {

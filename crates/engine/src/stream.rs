@@ -250,6 +250,7 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let backing = pattern(len + 4096);
     let skip = backing.as_ptr().align_offset(4096).min(4096);
     let buf = &backing[skip..skip + len];
+    let mut size = crate::net::WriteSize::new(spec);
     let mut t = Tally::new(&plan);
     let end_at = spec
         .send_seconds()
@@ -303,7 +304,7 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
                     break;
                 }
             },
-            None => &buf[off..off + (len - off).min(max)],
+            None => &buf[off..off + (len - off).min(max).min(size.next(&sock))],
         };
         let written = match splicer.as_mut() {
             Some(s) => s.send(&sock, data),

@@ -540,6 +540,8 @@ fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
         parallel: t.parallel.unwrap_or(1),
         omit_s: t.omit.unwrap_or(0.0),
         rate_bps,
+        // the default write size, cut to whole segments as `run` does
+        fit_writes: !udp,
         ..TestSpec::default()
     };
     spec.validate().map_err(|e| bad(format!("test: {e}")))?;

@@ -27,8 +27,13 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     };
     let io = match (spec.protocol, spec.rate_bps) {
         (Protocol::Tcp, _) => format!(
-            "TCP to {target}, {dir}, {} stream(s), {end}{omit}, {} per write",
+            "TCP to {target}, {dir}, {} stream(s), {end}{omit}, {}{} per write",
             spec.parallel,
+            if spec.fit_writes {
+                "whole segments up to "
+            } else {
+                ""
+            },
             format_bytes(spec.len_bytes)
         ),
         (Protocol::Udp, rate) => format!(

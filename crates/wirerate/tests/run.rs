@@ -101,6 +101,56 @@ fn byte_count_is_delivered_exactly_over_parallel_streams() {
     assert_eq!(j["streams"].as_array().unwrap().len(), 3);
 }
 
+/// Bytes per write call of a run's senders.
+fn bytes_per_write(j: &serde_json::Value) -> f64 {
+    j["summary"]["io"]["sender"]["bytes_per_call"]
+        .as_f64()
+        .expect("the senders' bytes per call")
+}
+
+#[test]
+fn default_writes_are_cut_to_whole_segments_and_a_given_length_is_not() {
+    // loopback's segment (65 483 bytes) does not divide 1 MiB: cut writes are shorter
+    let out = run(
+        &["run", "-t", "1", "-i", "0", "--json", "--no-store"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["spec"]["fit_writes"], true);
+    assert_eq!(j["spec"]["len_bytes"], 1 << 20);
+    let per = bytes_per_write(&j);
+    assert!(per < f64::from(1 << 20) - 100.0 && per > 900_000.0, "{per}");
+    // a byte count still arrives exactly
+    let out = run(
+        &["run", "-n", "10000001", "-P", "2", "--json", "--no-store"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["spec"]["fit_writes"], true);
+    assert_eq!(j["summary"]["bytes"], 10_000_001);
+    // -l is written as given
+    let out = run(
+        &[
+            "run",
+            "-t",
+            "1",
+            "-i",
+            "0",
+            "-l",
+            "1M",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    assert!(j["spec"].get("fit_writes").is_none(), "{}", j["spec"]);
+    assert_eq!(bytes_per_write(&j), f64::from(1 << 20));
+}
+
 #[test]
 fn blocks_are_ttcp_nbuf_times_buflen() {
     let out = run(&["run", "--blocks", "100", "-l", "8K", "--json"], LIMIT);

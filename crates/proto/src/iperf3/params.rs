@@ -323,6 +323,8 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         server_cpu: None,
         gso: false,
         gro: false,
+        // an iperf3 client's -l is written as given
+        fit_writes: false,
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

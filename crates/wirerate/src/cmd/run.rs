@@ -85,8 +85,9 @@ pub struct Args {
     /// Write calls per stream, each of --len bytes (ttcp's nbuf)
     #[arg(long, value_name = "N")]
     pub blocks: Option<u64>,
-    /// Bytes per write call (TCP default 1M); for UDP the datagram size (default: the largest
-    /// that is not fragmented on the path)
+    /// Bytes per write call, written as given (TCP default: 1M cut to whole offload segments
+    /// of the connection, e.g. 16 × 65 483 on loopback); for UDP the datagram size (default:
+    /// the largest that is not fragmented on the path)
     #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size)]
     pub len: Option<u64>,
     /// UDP instead of TCP
@@ -321,6 +322,12 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         server_cpu: a.habits.affinity.and_then(|c| c.server),
         gso: a.gso,
         gro: a.gro,
+        // the default write size is cut to whole offload segments; -l is written as given,
+        // as are -n blocks of it (the blocks are the test) and -F files
+        fit_writes: a.len.is_none()
+            && protocol == Protocol::Tcp
+            && !matches!(end, End::Blocks { .. })
+            && a.habits.file.is_none(),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
