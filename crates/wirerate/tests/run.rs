@@ -108,45 +108,28 @@ fn bytes_per_write(j: &serde_json::Value) -> f64 {
         .expect("the senders' bytes per call")
 }
 
+/// A successful run's JSON.
+fn json_of_run(args: &[&str]) -> serde_json::Value {
+    let out = run(args, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    json(&out)
+}
+
 #[test]
 fn default_writes_are_cut_to_whole_segments_and_a_given_length_is_not() {
     // loopback's segment (65 483 bytes) does not divide 1 MiB: cut writes are shorter
-    let out = run(
-        &["run", "-t", "1", "-i", "0", "--json", "--no-store"],
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let j = json(&out);
+    let j = json_of_run(&["run", "-n", "100M", "--json", "--no-store"]);
     assert_eq!(j["spec"]["fit_writes"], true);
     assert_eq!(j["spec"]["len_bytes"], 1 << 20);
+    assert_eq!(j["summary"]["bytes"], 100 << 20);
     let per = bytes_per_write(&j);
     assert!(per < f64::from(1 << 20) - 100.0 && per > 900_000.0, "{per}");
-    // a byte count still arrives exactly
-    let out = run(
-        &["run", "-n", "10000001", "-P", "2", "--json", "--no-store"],
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let j = json(&out);
+    // a byte count over streams still arrives exactly
+    let j = json_of_run(&["run", "-n", "10000001", "-P", "2", "--json", "--no-store"]);
     assert_eq!(j["spec"]["fit_writes"], true);
     assert_eq!(j["summary"]["bytes"], 10_000_001);
-    // -l is written as given
-    let out = run(
-        &[
-            "run",
-            "-t",
-            "1",
-            "-i",
-            "0",
-            "-l",
-            "1M",
-            "--json",
-            "--no-store",
-        ],
-        LIMIT,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let j = json(&out);
+    // -l is written as given: 100 writes of 1 MiB
+    let j = json_of_run(&["run", "-n", "100M", "-l", "1M", "--json", "--no-store"]);
     assert!(j["spec"].get("fit_writes").is_none(), "{}", j["spec"]);
     assert_eq!(bytes_per_write(&j), f64::from(1 << 20));
 }
