@@ -508,9 +508,23 @@ impl Pg {
 }
 
 /// Whether an error means the session is gone (closed socket, the server ending it, a
-/// connection exception), so a new connection may succeed where this one failed.
+/// connection exception, a reset or broken connection), so a new connection may succeed
+/// where this one failed. A server that ends a session may reset the socket before its
+/// last message is read: the client then sees an I/O error, not the server's FATAL.
 fn connection_lost(e: &postgres::Error) -> bool {
     if e.is_closed() {
+        return true;
+    }
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    if io.is_some_and(|io| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        )
+    }) {
         return true;
     }
     e.as_db_error().is_some_and(|d| {
