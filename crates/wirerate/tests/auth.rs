@@ -85,6 +85,25 @@ fn client(
     )
 }
 
+/// A 1 MiB test over TLS against the server on `port`, trusting the setup's known servers,
+/// `extra` added (a certificate, say), logging in as nobody.
+fn tls_run(s: &Setup, port: u16, extra: &[&str]) -> std::process::Output {
+    let p = port.to_string();
+    let mut args = vec![
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-n",
+        "1M",
+        "--tls",
+        "--known-servers",
+        s.known.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args, LIMIT)
+}
+
 #[test]
 fn the_right_password_runs_under_the_users_rule_and_failures_say_the_same() {
     let s = setup();
@@ -119,21 +138,7 @@ fn the_right_password_runs_under_the_users_rule_and_failures_say_the_same() {
         );
     }
     // a client that does not log in is told to
-    let p = srv.port.to_string();
-    let plain = run(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-n",
-            "1M",
-            "--tls",
-            "--known-servers",
-            s.known.to_str().unwrap(),
-        ],
-        LIMIT,
-    );
+    let plain = tls_run(&s, srv.port, &[]);
     assert!(
         stderr(&plain).contains("requires a login: run with --user NAME"),
         "{}",
@@ -785,31 +790,13 @@ mod mutual_tls {
             "--client-crl",
             crl_file.to_str().unwrap(),
         ]);
-        let p = srv.port.to_string();
-        let ks = s.known.to_str().unwrap();
         let with_cert = |cn: &str| {
             let (c, k) = client_cert(&dir, &ca, cn);
-            let args = [
-                "run",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "-n",
-                "1M",
-                "--tls",
-                "--known-servers",
-                ks,
-                "--client-cert",
-                &c,
-                "--client-key",
-                &k,
-            ];
-            run(&args, LIMIT)
+            tls_run(&s, srv.port, &["--client-cert", &c, "--client-key", &k])
         };
         let ok = with_cert("erin");
         assert!(ok.status.success(), "{}", stderr(&ok));
         let revoked = with_cert("dave");
-        println!("revoked: {}", stderr(&revoked));
         assert_eq!(revoked.status.code(), Some(1), "{}", stderr(&revoked));
         assert!(
             !stderr(&revoked).contains("goodput"),
@@ -854,27 +841,15 @@ mod mutual_tls {
             "--logfile",
             s.log.to_str().unwrap(),
         ]);
-        let p = srv.port.to_string();
-        let ks = s.known.to_str().unwrap();
-        let base = [
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--json",
-            "-n",
-            "1M",
-            "--tls",
-            "--known-servers",
-            ks,
-        ];
         let (c, k) = client_cert(&dir, &good, "carol");
-        let mut args = base.to_vec();
-        args.extend(["--client-cert", &c, "--client-key", &k]);
-        let ok = run(&args, LIMIT);
+        let ok = tls_run(
+            &s,
+            srv.port,
+            &["--json", "--client-cert", &c, "--client-key", &k],
+        );
         assert!(ok.status.success(), "{}", stderr(&ok));
         // no certificate: told in words; one from another CA: refused in the TLS handshake
-        let none = run(&base, LIMIT);
+        let none = tls_run(&s, srv.port, &["--json"]);
         assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
         assert!(
             stderr(&none).contains("requires a client certificate"),
@@ -883,9 +858,11 @@ mod mutual_tls {
         );
         let other = ca("someone else");
         let (c2, k2) = client_cert(&dir, &other, "mallory");
-        let mut args = base.to_vec();
-        args.extend(["--client-cert", &c2, "--client-key", &k2]);
-        let bad = run(&args, LIMIT);
+        let bad = tls_run(
+            &s,
+            srv.port,
+            &["--json", "--client-cert", &c2, "--client-key", &k2],
+        );
         assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
         assert!(!stderr(&bad).contains("goodput"), "{}", stderr(&bad));
         let log = log_until(&s.log, |l| l.iter().any(|v| v["event"] == "test"));
