@@ -17,6 +17,8 @@ pub enum UnitError {
     Overflow(String),
     #[error("'{0}' must be positive")]
     NotPositive(String),
+    #[error("'{given}' is in bytes per second (B); rates are in bits per second: write {bits}")]
+    BytesPerSecond { given: String, bits: String },
 }
 
 /// A count of bytes.
@@ -123,6 +125,7 @@ impl BitRate {
         if t.is_empty() {
             return Err(UnitError::Empty(s.to_string()));
         }
+        bytes_per_second(t, s)?;
         let lower = t.to_ascii_lowercase();
         let stripped = ["bit/s", "bps", "b/s", "bit", "b"]
             .iter()
@@ -145,6 +148,46 @@ impl BitRate {
     pub fn bps(self) -> f64 {
         self.0
     }
+}
+
+/// A rate written in bytes (`10MB`, `10MB/s`, `1GBps`: a capital `B` that does not begin
+/// `Bit`) is refused, naming the rate in bits it would be, rather than read as bits.
+fn bytes_per_second(t: &str, original: &str) -> Result<(), UnitError> {
+    let Some(at) = t.rfind(|c: char| c.is_ascii_digit() || c == '.') else {
+        return Ok(());
+    };
+    let unit = &t[at + 1..];
+    let unit = unit
+        .strip_prefix(['k', 'K', 'm', 'M', 'g', 'G', 't', 'T'])
+        .unwrap_or(unit);
+    if !unit.starts_with('B') || unit.to_ascii_lowercase().starts_with("bit") {
+        return Ok(());
+    }
+    let bytes_form = format!("{}{}", &t[..=at], &t[at + 1..t.len() - unit.len()]);
+    let bits = match BitRate::parse(&bytes_form) {
+        Ok(r) => format_rate_arg(r.0 * 8.0),
+        Err(_) => "the rate in bits (e.g. 80M for 10 MB/s)".to_string(),
+    };
+    Err(UnitError::BytesPerSecond {
+        given: original.trim().to_string(),
+        bits,
+    })
+}
+
+/// A rate as an argument would spell it: the largest SI prefix that keeps it whole-ish.
+fn format_rate_arg(bps: f64) -> String {
+    for (p, m) in [("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)] {
+        if bps >= m {
+            let v = bps / m;
+            return format!("{}{p}", trim_float(v));
+        }
+    }
+    trim_float(bps)
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 impl fmt::Display for BitRate {
@@ -233,6 +276,24 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn a_rate_in_bytes_is_refused_with_its_rate_in_bits() {
+        for (given, bits) in [
+            ("10MB", "80M"),
+            ("10MB/s", "80M"),
+            ("1.5GBps", "12G"),
+            ("100KB", "800K"),
+            ("125B", "1K"),
+        ] {
+            match BitRate::parse(given) {
+                Err(UnitError::BytesPerSecond { bits: b, .. }) => assert_eq!(b, bits, "{given}"),
+                other => panic!("{given}: {other:?}"),
+            }
+        }
+        let e = BitRate::parse("10MB").unwrap_err().to_string();
+        assert!(e.contains("bits per second") && e.contains("80M"), "{e}");
+    }
+
+    #[test]
     fn sizes_are_iec() {
         assert_eq!(Bytes::parse("128K").unwrap(), Bytes(131_072));
         assert_eq!(Bytes::parse("1M").unwrap(), Bytes(1_048_576));
@@ -251,6 +312,8 @@ mod tests {
         assert_eq!(BitRate::parse("100k").unwrap().bps(), 100_000.0);
         assert_eq!(BitRate::parse("10Mbps").unwrap().bps(), 1e7);
         assert_eq!(BitRate::parse("2.5Gbit/s").unwrap().bps(), 2.5e9);
+        assert_eq!(BitRate::parse("1GBit/s").unwrap().bps(), 1e9);
+        assert_eq!(BitRate::parse("10Mb").unwrap().bps(), 1e7);
     }
 
     #[test]

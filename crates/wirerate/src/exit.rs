@@ -27,7 +27,11 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             if is_closed_stdout(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("wirerate: {}", wirerate_engine::chain(e.as_ref()));
+            let line = wirerate_engine::chain(e.as_ref());
+            match hint(&e) {
+                Some(h) => eprintln!("wirerate: {line} ({h})"),
+                None => eprintln!("wirerate: {line}"),
+            }
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -35,6 +39,47 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             }
         }
     }
+}
+
+/// What to do about an error whose cause is a common mistake, said after the error itself.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    use wirerate_engine::EngineError;
+    use wirerate_proto::ProtoError;
+    e.chain().find_map(|c| {
+        if let Some(EngineError::Connect { source, .. }) = c.downcast_ref::<EngineError>() {
+            return match source.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some(
+                    "nothing listens there: start `wirerate serve` on that host, or give its \
+                     port with -p; an iperf3 server needs --iperf3",
+                ),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Some(
+                    "no answer: check the address and any firewall between, or raise \
+                     --connect-timeout",
+                ),
+                _ => None,
+            };
+        }
+        match c.downcast_ref::<ProtoError>() {
+            Some(ProtoError::TimedOut(_)) => Some(
+                "the limit is --idle-timeout (10 s by default): raise it for a slow path or \
+                 a busy peer",
+            ),
+            Some(ProtoError::BadMagic) => Some(
+                "another program answers on that port: check the port (-p), or add --iperf3 \
+                 for an iperf3 server",
+            ),
+            _ => None,
+        }
+    })
+}
+
+/// The error as iperf3's `-J` prints one: `{"error": "…"}` on standard output.
+pub fn print_json_error(e: &anyhow::Error) {
+    if is_closed_stdout(e) {
+        return;
+    }
+    let doc = serde_json::json!({ "error": wirerate_engine::chain(e.as_ref()) });
+    println!("{doc}");
 }
 
 /// Only a reader that went away from our standard output (`| head`) ends the program

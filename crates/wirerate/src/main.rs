@@ -67,27 +67,38 @@ enum Command {
 }
 
 /// iperf3's way in: `wirerate -c HOST …` is `wirerate run HOST …` and `wirerate -s …` is
-/// `wirerate serve …` (`--client`, `--server` too), when the option comes first.
+/// `wirerate serve …` (`--client`, `--server` too). As in iperf3, options may come before
+/// `-c`/`-s` (`wirerate -p 5201 -c HOST`): the first `-c HOST` or `-s` among leading options
+/// names the subcommand, which is moved to the front.
 fn iperf3_argv(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or_default();
-    let host_follows = args
-        .get(2)
-        .and_then(|a| a.to_str())
-        .is_some_and(|h| !h.starts_with('-'));
-    match first {
-        "-c" | "--client" if host_follows => args[1] = "run".into(),
-        "-s" | "--server" => args[1] = "serve".into(),
-        _ => {}
+    let text = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or_default();
+    if !text(1).starts_with('-') {
+        return args;
+    }
+    let found = (1..args.len()).find_map(|i| match text(i) {
+        "-c" | "--client" if !text(i + 1).is_empty() && !text(i + 1).starts_with('-') => {
+            Some((i, "run"))
+        }
+        "-s" | "--server" => Some((i, "serve")),
+        _ => None,
+    });
+    if let Some((i, command)) = found {
+        args.remove(i);
+        args.insert(1, command.into());
     }
     args
 }
 
 fn main() -> ExitCode {
     exit::ignore_sigpipe();
-    let cli = match Cli::try_parse_from(iperf3_argv(std::env::args_os().collect())) {
+    let argv = iperf3_argv(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => return exit::clap_error(e),
     };
+    // iperf3's -J reports an error as a JSON document too, so a script reading the document
+    // learns why there is no result
+    let json_errors = matches!(&cli.command, Command::Run(a) if a.json);
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Rr(a) => cmd::rr::run(*a),
@@ -106,5 +117,39 @@ fn main() -> ExitCode {
         Command::Completions(a) => cmd::completions::run(a, Cli::command()),
         Command::Man(a) => cmd::completions::man(a, Cli::command()),
     };
+    if json_errors {
+        if let Err(e) = &result {
+            exit::print_json_error(e);
+        }
+    }
     exit::finish(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iperf3_argv;
+
+    fn argv(s: &str) -> Vec<String> {
+        let os = iperf3_argv(s.split(' ').map(Into::into).collect());
+        os.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn iperf3_spellings_name_the_subcommand_wherever_they_come() {
+        assert_eq!(
+            argv("wirerate -c h -t 5"),
+            ["wirerate", "run", "h", "-t", "5"]
+        );
+        assert_eq!(
+            argv("wirerate -p 5701 -c h"),
+            ["wirerate", "run", "-p", "5701", "h"]
+        );
+        assert_eq!(
+            argv("wirerate -p 5201 -s -1"),
+            ["wirerate", "serve", "-p", "5201", "-1"]
+        );
+        assert_eq!(argv("wirerate run -c h"), ["wirerate", "run", "-c", "h"]);
+        // `-c` with no host after it is left to clap's error
+        assert_eq!(argv("wirerate -t 5 -c"), ["wirerate", "-t", "5", "-c"]);
+    }
 }

@@ -372,3 +372,62 @@ fn connect_timeout_bounds_a_refused_connection() {
     assert_eq!(out.status.code(), Some(1));
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn options_before_dash_c_and_iperf3_spellings_are_taken() {
+    let server = ServerProc::start(&[]);
+    let port = server.port.to_string();
+    // iperf3 takes options before -c; -k (blocks), --skip-rx-copy, --rcv-timeout (ms),
+    // --get-server-output and --forceflush are its spellings
+    let out = run(
+        &[
+            "-p",
+            &port,
+            "-c",
+            "127.0.0.1",
+            "-k",
+            "64",
+            "-l",
+            "64K",
+            "--skip-rx-copy",
+            "--rcv-timeout",
+            "5000",
+            "--get-server-output",
+            "--forceflush",
+            "-J",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(doc["summary"]["bytes"], 64 * 65536, "{doc}");
+    assert_eq!(doc["spec"]["recv_mode"], "discard", "{}", doc["spec"]);
+}
+
+#[test]
+fn a_refused_connection_says_what_to_do_and_json_gets_an_error_document() {
+    let port = free_port().to_string();
+    let out = run(&["-c", "127.0.0.1", "-p", &port, "-t", "1", "-J"], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("wirerate serve") && err.contains("-p"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON document");
+    let msg = doc["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("cannot connect to 127.0.0.1"), "{doc}");
+}
+
+#[test]
+fn a_rate_in_bytes_is_refused_with_the_rate_in_bits() {
+    let out = run(&["run", "-b", "10MB", "-t", "1", "--no-store"], LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bits per second") && err.contains("80M"),
+        "{err}"
+    );
+}

@@ -47,6 +47,12 @@ pub struct ClientArgs {
     /// neither -t nor -n, the file once); with -R, write what is received to FILE
     #[arg(short = 'F', long, value_name = "FILE", conflicts_with_all = ["udp", "zerocopy", "discard", "bidir", "iperf3"])]
     pub file: Option<PathBuf>,
+    /// Accepted for iperf3's scripts: the server's figures are always part of the result
+    #[arg(long)]
+    pub get_server_output: bool,
+    /// Accepted for iperf3's scripts: every output line is written out as it is made
+    #[arg(long)]
+    pub forceflush: bool,
 }
 
 /// `-A N[,M]`: this side's CPU and the server's.

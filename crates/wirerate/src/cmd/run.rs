@@ -82,8 +82,8 @@ pub struct Args {
     /// Bytes to send in all, split over the streams (e.g. 1G)
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "blocks")]
     pub bytes: Option<u64>,
-    /// Write calls per stream, each of --len bytes (ttcp's nbuf)
-    #[arg(long, value_name = "N")]
+    /// Write calls per stream, each of --len bytes (ttcp's nbuf; iperf3's -k)
+    #[arg(short = 'k', long, visible_alias = "blockcount", value_name = "N")]
     pub blocks: Option<u64>,
     /// Bytes per write call, written as given (TCP default: 1M cut to whole offload segments
     /// of the connection, e.g. 16 × 65 483 on loopback); for UDP the datagram size (default:
@@ -110,7 +110,7 @@ pub struct Args {
     pub zerocopy: bool,
     /// Receivers discard data in the kernel (recv MSG_TRUNC) instead of copying it: a sink,
     /// not what applications see (TCP; reported as spec.recv_mode)
-    #[arg(long, conflicts_with = "udp")]
+    #[arg(long, visible_alias = "skip-rx-copy", conflicts_with = "udp")]
     pub discard: bool,
     /// Parallel streams per flow, up to 10000. The streams of a test of more than one stream
     /// share a fixed pool of data workers on each side (--threads); -Z and -F streams have
@@ -205,6 +205,9 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub idle_timeout: f64,
+    /// The idle timeout in milliseconds, as iperf3 spells it (sets --idle-timeout)
+    #[arg(long, value_name = "MS", conflicts_with = "idle_timeout")]
+    pub rcv_timeout: Option<u64>,
     /// Run the test N times, each on fresh connections, and summarize them (min, median,
     /// mean, max, standard deviation, 95 % confidence interval)
     #[arg(long, value_name = "N", conflicts_with_all = ["until_ci", "find_max"])]
@@ -624,7 +627,10 @@ fn iperf3_hint(e: EngineError, t: &Target) -> anyhow::Error {
 pub struct Silent;
 impl Observer for Silent {}
 
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(ms) = a.rcv_timeout {
+        a.idle_timeout = ms as f64 / 1000.0;
+    }
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }

@@ -25,6 +25,7 @@ pub struct ClientTlsArgs {
     /// inside TLS
     #[arg(
         long,
+        visible_alias = "username",
         value_name = "NAME",
         requires = "tls",
         conflicts_with = "client_cert"
