@@ -130,7 +130,7 @@ fn place(
 }
 
 /// The CPUs this process may run on, in order; empty when the kernel will not say.
-fn allowed_cpus() -> Vec<u32> {
+pub fn allowed_cpus() -> Vec<u32> {
     match rustix::thread::sched_getaffinity(None) {
         Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
             .filter(|&c| set.is_set(c))

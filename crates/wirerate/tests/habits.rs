@@ -431,3 +431,19 @@ fn a_rate_in_bytes_is_refused_with_the_rate_in_bits() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cpu_that_is_not_there_is_refused_before_the_test() {
+    for a in ["99", "0,99"] {
+        let started = Instant::now();
+        let out = run(&["run", "-t", "3", "-A", a, "--no-store"], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "-A {a}: {}", stderr(&out));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "-A {a} ran the test first"
+        );
+        assert!(out.stdout.is_empty(), "-A {a} printed a report");
+        let err = stderr(&out);
+        assert!(err.contains("-A 99: no such CPU"), "{err}");
+    }
+}

@@ -55,6 +55,25 @@ pub struct ClientArgs {
     pub forceflush: bool,
 }
 
+/// CPUs as a list of ranges: `0-3,8`.
+fn cpu_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// `-A N[,M]`: this side's CPU and the server's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Affinity {
@@ -126,6 +145,26 @@ impl ClientArgs {
         cfg.file = self.file.clone().map(Arc::new);
     }
 
+    /// Checks before the test that `-A` names CPUs this process may run on: this side's
+    /// always, the server's when the server runs here (the embedded one). An empty answer
+    /// from the kernel checks nothing.
+    pub fn check_cpus(&self, server_here: bool) -> anyhow::Result<()> {
+        let Some(a) = self.affinity else {
+            return Ok(());
+        };
+        let allowed = wirerate_engine::pool::allowed_cpus();
+        let asked = std::iter::once(a.local).chain(a.server.filter(|_| server_here));
+        for cpu in asked {
+            if !allowed.is_empty() && !allowed.contains(&cpu) {
+                return usage(format!(
+                    "-A {cpu}: no such CPU here; wirerate may run on CPUs {}",
+                    cpu_list(&allowed)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks what needs the spec: the ports --cport needs, and that a file to write to
     /// can be made (it is emptied, as a download overwrites). `receives`: the client
     /// receives the test's data (-R).
@@ -157,6 +196,13 @@ impl ClientArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpus_are_listed_as_ranges() {
+        assert_eq!(cpu_list(&[0, 1]), "0-1");
+        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cpu_list(&[3]), "3");
+    }
 
     #[test]
     fn tos_takes_iperf3_spellings() {

@@ -355,6 +355,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
     let streams = a.parallel * spec.direction.flows().len() as u32;
     a.habits
         .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
+    a.habits.check_cpus(a.host.is_none() && a.from.is_none())?;
     Ok(spec)
 }
 
