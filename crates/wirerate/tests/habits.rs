@@ -447,3 +447,23 @@ fn a_cpu_that_is_not_there_is_refused_before_the_test() {
         assert!(err.contains("-A 99: no such CPU"), "{err}");
     }
 }
+
+#[test]
+fn a_host_takes_its_port_after_a_colon() {
+    let server = ServerProc::start(&[]);
+    let at = format!("127.0.0.1:{}", server.port);
+    let out = run(&["run", &at, "-n", "1M", "-J", "--no-store"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["summary"]["bytes"], 1 << 20);
+    let rr = run(&["rr", &at, "-t", "0.5", "--json", "--no-store"], LIMIT);
+    assert!(rr.status.success(), "{}", stderr(&rr));
+    let twice = run(&["run", &at, "-p", "1", "-t", "1", "--no-store"], LIMIT);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(
+        stderr(&twice).contains("the port is given twice"),
+        "{}",
+        stderr(&twice)
+    );
+    let bad = run(&["run", "127.0.0.1:http", "-t", "1", "--no-store"], LIMIT);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}

@@ -392,6 +392,31 @@ fn file_bytes(a: &Args) -> anyhow::Result<Option<u64>> {
     Ok(Some(meta.len()))
 }
 
+/// HOST, HOST:PORT, [IPv6] or [IPv6]:PORT: the host and the port given with it. An IPv6
+/// address without brackets is a host alone (its colons are not a port).
+pub fn split_host_port(given: &str) -> anyhow::Result<(String, Option<u16>)> {
+    let port_of = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| crate::exit::UsageError(format!("'{given}': '{p}' is not a port")))
+    };
+    if let Some(rest) = given.strip_prefix('[') {
+        let Some((ip, after)) = rest.split_once(']') else {
+            return usage(format!("'{given}': a '[' without its ']'"));
+        };
+        return match after.strip_prefix(':') {
+            Some(p) => Ok((ip.to_string(), Some(port_of(p)?))),
+            None if after.is_empty() => Ok((ip.to_string(), None)),
+            None => usage(format!("'{given}': only ':PORT' may follow ']'")),
+        };
+    }
+    match given.split_once(':') {
+        Some((h, p)) if !p.contains(':') => Ok((h.to_string(), Some(port_of(p)?))),
+        _ => Ok((given.to_string(), None)),
+    }
+}
+
 fn resolve(host: &str, port: u16, v4: bool, v6: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
@@ -429,13 +454,27 @@ impl Target {
 
 /// Resolves HOST, or starts the embedded loopback server.
 pub fn target(a: &Args) -> anyhow::Result<Target> {
-    let port = a.port.unwrap_or(if a.iperf3 {
+    let (host, given_port) = match &a.host {
+        Some(h) => {
+            let (h, p) = split_host_port(h)?;
+            (Some(h), p)
+        }
+        None => (None, None),
+    };
+    if let (Some(with_host), Some(flag)) = (given_port, a.port) {
+        if with_host != flag {
+            return usage(format!(
+                "the port is given twice: {with_host} with the host and -p {flag}"
+            ));
+        }
+    }
+    let port = given_port.or(a.port).unwrap_or(if a.iperf3 {
         wirerate_proto::iperf3::DEFAULT_PORT
     } else {
         DEFAULT_PORT
     });
     let net = Net {
-        host: a.host.clone(),
+        host,
         port,
         ipv4: a.ipv4,
         ipv6: a.ipv6,
@@ -496,13 +535,19 @@ fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
         bind: a.bind,
         ..Default::default()
     };
-    let port = a.port;
+    let (host, port) = match &a.host {
+        Some(h) => {
+            let (h, p) = split_host_port(h)?;
+            (Some(h), p.unwrap_or(a.port))
+        }
+        None => (None, a.port),
+    };
     let mut cfg = cfg;
-    if let Some(h) = &a.host {
+    if let Some(h) = &host {
         cfg.tls = a.tls.client(&format!("{h}:{port}"))?;
         cfg.login = a.tls.login(h)?;
     }
-    let (addr, embedded) = match &a.host {
+    let (addr, embedded) = match &host {
         Some(h) => (resolve(h, port, a.ipv4, a.ipv6)?, false),
         None => {
             let ip: IpAddr = if a.ipv6 {
