@@ -1,30 +1,58 @@
 //! Ctrl-C during a test. The first SIGINT only sets a flag; the client's control loop sees
-//! it, ends the test on both sides and reports what was measured until then. The handler
-//! is installed with `SA_RESETHAND`, so a second Ctrl-C finds the default action and ends
-//! the process at once.
+//! it, ends the test on both sides and reports what was measured until then. A second
+//! SIGINT a second or more after the first ends the process at once; one within that second
+//! is the same interrupt delivered twice (a process group's Ctrl-C reaches a wrapper and
+//! wirerate both, `timeout -s INT` and shells may resend it) and is ignored, so the result
+//! is not lost to it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Exit status of a run cut short by Ctrl-C (128 + SIGINT, as a shell reports it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// When the first SIGINT came, in milliseconds of the monotonic clock (0: not yet).
+static FIRST_MS: AtomicU64 = AtomicU64::new(0);
+
+/// A SIGINT this soon after the first is the same interrupt, not a second Ctrl-C.
+const SAME_INTERRUPT_MS: u64 = 1000;
+
+fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only to the timespec we own, and is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1000) + ts.tv_nsec as u64 / 1_000_000
+}
+
 extern "C" fn on_sigint(_signal: libc::c_int) {
-    // an atomic store is all a signal handler may safely do here
-    INTERRUPTED.store(true, Ordering::SeqCst);
+    // only atomics, clock_gettime and _exit here: all async-signal-safe
+    let now = monotonic_ms().max(1);
+    match FIRST_MS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => INTERRUPTED.store(true, Ordering::SeqCst),
+        Err(first) if now.saturating_sub(first) >= SAME_INTERRUPT_MS => {
+            // SAFETY: _exit ends the process without running anything else, as the default
+            // action of a second Ctrl-C would; it is async-signal-safe.
+            unsafe { libc::_exit(i32::from(EXIT_INTERRUPTED)) }
+        }
+        Err(_) => {}
+    }
 }
 
 /// Installs the handler and returns the flag it sets.
 pub fn install() -> &'static AtomicBool {
     // SAFETY: the sigaction struct is zeroed (a valid value: no flags, empty mask) before
-    // its fields are set; the handler is an `extern "C"` function that only stores to a
-    // lock-free atomic, which is async-signal-safe. SA_RESTART keeps plain blocking calls
-    // going; calls with timeouts may still see EINTR, which every loop treats as a retry.
+    // its fields are set; the handler is an `extern "C"` function that only uses lock-free
+    // atomics, clock_gettime and _exit, which are async-signal-safe. SA_RESTART keeps plain
+    // blocking calls going; calls with timeouts may still see EINTR, which every loop
+    // treats as a retry.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        sa.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
     }

@@ -467,3 +467,28 @@ fn a_host_takes_its_port_after_a_colon() {
     let bad = run(&["run", "127.0.0.1:http", "-t", "1", "--no-store"], LIMIT);
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 }
+
+/// A process group's Ctrl-C or `timeout -s INT` can deliver SIGINT twice at once: the second
+/// must not end the process before the result is printed.
+#[test]
+fn a_doubled_ctrl_c_still_prints_the_result() {
+    for _ in 0..3 {
+        let child = wr()
+            .args(["run", "-t", "10", "--json", "--no-store"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        for _ in 0..2 {
+            // SAFETY: kill on the PID of a child this test started and has not reaped yet.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = wait_bounded(child, Duration::from_secs(5));
+        assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+        assert_eq!(json(&out)["interrupted"], true);
+    }
+}
