@@ -19,7 +19,9 @@
 //! Everything here needs root and says so ([`LabError::NotRoot`]); it shells out to `ip`,
 //! `tc` and `ethtool`, and a failing command is reported with what it printed.
 
+pub mod delayline;
 pub mod ops;
+pub mod path;
 pub mod sh;
 pub mod spec;
 pub mod state;

@@ -1,5 +1,6 @@
 //! Making, inspecting and removing labs. `up` either finishes or removes what it made;
-//! `down` removes only namespaces named with the lab prefix and never ends a process.
+//! `down` removes only namespaces named with the lab prefix and ends no process but the
+//! lab's own delay line (by the pid its record holds, checked to be the delay line).
 
 use std::path::Path;
 use std::process::Command;
@@ -44,18 +45,123 @@ pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
     let mut made = Vec::new();
     let built = if spec.bridged() {
         build_bridged(spec, &mut made)
+    } else if spec.delayed() {
+        build_delayed(spec, &mut made)
     } else {
         build(spec, &mut made)
     };
     match built {
         Ok(state) => Ok(state),
         Err(e) => {
+            if let Some(s) = state::load(Path::new(STATE_DIR), &spec.name) {
+                end_delay_line(&s);
+            }
             for ns in made.iter().rev() {
                 let _ = run("ip", &["netns", "del", ns.as_str()]);
             }
             let _ = state::remove(Path::new(STATE_DIR), &spec.name);
             Err(e)
         }
+    }
+}
+
+/// Two hosts whose link runs through the delay line in the switch namespace (the commands
+/// are [`LabSpec::delayed_commands`]); the delay line is started and waited for.
+fn build_delayed(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
+    for (program, args) in spec.delayed_commands() {
+        run(program, &args)?;
+        if args.first().map(String::as_str) == Some("netns")
+            && args.get(1).map(String::as_str) == Some("add")
+        {
+            made.extend(args.get(2).cloned());
+        }
+    }
+    let hosts = (0..2).map(|i| lab_host(spec, i)).collect();
+    let mut state = LabState {
+        switch_netns: Some(spec.switch_netns()),
+        ..lab_state(spec, hosts)
+    };
+    state::save(Path::new(STATE_DIR), &state)?;
+    state.delay_line_pid = Some(start_delay_line(spec)?);
+    state::save(Path::new(STATE_DIR), &state)?;
+    Ok(state)
+}
+
+/// What the delay line of lab `name` last reported; None without one.
+pub fn read_path_report(name: &str) -> Option<crate::delayline::PathReport> {
+    let text = std::fs::read(path_report_path(name)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Where the delay line of lab `name` writes what it did.
+pub fn path_report_path(name: &str) -> std::path::PathBuf {
+    Path::new(STATE_DIR).join(format!("{name}.path.json"))
+}
+
+/// Starts `wirerate lab delay-line --name NAME` (this very binary) in the switch namespace,
+/// in a process group of its own so a terminal's Ctrl-C does not reach it, and waits until
+/// it has opened its ports and written its first report.
+fn start_delay_line(spec: &LabSpec) -> Result<u32, LabError> {
+    use std::os::unix::process::CommandExt as _;
+    let exe = std::env::current_exe()
+        .map_err(|e| LabError::Invalid(format!("cannot find this program: {e}")))?;
+    let report = path_report_path(&spec.name);
+    let _ = std::fs::remove_file(&report);
+    let log = std::fs::File::create(Path::new(STATE_DIR).join(format!("{}.path.log", spec.name)))
+        .map_err(|e| LabError::Invalid(format!("cannot write the delay line's log: {e}")))?;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &spec.switch_netns()])
+        .arg(exe)
+        .args(["lab", "delay-line", "--name", &spec.name])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| LabError::Invalid(format!("cannot start the delay line: {e}")))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            let why = std::fs::read_to_string(
+                Path::new(STATE_DIR).join(format!("{}.path.log", spec.name)),
+            )
+            .unwrap_or_default();
+            return Err(LabError::Invalid(format!(
+                "the delay line ended at once ({status}): {}",
+                why.trim()
+            )));
+        }
+        if report.exists() {
+            return Ok(child.id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(LabError::Invalid(
+        "the delay line did not start within 5 s".into(),
+    ))
+}
+
+/// Ends a lab's delay line, by the pid its record holds, if that process is still the
+/// delay line (a pid can be reused once it is gone).
+fn end_delay_line(s: &LabState) {
+    let Some(pid) = s.delay_line_pid else { return };
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let ours = String::from_utf8_lossy(&cmdline).contains("delay-line");
+    if !ours {
+        return;
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill takes two integers; the pid was checked to be the lab's delay line.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -107,6 +213,8 @@ fn lab_state(spec: &LabSpec, hosts: Vec<LabHost>) -> LabState {
         mpu_bytes: TBF_MPU_BYTES,
         hosts,
         switch_netns: None,
+        path: spec.path,
+        delay_line_pid: None,
     }
 }
 
@@ -178,6 +286,11 @@ pub struct DownReport {
 /// its record. A lab that does not exist is not an error: the report is empty.
 pub fn down(name: &str) -> Result<DownReport, LabError> {
     require_root()?;
+    if let Some(s) = state::load(Path::new(STATE_DIR), name) {
+        end_delay_line(&s);
+    }
+    let _ = std::fs::remove_file(path_report_path(name));
+    let _ = std::fs::remove_file(Path::new(STATE_DIR).join(format!("{name}.path.log")));
     let mut report = DownReport::default();
     let mut first_error = None;
     let mut all = namespaces_of(name);
@@ -267,6 +380,9 @@ pub struct LabStatus {
     pub name: String,
     pub state: Option<LabState>,
     pub hosts: Vec<HostStatus>,
+    /// What the delay line did, for a lab with a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::delayline::PathReport>,
 }
 
 /// Every lab that has a namespace, or only lab `only`.
@@ -325,6 +441,7 @@ pub fn status(only: Option<&str>) -> Result<Vec<LabStatus>, LabError> {
                 name: lab.to_string(),
                 state: state::load(Path::new(STATE_DIR), lab),
                 hosts: vec![entry],
+                path: read_path_report(lab),
             }),
         }
     }

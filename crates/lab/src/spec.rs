@@ -7,6 +7,7 @@ use wirerate_core::wire::{
     PER_FRAME_OVERHEAD_BYTES, PREAMBLE_SFD_BYTES,
 };
 
+use crate::path::PathSpec;
 use crate::LabError;
 
 /// Every namespace a lab makes starts with this, then `NAME-HOST`.
@@ -38,6 +39,9 @@ pub struct LabSpec {
     /// Queue limit at each egress, bytes of packets (MAC header included).
     pub buffer_bytes: u64,
     pub mtu: u32,
+    /// Delay, jitter, loss and reordering of a two-host lab, applied by the delay line.
+    #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
+    pub path: PathSpec,
 }
 
 impl LabSpec {
@@ -81,7 +85,18 @@ impl LabSpec {
                 self.buffer_bytes
             )));
         }
+        self.path.validate().map_err(invalid)?;
+        if !self.path.is_plain() && self.bridged() {
+            return Err(invalid(
+                "delay, jitter, loss and reordering are for a lab of two hosts".to_string(),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether the hosts' link runs through the delay line (a path was asked for).
+    pub fn delayed(&self) -> bool {
+        !self.path.is_plain()
     }
 
     pub fn netns(&self, host_index: usize) -> String {
@@ -153,6 +168,81 @@ impl LabSpec {
             cmds.push(("ip", v(&["-n", &sw, "link", "set", &port_name(host), "up"])));
         }
         cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "up"])));
+        cmds
+    }
+
+    /// Every command that builds a two-host lab whose link runs through the delay line, in
+    /// order. The switch namespace (`wrs-NAME`) holds no bridge and no address: host a's
+    /// link ends there in `pa`, host b's in `pb`, and the delay line forwards between the
+    /// two. Each host's egress is shaped as on a plain link (the bottleneck and its queue
+    /// come before the path's delay); the switch's ports are not, and their offloads are off
+    /// so the delay line reads frames, never merged super-frames.
+    pub fn delayed_commands(&self) -> Vec<(&'static str, Vec<String>)> {
+        let sw = self.switch_netns();
+        let mtu = self.mtu.to_string();
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut cmds: Vec<(&'static str, Vec<String>)> = Vec::new();
+        for i in 0..2 {
+            cmds.push(("ip", v(&["netns", "add", &self.netns(i)])));
+        }
+        cmds.push(("ip", v(&["netns", "add", &sw])));
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", "lo", "up"])));
+        // the switch's kernel has no address and must not answer or solicit on the ports
+        cmds.push((
+            "ip",
+            v(&[
+                "netns",
+                "exec",
+                &sw,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]),
+        ));
+        cmds.push((
+            "ip",
+            v(&[
+                "netns",
+                "exec",
+                &sw,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]),
+        ));
+        for (i, host) in self.hosts.iter().enumerate() {
+            let ns = self.netns(i);
+            let port = port_name(host);
+            cmds.push((
+                "ip",
+                v(&[
+                    "link", "add", IFNAME, "netns", &ns, "type", "veth", "peer", "name", &port,
+                    "netns", &sw,
+                ]),
+            ));
+            cmds.extend(self.end_commands(&ns, IFNAME, Some(i)));
+            // the delay line passes frames on as they are: a checksum left to an offload
+            // would reach the other host unfilled, so the hosts fill in their own
+            cmds.push((
+                "ip",
+                v(&["netns", "exec", &ns, "ethtool", "-K", IFNAME, "tx", "off"]),
+            ));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &port, "mtu", &mtu])));
+            cmds.push((
+                "ip",
+                v(&[
+                    "netns", "exec", &sw, "ethtool", "-K", &port, "tso", "off", "gso", "off",
+                    "gro", "off", "tx", "off",
+                ]),
+            ));
+        }
+        for (i, host) in self.hosts.iter().enumerate() {
+            cmds.push((
+                "ip",
+                v(&["-n", &self.netns(i), "link", "set", IFNAME, "up"]),
+            ));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &port_name(host), "up"])));
+        }
         cmds
     }
 
@@ -313,6 +403,7 @@ mod tests {
             link_bps: 10e6,
             buffer_bytes: 65536,
             mtu: 1500,
+            path: PathSpec::default(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::path::PathSpec;
 use crate::spec::{parse_netns, LabSpec};
 use crate::LabError;
 
@@ -38,6 +39,12 @@ pub struct LabState {
     /// The namespace of the bridge the hosts meet on, for a lab of three or more hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch_netns: Option<String>,
+    /// What the delay line between the two hosts applies, when the lab has one.
+    #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
+    pub path: PathSpec,
+    /// The delay line's process, which `down` ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_line_pid: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,6 +72,7 @@ impl LabState {
             link_bps: self.link_bps,
             buffer_bytes: self.buffer_bytes,
             mtu: self.mtu,
+            path: self.path,
         })
     }
 
@@ -195,6 +203,8 @@ mod tests {
             mpu_bytes: 84,
             hosts: vec![host(0, "a"), host(1, "b")],
             switch_netns: None,
+            path: PathSpec::default(),
+            delay_line_pid: None,
         }
     }
 

@@ -55,6 +55,9 @@ enum LabCmd {
     /// Run a command on a lab host: wirerate lab exec [--name NAME] HOST -- CMD [ARGS...];
     /// a bare `wirerate` is this very binary, found without PATH
     Exec(ExecArgs),
+    /// The delay line of a lab with a path (started by `lab up`, ended by `lab down`)
+    #[command(hide = true)]
+    DelayLine(NameArg),
 }
 
 #[derive(clap::Args)]
@@ -76,15 +79,33 @@ struct UpArgs {
         allow_hyphen_values = true
     )]
     rate: String,
-    /// Queue limit at each egress, IEC prefixes (16K = 16 384 bytes). Small values emulate a
-    /// NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP reach the model.
+    /// Queue limit at each egress (the bottleneck's queue): bytes with IEC prefixes
+    /// (16K = 16 384 bytes) or the time it holds at the link rate (200ms). Small values
+    /// emulate a NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP
+    /// reach the model.
     #[arg(
         long,
         default_value = "64K",
-        value_name = "BYTES",
+        value_name = "BYTES|TIME",
         allow_hyphen_values = true
     )]
     buffer: String,
+    /// One-way delay added to each direction by the lab's delay line (25ms, 500us), or
+    /// AB/BA for each direction (20ms/5ms: a to b, b to a). Two hosts only.
+    #[arg(long, value_name = "TIME[/TIME]")]
+    delay: Option<String>,
+    /// Each packet's delay moves by a uniform draw within ±TIME; packets keep their order
+    #[arg(long, value_name = "TIME[/TIME]")]
+    jitter: Option<String>,
+    /// Share of packets lost at random, exact over every 10 000 (0.5%)
+    #[arg(long, value_name = "PCT[/PCT]")]
+    loss: Option<String>,
+    /// Share of packets sent at once, overtaking the delayed ones (1%); needs --delay
+    #[arg(long, value_name = "PCT[/PCT]")]
+    reorder: Option<String>,
+    /// Seed of the loss, reordering and jitter draws: the same seed, the same pattern
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
     /// MTU of both ends, bytes (jumbo allowed, up to 65535).
     #[arg(
         long,
@@ -138,6 +159,71 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Down(a) => down(&a.name),
         LabCmd::Status(a) => status(a),
         LabCmd::Exec(a) => exec(a),
+        LabCmd::DelayLine(a) => delay_line(&a.name),
+    }
+}
+
+/// Runs the delay line of lab `name` from its record, until it is ended.
+fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
+    let Some(state) =
+        wirerate_lab::state::load(std::path::Path::new(wirerate_lab::STATE_DIR), name)
+    else {
+        anyhow::bail!("lab {name} has no record");
+    };
+    let [a, b] = [0, 1].map(|i| {
+        state
+            .hosts
+            .get(i)
+            .map(|h| wirerate_lab::spec::port_name(&h.name))
+    });
+    let (Some(a), Some(b)) = (a, b) else {
+        anyhow::bail!("lab {name} has not two hosts");
+    };
+    let report = wirerate_lab::ops::path_report_path(name);
+    wirerate_lab::delayline::run(&a, &b, &state.path, state.mtu, &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The path flags, each for both directions or AB/BA.
+fn path_spec(a: &UpArgs) -> anyhow::Result<wirerate_lab::path::PathSpec> {
+    use wirerate_lab::path::{parse_duration_us, parse_percent, per_direction, PathSpec};
+    let mut p = PathSpec {
+        seed: a.seed,
+        ..Default::default()
+    };
+    fn flag<T>(name: &str, r: Result<T, String>) -> Result<T, exit::UsageError> {
+        r.map_err(|e| exit::UsageError(format!("--{name}: {e}")))
+    }
+    if let Some(v) = &a.delay {
+        (p.ab.delay_us, p.ba.delay_us) = flag("delay", per_direction(v, parse_duration_us))?;
+    }
+    if let Some(v) = &a.jitter {
+        (p.ab.jitter_us, p.ba.jitter_us) = flag("jitter", per_direction(v, parse_duration_us))?;
+    }
+    if let Some(v) = &a.loss {
+        (p.ab.loss, p.ba.loss) = flag("loss", per_direction(v, parse_percent))?;
+    }
+    if let Some(v) = &a.reorder {
+        (p.ab.reorder, p.ba.reorder) = flag("reorder", per_direction(v, parse_percent))?;
+    }
+    Ok(p)
+}
+
+/// `--buffer`: bytes, or the time the queue holds at the link rate.
+fn buffer_bytes(given: &str, link_bps: f64) -> anyhow::Result<u64> {
+    let t = given.trim();
+    let is_time = t.ends_with("ms")
+        || t.ends_with("us")
+        || t.ends_with("µs")
+        || (t.ends_with('s') && !t.ends_with("Bs"));
+    if is_time {
+        let us = wirerate_lab::path::parse_duration_us(t)
+            .map_err(|e| exit::UsageError(format!("--buffer: {e}")))?;
+        return Ok((link_bps / 8.0 * us as f64 / 1e6).round() as u64);
+    }
+    match Bytes::parse(t) {
+        Ok(b) => Ok(b.get()),
+        Err(e) => exit::usage(format!("--buffer: {e}")),
     }
 }
 
@@ -154,10 +240,7 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         Ok(r) => r.bps(),
         Err(e) => return exit::usage(format!("--rate: {e}")),
     };
-    let buffer_bytes = match Bytes::parse(&a.buffer) {
-        Ok(b) => b.get(),
-        Err(e) => return exit::usage(format!("--buffer: {e}")),
-    };
+    let buffer_bytes = buffer_bytes(&a.buffer, link_bps)?;
     let mtu = match Bytes::parse(&a.mtu)
         .ok()
         .and_then(|b| u32::try_from(b.get()).ok())
@@ -190,6 +273,7 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         link_bps,
         buffer_bytes,
         mtu,
+        path: path_spec(a)?,
     };
     if let Err(e) = spec.validate() {
         return lab_err(e);
@@ -252,6 +336,38 @@ fn this_binary() -> Option<std::path::PathBuf> {
     std::env::current_exe().ok()
 }
 
+/// One direction of a path in words.
+fn path_words(d: &wirerate_lab::path::PathDir) -> String {
+    format!(
+        "delay {:.3} ms, jitter ±{:.3} ms (uniform, in order), loss {}%, reordering {}%",
+        d.delay_us as f64 / 1e3,
+        d.jitter_us as f64 / 1e3,
+        d.loss * 100.0,
+        d.reorder * 100.0
+    )
+}
+
+/// What the delay line achieved in one direction.
+fn path_report_words(dir: &str, d: &wirerate_lab::path::DirStats) -> String {
+    let q = |x| {
+        d.delay
+            .quantile_us(x)
+            .map_or("-".to_string(), |us| format!("{:.3}", us / 1e3))
+    };
+    format!(
+        "    {dir}: {} packets, {} forwarded; delay p50 {} p99 {} ms; dropped {} as asked, {} over the line's {} MiB; {} sent ahead; held at most {} bytes\n",
+        d.packets,
+        d.forwarded,
+        q(0.5),
+        q(0.99),
+        d.dropped_loss,
+        d.dropped_full,
+        wirerate_lab::delayline::MAX_HELD_BYTES >> 20,
+        d.reordered,
+        d.max_held_bytes
+    )
+}
+
 /// A lab's link, its hosts and what the model says the link carries.
 fn describe(s: &LabState) -> String {
     let mut out = format!(
@@ -271,11 +387,19 @@ fn describe(s: &LabState) -> String {
         );
     }
     if let Some(sw) = &s.switch_netns {
-        out += &format!(
-            "  {} hosts on bridge {} in {sw}, each link shaped at both ends\n",
-            s.hosts.len(),
-            wirerate_lab::spec::BRIDGE
-        );
+        if s.path.is_plain() {
+            out += &format!(
+                "  {} hosts on bridge {} in {sw}, each link shaped at both ends\n",
+                s.hosts.len(),
+                wirerate_lab::spec::BRIDGE
+            );
+        } else {
+            out += &format!("  path through the delay line in {sw}\n");
+            for (dir, d) in [("a to b", s.path.ab), ("b to a", s.path.ba)] {
+                out += &format!("    {dir}: {}\n", path_words(&d));
+            }
+            out += &format!("    seed {}\n", s.path.seed);
+        }
     }
     let goodput = |proto| {
         let p = WireParams {
@@ -369,7 +493,7 @@ fn status_text(lab: &LabStatus) -> String {
             n(h.sent_packets),
             n(h.dropped_packets)
         );
-        if let Some(p) = &h.switch_port {
+        if let Some(p) = h.switch_port.as_ref().filter(|_| lab.path.is_none()) {
             out += &format!(
                 "    switch port {}: {}\n    sent {} bytes in {} packets to the host, {} dropped at the queue limit\n",
                 p.ifname,
@@ -379,6 +503,11 @@ fn status_text(lab: &LabStatus) -> String {
                 n(p.dropped_packets)
             );
         }
+    }
+    if let Some(p) = &lab.path {
+        out += &format!("  delay line (pid {}, {:.0} s):\n", p.pid, p.seconds);
+        out += &path_report_words("a to b", &p.ab);
+        out += &path_report_words("b to a", &p.ba);
     }
     out
 }

@@ -1,0 +1,511 @@
+//! What a path adds to a lab's wire: delay, jitter, random loss and reordering, per
+//! direction, and the pure rules of the delay line that applies them (which packet is lost,
+//! which is sent early, when each is due). Nothing here touches the system: the delay line's
+//! I/O is in `delayline`.
+//!
+//! The rules, so a run can be reproduced and its figures explained:
+//! - Delay: every packet is held `delay` after it arrived at the delay line.
+//! - Jitter: a packet's delay moves by a draw from the uniform distribution on
+//!   `[-jitter, +jitter]` (never below zero). Packets still leave in the order they came
+//!   (a packet is never due before the one ahead of it), unless reordering is asked.
+//! - Loss: exactly `loss` of every block of [`BLOCK`] packets is dropped, at positions drawn
+//!   from a seeded generator: the share is exact over each block and the pattern random but
+//!   the same for the same seed.
+//! - Reordering: `reorder` of the packets that are not lost (drawn the same way, exact per
+//!   block of them) skip the delay and leave at once, overtaking those held.
+//! - Jitter without reordering compresses the spread when packets come closer together
+//!   than the jitter: a packet waits for the one ahead of it, so delays skew upwards.
+
+use serde::{Deserialize, Serialize};
+
+/// Packets per block over which loss and reordering shares are exact.
+pub const BLOCK: u32 = 10_000;
+/// The longest delay a lab path takes, microseconds (10 s).
+pub const MAX_DELAY_US: u64 = 10_000_000;
+
+/// One direction of a path: what the delay line does to packets going that way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathDir {
+    pub delay_us: u64,
+    pub jitter_us: u64,
+    /// Share of packets dropped, 0 to 1.
+    pub loss: f64,
+    /// Share of packets sent at once, ahead of those held, 0 to 1.
+    pub reorder: f64,
+}
+
+impl PathDir {
+    /// Whether this direction changes anything.
+    pub fn is_plain(&self) -> bool {
+        self.delay_us == 0 && self.jitter_us == 0 && self.loss == 0.0 && self.reorder == 0.0
+    }
+
+    /// Checks the figures; the error says which and why.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.delay_us > MAX_DELAY_US {
+            return Err(format!(
+                "a delay of {} ms is above 10 s",
+                self.delay_us / 1000
+            ));
+        }
+        if self.jitter_us > self.delay_us {
+            return Err(format!(
+                "jitter {} µs is more than the delay {} µs it moves",
+                self.jitter_us, self.delay_us
+            ));
+        }
+        for (what, v) in [("loss", self.loss), ("reordering", self.reorder)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err(format!("{what} must be 0 to 100 %"));
+            }
+        }
+        if self.reorder > 0.0 && self.delay_us == 0 {
+            return Err("reordering sends packets ahead of delayed ones: it needs --delay".into());
+        }
+        Ok(())
+    }
+}
+
+/// Both directions of a lab's path: `ab` for packets from the first host to the second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathSpec {
+    pub ab: PathDir,
+    pub ba: PathDir,
+    /// Seed of the loss, reordering and jitter draws.
+    pub seed: u64,
+}
+
+impl PathSpec {
+    pub fn is_plain(&self) -> bool {
+        self.ab.is_plain() && self.ba.is_plain()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.ab.validate()?;
+        self.ba.validate()
+    }
+}
+
+/// A duration as users write one: `25ms`, `1.5ms`, `200us`, `0.1s`, or a bare number of
+/// milliseconds. Returns microseconds.
+pub fn parse_duration_us(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (t, 1e3)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (25ms, 200us, 0.1s)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("'{s}' must be 0 or more"));
+    }
+    let us = (v * scale).round();
+    if us > MAX_DELAY_US as f64 {
+        return Err(format!("'{s}' is above 10 s"));
+    }
+    Ok(us as u64)
+}
+
+/// A share as users write one: `0.5%` or a bare percentage (`0.5`). Returns 0 to 1.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let num = t.strip_suffix('%').unwrap_or(t);
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (0.5%)"))?;
+    if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
+        return Err(format!("'{s}' must be 0 to 100 %"));
+    }
+    Ok(v / 100.0)
+}
+
+/// `VALUE` for both directions or `AB/BA` for each: `25ms`, `20ms/5ms`.
+pub fn per_direction<T: Copy>(
+    s: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<(T, T), String> {
+    match s.split_once('/') {
+        Some((ab, ba)) => Ok((parse(ab)?, parse(ba)?)),
+        None => {
+            let v = parse(s)?;
+            Ok((v, v))
+        }
+    }
+}
+
+/// splitmix64: a small, fast, seeded generator; enough for drawing positions and jitter.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// Picks exactly `share` of each block of [`BLOCK`] packets, at random positions.
+#[derive(Clone, Debug)]
+pub struct BlockPicker {
+    per_block: u32,
+    rng: Rng,
+    marked: Vec<bool>,
+    at: u32,
+}
+
+impl BlockPicker {
+    pub fn new(share: f64, seed: u64) -> BlockPicker {
+        let per_block = (share * f64::from(BLOCK))
+            .round()
+            .clamp(0.0, f64::from(BLOCK)) as u32;
+        let mut p = BlockPicker {
+            per_block,
+            rng: Rng::new(seed),
+            marked: vec![false; BLOCK as usize],
+            at: 0,
+        };
+        p.new_block();
+        p
+    }
+
+    /// Floyd's sampling: `per_block` distinct positions of the block.
+    fn new_block(&mut self) {
+        self.marked.iter_mut().for_each(|m| *m = false);
+        let (n, k) = (u64::from(BLOCK), u64::from(self.per_block));
+        for j in (n - k)..n {
+            let t = self.rng.below(j + 1) as usize;
+            if self.marked[t] {
+                self.marked[j as usize] = true;
+            } else {
+                self.marked[t] = true;
+            }
+        }
+        self.at = 0;
+    }
+
+    /// Whether the next packet is one of those picked.
+    pub fn pick(&mut self) -> bool {
+        if self.per_block == 0 {
+            return false;
+        }
+        if self.at == BLOCK {
+            self.new_block();
+        }
+        let picked = self.marked[self.at as usize];
+        self.at += 1;
+        picked
+    }
+}
+
+/// What happens to one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    Drop,
+    /// Sent at once, ahead of the packets held.
+    Now,
+    /// Held until this many microseconds after its arrival.
+    HoldUntil(u64),
+}
+
+/// One direction's rules over time: decides each packet's fate in arrival order.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    dir: PathDir,
+    loss: BlockPicker,
+    reorder: BlockPicker,
+    jitter: Rng,
+    /// When the last held packet is due: none leaves before it (no reordering by jitter).
+    last_due_us: u64,
+}
+
+impl Scheduler {
+    pub fn new(dir: PathDir, seed: u64) -> Scheduler {
+        Scheduler {
+            dir,
+            loss: BlockPicker::new(dir.loss, seed ^ 0x1055),
+            reorder: BlockPicker::new(dir.reorder, seed ^ 0x0de5),
+            jitter: Rng::new(seed ^ 0x7177),
+            last_due_us: 0,
+        }
+    }
+
+    /// The fate of a packet that arrived at `now_us` (a monotonic clock in microseconds).
+    pub fn fate(&mut self, now_us: u64) -> Fate {
+        if self.loss.pick() {
+            return Fate::Drop;
+        }
+        if self.reorder.pick() {
+            return Fate::Now;
+        }
+        let mut delay = self.dir.delay_us;
+        if self.dir.jitter_us > 0 {
+            let span = 2 * self.dir.jitter_us + 1;
+            let offset = self.jitter.below(span) as i64 - self.dir.jitter_us as i64;
+            delay = (delay as i64 + offset).max(0) as u64;
+        }
+        let due = (now_us + delay).max(self.last_due_us);
+        self.last_due_us = due;
+        if due <= now_us {
+            Fate::Now
+        } else {
+            Fate::HoldUntil(due)
+        }
+    }
+}
+
+/// Delays as they were achieved: a log-linear histogram of microseconds (16 steps per
+/// power of two, so a percentile is within about 4 %), for `lab status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DelayHistogram {
+    pub counts: Vec<u64>,
+}
+
+const STEPS: u64 = 16;
+
+impl DelayHistogram {
+    fn bucket(us: u64) -> usize {
+        if us < STEPS {
+            return us as usize;
+        }
+        let power = 63 - u64::from(us.leading_zeros()); // 2^power <= us
+        let shift = power - 4; // STEPS = 2^4
+        let step = (us >> shift) - STEPS; // 0..STEPS
+        (STEPS + (power - 4) * STEPS + step) as usize
+    }
+
+    fn lower(bucket: usize) -> u64 {
+        let b = bucket as u64;
+        if b < STEPS {
+            return b;
+        }
+        let power = (b - STEPS) / STEPS + 4;
+        let step = (b - STEPS) % STEPS;
+        (STEPS + step) << (power - 4)
+    }
+
+    pub fn record(&mut self, us: u64) {
+        let b = Self::bucket(us);
+        if self.counts.len() <= b {
+            self.counts.resize(b + 1, 0);
+        }
+        self.counts[b] += 1;
+    }
+
+    pub fn merge(&mut self, other: &DelayHistogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The delay at quantile `q` (0 to 1), the middle of its bucket; None when empty.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let lo = Self::lower(i) as f64;
+                let hi = Self::lower(i + 1) as f64;
+                return Some((lo + hi) / 2.0);
+            }
+        }
+        None
+    }
+}
+
+/// What one direction of the delay line did, for `lab status` and a result's wire facts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Dropped as the path's loss asked.
+    pub dropped_loss: u64,
+    /// Dropped because the delay line held as much as it may (see `delayline`).
+    pub dropped_full: u64,
+    pub reordered: u64,
+    pub forwarded: u64,
+    /// The most bytes held at once.
+    pub max_held_bytes: u64,
+    pub delay: DelayHistogram,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_shares_parse_as_written() {
+        assert_eq!(parse_duration_us("25ms"), Ok(25_000));
+        assert_eq!(parse_duration_us("1.5ms"), Ok(1_500));
+        assert_eq!(parse_duration_us("200us"), Ok(200));
+        assert_eq!(parse_duration_us("0.1s"), Ok(100_000));
+        assert_eq!(parse_duration_us("40"), Ok(40_000));
+        assert!(parse_duration_us("-1ms").is_err());
+        assert!(parse_duration_us("11s").is_err());
+        assert!(parse_duration_us("soon").is_err());
+        assert_eq!(parse_percent("0.5%"), Ok(0.005));
+        assert_eq!(parse_percent("2"), Ok(0.02));
+        assert!(parse_percent("101%").is_err());
+        assert_eq!(
+            per_direction("20ms/5ms", parse_duration_us),
+            Ok((20_000, 5_000))
+        );
+        assert_eq!(per_direction("7ms", parse_duration_us), Ok((7_000, 7_000)));
+    }
+
+    #[test]
+    fn loss_is_exact_per_block_random_and_seeded() {
+        for share in [0.0, 0.0001, 0.005, 0.01, 0.25] {
+            let mut p = BlockPicker::new(share, 42);
+            let picked = (0..3 * BLOCK).filter(|_| p.pick()).count() as f64;
+            assert_eq!(picked, (share * f64::from(BLOCK)).round() * 3.0, "{share}");
+        }
+        let a: Vec<bool> = {
+            let mut p = BlockPicker::new(0.01, 7);
+            (0..BLOCK).map(|_| p.pick()).collect()
+        };
+        let b: Vec<bool> = {
+            let mut p = BlockPicker::new(0.01, 7);
+            (0..BLOCK).map(|_| p.pick()).collect()
+        };
+        let c: Vec<bool> = {
+            let mut p = BlockPicker::new(0.01, 8);
+            (0..BLOCK).map(|_| p.pick()).collect()
+        };
+        assert_eq!(a, b, "the same seed, the same losses");
+        assert_ne!(a, c, "another seed, other losses");
+        // not bunched at the start of the block
+        let first_half = a[..BLOCK as usize / 2].iter().filter(|&&x| x).count();
+        assert!((20..=80).contains(&first_half), "{first_half}");
+    }
+
+    #[test]
+    fn jitter_stays_in_its_bounds_and_never_reorders() {
+        let dir = PathDir {
+            delay_us: 10_000,
+            jitter_us: 2_000,
+            ..Default::default()
+        };
+        // packets further apart than the jitter show its whole spread
+        let mut s = Scheduler::new(dir, 1);
+        let mut last = 0;
+        let mut spread = (u64::MAX, 0);
+        for i in 0..20_000u64 {
+            let now = i * 5_000;
+            match s.fate(now) {
+                Fate::HoldUntil(due) => {
+                    assert!(due >= last, "packet {i} would overtake");
+                    last = due;
+                    let d = due - now;
+                    assert!(d <= 12_000, "{d}");
+                    spread = (spread.0.min(d), spread.1.max(d));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(spread.0 < 8_100 && spread.1 > 11_900, "{spread:?}");
+        // packets closer together than the jitter still leave in order
+        let mut s = Scheduler::new(dir, 2);
+        let mut last = 0;
+        for i in 0..20_000u64 {
+            if let Fate::HoldUntil(due) = s.fate(i * 50) {
+                assert!(due >= last, "packet {i} would overtake");
+                last = due;
+            }
+        }
+    }
+
+    #[test]
+    fn reordered_packets_leave_at_once_and_lost_ones_never() {
+        let dir = PathDir {
+            delay_us: 5_000,
+            loss: 0.01,
+            reorder: 0.02,
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(dir, 3);
+        let (mut drop, mut now, mut held) = (0, 0, 0);
+        let mut i = 0u64;
+        // one block of packets for the loss, then until a block of survivors
+        while drop + now + held < BLOCK || now + held < BLOCK {
+            i += 1;
+            match s.fate(i) {
+                Fate::Drop => drop += 1,
+                Fate::Now => now += 1,
+                Fate::HoldUntil(due) => {
+                    assert_eq!(due, i + 5_000);
+                    held += 1;
+                }
+            }
+        }
+        assert_eq!(now, 200, "an exact share of the packets not lost");
+        assert!((100..=102).contains(&drop), "{drop}");
+    }
+
+    #[test]
+    fn the_histogram_gives_percentiles_within_its_step() {
+        let mut h = DelayHistogram::default();
+        for us in 1..=10_000u64 {
+            h.record(us);
+        }
+        for (q, want) in [(0.5, 5_000.0), (0.9, 9_000.0), (0.99, 9_900.0)] {
+            let got = h.quantile_us(q).unwrap();
+            assert!((got - want).abs() / want < 0.04, "q{q}: {got} vs {want}");
+        }
+        assert_eq!(h.total(), 10_000);
+        assert!(DelayHistogram::default().quantile_us(0.5).is_none());
+        for us in [0, 1, 15, 16, 17, 31, 32, 1000, 123_456, u32::MAX as u64] {
+            let b = DelayHistogram::bucket(us);
+            assert!(
+                DelayHistogram::lower(b) <= us && us < DelayHistogram::lower(b + 1),
+                "{us}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_paths_are_refused_with_the_reason() {
+        let jitter_over = PathDir {
+            delay_us: 1_000,
+            jitter_us: 2_000,
+            ..Default::default()
+        };
+        assert!(jitter_over.validate().unwrap_err().contains("jitter"));
+        let reorder_no_delay = PathDir {
+            reorder: 0.01,
+            ..Default::default()
+        };
+        assert!(reorder_no_delay.validate().unwrap_err().contains("--delay"));
+    }
+}
