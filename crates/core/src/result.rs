@@ -222,6 +222,34 @@ pub struct WireSummary {
     pub efficiency: Option<f64>,
     pub mtu_bytes: Option<u32>,
     pub link_source: Option<String>,
+    /// The emulated path the test crossed (a lab's delay line); absent for any other link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<WirePath>,
+}
+
+/// What a lab's delay line did to each direction of a test's path, as it was asked to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WirePath {
+    /// From the client's host to the server's.
+    pub client_to_server: PathDirection,
+    pub server_to_client: PathDirection,
+}
+
+/// One direction of an emulated path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathDirection {
+    pub delay_ms: f64,
+    /// Each packet's delay moves by up to ± this, uniformly; order is kept.
+    pub jitter_ms: f64,
+    pub loss_percent: f64,
+    pub reorder_percent: f64,
+}
+
+impl WirePath {
+    /// The round trip the path adds, ms.
+    pub fn added_rtt_ms(&self) -> f64 {
+        self.client_to_server.delay_ms + self.server_to_client.delay_ms
+    }
 }
 
 impl WireSummary {

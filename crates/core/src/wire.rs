@@ -311,6 +311,7 @@ pub fn run_summary(
         efficiency: model_bps.filter(|_| measured).map(|m| goodput_bps / m),
         mtu_bytes: Some(p.mtu),
         link_source: link_source.map(str::to_string),
+        path: None,
     }
 }
 
@@ -352,11 +353,14 @@ pub fn complete(r: &mut crate::RunResult) {
         tcp_timestamps: tcp.and_then(|t| t.timestamps).unwrap_or(true),
         payload,
     };
-    r.summary.wire = run_summary(
-        Some(&params),
-        known.link_source.as_deref(),
-        r.summary.goodput_bps,
-    );
+    r.summary.wire = WireSummary {
+        path: known.path,
+        ..run_summary(
+            Some(&params),
+            known.link_source.as_deref(),
+            r.summary.goodput_bps,
+        )
+    };
 }
 
 #[cfg(test)]

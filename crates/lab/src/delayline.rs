@@ -147,10 +147,17 @@ fn setsockopt(
     .map(|_| ())
 }
 
-/// Timer slack of 1 ns for this thread, so a wait ends when asked, not up to 50 µs later.
-fn tight_timer_slack() {
+/// Timer slack of 1 ns for this thread, so a wait ends when asked, not up to 50 µs later,
+/// and the lowest real-time priority, so a busy host (a build, the test's own ends) does not
+/// keep a due frame waiting for a core, as netem's softirq work is not kept waiting. The
+/// thread sleeps between frames, and the kernel's real-time throttling bounds it anyway.
+/// Returns whether the priority was granted.
+fn timely_thread() -> bool {
     // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only this thread's slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler reads the sched_param we own; pid 0 is this thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
 struct Held {
@@ -168,14 +175,17 @@ fn forward(
     frame_max: usize,
     shared: &Mutex<DirStats>,
 ) {
-    tight_timer_slack();
+    let realtime = timely_thread();
     let start = Instant::now();
     let now_us = || start.elapsed().as_micros() as u64;
     let mut sched = Scheduler::new(dir, seed);
     let mut queue: VecDeque<Held> = VecDeque::new();
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut held_bytes = 0u64;
-    let mut stats = DirStats::default();
+    let mut stats = DirStats {
+        realtime,
+        ..Default::default()
+    };
     let mut published = Instant::now();
     loop {
         // send what is due

@@ -273,14 +273,16 @@ impl Scheduler {
     }
 }
 
-/// Delays as they were achieved: a log-linear histogram of microseconds (16 steps per
-/// power of two, so a percentile is within about 4 %), for `lab status`.
+/// Delays as they were achieved: a log-linear histogram of microseconds (128 steps per
+/// power of two, so a percentile is within about 0.4 % of its bucket's middle), for
+/// `lab status`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DelayHistogram {
     pub counts: Vec<u64>,
 }
 
-const STEPS: u64 = 16;
+const STEPS: u64 = 128;
+const STEP_BITS: u64 = 7;
 
 impl DelayHistogram {
     fn bucket(us: u64) -> usize {
@@ -288,9 +290,9 @@ impl DelayHistogram {
             return us as usize;
         }
         let power = 63 - u64::from(us.leading_zeros()); // 2^power <= us
-        let shift = power - 4; // STEPS = 2^4
+        let shift = power - STEP_BITS;
         let step = (us >> shift) - STEPS; // 0..STEPS
-        (STEPS + (power - 4) * STEPS + step) as usize
+        (STEPS + shift * STEPS + step) as usize
     }
 
     fn lower(bucket: usize) -> u64 {
@@ -298,9 +300,9 @@ impl DelayHistogram {
         if b < STEPS {
             return b;
         }
-        let power = (b - STEPS) / STEPS + 4;
+        let shift = (b - STEPS) / STEPS;
         let step = (b - STEPS) % STEPS;
-        (STEPS + step) << (power - 4)
+        (STEPS + step) << shift
     }
 
     pub fn record(&mut self, us: u64) {
@@ -358,6 +360,9 @@ pub struct DirStats {
     /// The most bytes held at once.
     pub max_held_bytes: u64,
     pub delay: DelayHistogram,
+    /// Whether the forwarding thread runs at real-time priority (see `delayline`).
+    #[serde(default)]
+    pub realtime: bool,
 }
 
 #[cfg(test)]
@@ -481,11 +486,24 @@ mod tests {
         }
         for (q, want) in [(0.5, 5_000.0), (0.9, 9_000.0), (0.99, 9_900.0)] {
             let got = h.quantile_us(q).unwrap();
-            assert!((got - want).abs() / want < 0.04, "q{q}: {got} vs {want}");
+            assert!((got - want).abs() / want < 0.005, "q{q}: {got} vs {want}");
         }
         assert_eq!(h.total(), 10_000);
         assert!(DelayHistogram::default().quantile_us(0.5).is_none());
-        for us in [0, 1, 15, 16, 17, 31, 32, 1000, 123_456, u32::MAX as u64] {
+        for us in [
+            0,
+            1,
+            15,
+            16,
+            127,
+            128,
+            129,
+            255,
+            256,
+            1000,
+            123_456,
+            u32::MAX as u64,
+        ] {
             let b = DelayHistogram::bucket(us);
             assert!(
                 DelayHistogram::lower(b) <= us && us < DelayHistogram::lower(b + 1),

@@ -383,11 +383,46 @@ pub fn summary(r: &RunResult) -> String {
         _ => "link rate unknown (state it with --link RATE)".into(),
     };
     let _ = writeln!(o, "  {:<22} {wire}", "wire");
+    if let Some(p) = &w.path {
+        let _ = writeln!(o, "  {:<22} {}", "path", path_words(p));
+    }
     if let Some(d) = &s.diagnosis {
         o.push_str(&why(d));
         o.push_str(&interval_changes(&r.intervals));
     }
     o
+}
+
+/// An emulated path's settings: one direction's when both are alike, else each.
+fn path_words(p: &wirerate_core::result::WirePath) -> String {
+    let dir = |d: &wirerate_core::result::PathDirection| {
+        let mut parts = vec![format!("delay {} ms", trim(d.delay_ms))];
+        if d.jitter_ms > 0.0 {
+            parts.push(format!("jitter ±{} ms", trim(d.jitter_ms)));
+        }
+        if d.loss_percent > 0.0 {
+            parts.push(format!("loss {} %", trim(d.loss_percent)));
+        }
+        if d.reorder_percent > 0.0 {
+            parts.push(format!("reordering {} %", trim(d.reorder_percent)));
+        }
+        parts.join(", ")
+    };
+    if p.client_to_server == p.server_to_client {
+        format!("{} each way (lab delay line)", dir(&p.client_to_server))
+    } else {
+        format!(
+            "client→server {}; server→client {} (lab delay line)",
+            dir(&p.client_to_server),
+            dir(&p.server_to_client)
+        )
+    }
+}
+
+/// A figure with the decimals it needs, at most three.
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Streams listed one by one in the summary: all of them, or in a test of more than

@@ -3,7 +3,7 @@
 //! model's goodput for them. What is not known stays null.
 
 use wirerate_core::report::SideReport;
-use wirerate_core::result::WireSummary;
+use wirerate_core::result::{PathDirection, WirePath, WireSummary};
 use wirerate_core::TestSpec;
 
 /// The link as far as it is known before the result is assembled.
@@ -12,6 +12,7 @@ pub struct LinkFacts {
     pub link_bps: Option<f64>,
     pub source: Option<String>,
     pub mtu: Option<u32>,
+    pub path: Option<WirePath>,
 }
 
 impl LinkFacts {
@@ -20,13 +21,51 @@ impl LinkFacts {
             link_bps: self.link_bps,
             link_source: self.source.clone(),
             mtu_bytes: self.mtu,
+            path: self.path,
             ..Default::default()
         }
     }
 }
 
-/// Finds the link rate of the client's side of the test.
+/// A lab's delay line as the client's host sees it: out is from this host to its peer.
+fn lab_path(link: &wirerate_lab::LabLink) -> Option<WirePath> {
+    let p = link.lab.path;
+    if p.is_plain() {
+        return None;
+    }
+    let first = link
+        .lab
+        .hosts
+        .first()
+        .is_some_and(|h| h.name == link.host.name);
+    let (out, back) = if first { (p.ab, p.ba) } else { (p.ba, p.ab) };
+    let words = |d: wirerate_lab::path::PathDir| PathDirection {
+        delay_ms: d.delay_us as f64 / 1e3,
+        jitter_ms: d.jitter_us as f64 / 1e3,
+        loss_percent: d.loss * 100.0,
+        reorder_percent: d.reorder * 100.0,
+    };
+    Some(WirePath {
+        client_to_server: words(out),
+        server_to_client: words(back),
+    })
+}
+
+/// Finds the link rate of the client's side of the test, and the lab's path when the
+/// client runs on a lab host whose link goes through a delay line.
 pub fn link_facts(spec: &TestSpec, local: &SideReport) -> LinkFacts {
+    let lab = wirerate_lab::current_lab();
+    LinkFacts {
+        path: lab.as_ref().and_then(lab_path),
+        ..link_rate(spec, local, lab.as_ref())
+    }
+}
+
+fn link_rate(
+    spec: &TestSpec,
+    local: &SideReport,
+    lab: Option<&wirerate_lab::LabLink>,
+) -> LinkFacts {
     let iface = local.host.interfaces.first();
     let iface_mtu = iface.and_then(|i| i.mtu_bytes);
     if let Some(l) = spec.link_bps {
@@ -34,13 +73,15 @@ pub fn link_facts(spec: &TestSpec, local: &SideReport) -> LinkFacts {
             link_bps: Some(l),
             source: Some("--link".into()),
             mtu: iface_mtu,
+            ..Default::default()
         };
     }
-    if let Some(lab) = wirerate_lab::current_lab() {
+    if let Some(lab) = lab {
         return LinkFacts {
             link_bps: Some(lab.lab.link_bps),
             source: Some(format!("lab {}", lab.lab.name)),
             mtu: Some(lab.lab.mtu),
+            ..Default::default()
         };
     }
     match iface.and_then(|i| i.speed_bps.map(|s| (s, &i.name))) {
@@ -48,6 +89,7 @@ pub fn link_facts(spec: &TestSpec, local: &SideReport) -> LinkFacts {
             link_bps: Some(speed),
             source: Some(format!("sysfs speed of {name}")),
             mtu: iface_mtu,
+            ..Default::default()
         },
         None => LinkFacts {
             mtu: iface_mtu,

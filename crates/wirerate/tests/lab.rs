@@ -478,6 +478,12 @@ fn lab_bad_flags_exit_2() {
         &["lab", "up", "--mtu", "20"],
         &["lab", "up", "--hosts", "a"],
         &["lab", "up", "--name", "Bad-Name"],
+        &["lab", "up", "--reorder", "1%"],
+        &["lab", "up", "--delay", "1ms", "--jitter", "2ms"],
+        &["lab", "up", "--delay", "soon"],
+        &["lab", "up", "--loss", "120%"],
+        &["lab", "up", "--delay", "5ms", "--count", "3"],
+        &["lab", "up", "--buffer", "10parsecs"],
     ] {
         let out = wirerate(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -559,4 +565,98 @@ fn lab_up_prints_a_test_across_the_lab_that_runs_as_printed() {
     assert!(status.success(), "{err}");
     let report = read_json(&lab.temp("client.json"));
     assert!(report["summary"]["goodput_bps"].as_f64().unwrap() > 1e6);
+}
+
+/// `lab status --json` of one lab: its delay line's report.
+fn path_report(lab: &Lab) -> Value {
+    let out = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["path"].clone()
+}
+
+#[test]
+fn lab_delay_line_holds_the_delay_asked_each_way() {
+    let test = "lab_delay_line_holds_the_delay_asked_each_way";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up("dl", &["--rate", "100M", "--delay", "10ms/5ms"]);
+    let (srv_out, cli_out) = (lab.temp("dl-server.log"), lab.temp("dl-client.json"));
+    let _server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    let args = [BIN, "rr", "10.77.0.1", "-t", "2", "--json", "--no-store"];
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(client.wait(Duration::from_secs(30)).success(), "rr failed");
+    let r = read_json(&cli_out);
+    // 10 ms from a to b and 5 ms back: 15 ms a round trip, plus what the hosts take
+    let rr = &r["summary"]["rr"];
+    let (min, p50) = (
+        rr["rtt_min_us"].as_f64().unwrap(),
+        rr["rtt_p50_us"].as_f64().unwrap(),
+    );
+    println!("round trip min {min} µs, p50 {p50} µs");
+    assert!((15_000.0..15_600.0).contains(&min), "min {min} µs");
+    assert!((15_000.0..16_000.0).contains(&p50), "p50 {p50} µs");
+    // the client is host b: its way out is b to a
+    let path = &r["summary"]["wire"]["path"];
+    assert_eq!(path["client_to_server"]["delay_ms"], 5.0, "{path}");
+    assert_eq!(path["server_to_client"]["delay_ms"], 10.0, "{path}");
+    let report = path_report(&lab);
+    for (dir, want_us) in [("ab", 10_000.0), ("ba", 5_000.0)] {
+        let counts: Vec<u64> =
+            serde_json::from_value(report[dir]["delay"]["counts"].clone()).unwrap();
+        assert!(counts.iter().sum::<u64>() > 100, "{dir}: {}", report[dir]);
+        // the median bucket's lower edge, from the histogram's own rule (128 per octave)
+        let total: u64 = counts.iter().sum();
+        let (mut seen, mut at) = (0, 0);
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen * 2 >= total {
+                at = i;
+                break;
+            }
+        }
+        let (shift, step) = ((at as u64 - 128) / 128, (at as u64 - 128) % 128);
+        let median_us = ((128 + step) << shift) as f64;
+        assert!(
+            (median_us - want_us).abs() <= want_us * 0.02,
+            "{dir}: median {median_us} µs against {want_us}"
+        );
+    }
+}
+
+#[test]
+fn lab_delay_line_loses_the_share_asked() {
+    let test = "lab_delay_line_loses_the_share_asked";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up(
+        "dloss",
+        &["--rate", "100M", "--loss", "0/1%", "--seed", "7"],
+    );
+    let report = wirerate_in_lab(&lab, &["-u", "-b", "60M", "-l", "1000", "-t", "2"]);
+    let loss = report["summary"]["udp"]["loss_percent"].as_f64().unwrap();
+    println!("UDP loss {loss} % with 1 % asked from b to a");
+    assert!((0.8..1.2).contains(&loss), "{loss} %");
+    let ba = &path_report(&lab)["ba"];
+    let (packets, dropped) = (
+        ba["packets"].as_f64().unwrap(),
+        ba["dropped_loss"].as_f64().unwrap(),
+    );
+    assert!(packets > 10_000.0, "{ba}");
+    assert!(
+        (dropped / packets - 0.01).abs() < 0.001,
+        "{dropped} of {packets}"
+    );
+    assert_eq!(path_report(&lab)["ab"]["dropped_loss"], 0);
+    assert_eq!(
+        report["summary"]["wire"]["path"]["client_to_server"]["loss_percent"],
+        1.0
+    );
 }

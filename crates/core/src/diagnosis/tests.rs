@@ -268,6 +268,7 @@ fn wire_rate_is_the_wire() {
         efficiency: Some(0.99),
         mtu_bytes: Some(1500),
         link_source: Some("driver".into()),
+        ..Default::default()
     };
     let d = diagnose(&r);
     assert_eq!(d.bottleneck, Bottleneck::Wire, "{d:#?}");
@@ -821,6 +822,7 @@ fn a_lossless_idle_sender_far_below_the_wire_is_held_by_its_congestion_control()
         efficiency: Some(1.24e6 / 941.48e6),
         mtu_bytes: Some(1500),
         link_source: Some("lab bb".into()),
+        ..Default::default()
     };
     for s in &mut r.streams {
         s.sender = side(0.02);
