@@ -10,11 +10,14 @@
 //! so frames leave within tens of microseconds of their time. Frames the host itself sends
 //! on a port are never read back (PACKET_IGNORE_OUTGOING).
 //!
-//! A direction holds at most [`MAX_HELD_BYTES`]; a frame beyond that is dropped and counted
-//! as `dropped_full` (the path's own queue, the bottleneck's, is the shaper's on the sending
-//! host). What each direction did is written to the lab's path file every half second.
+//! Before the delay, each direction has the lab's bottleneck (its rate and queue, see
+//! [`Bottleneck`]): the delay line is the lab's shaper, off the hosts, so its queue fills
+//! as a router's does. A direction holds at most [`MAX_HELD_BYTES`] in all; a frame beyond
+//! that is dropped and counted as `dropped_full`. What each direction did is written to the
+//! lab's path file every half second.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -22,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::path::{DirStats, Fate, PathDir, Scheduler};
+use crate::path::{Bottleneck, DirStats, Fate, PathSpec, Scheduler};
 
 /// The most bytes one direction holds at once: 1 Gbit/s for 500 ms.
 pub const MAX_HELD_BYTES: u64 = 64 << 20;
@@ -160,109 +163,169 @@ fn timely_thread() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
+/// A frame waiting for its time; ordered by that time, then by arrival.
 struct Held {
-    due_us: u64,
-    arrived_us: u64,
+    due_ns: u64,
+    seq: u64,
+    arrived_ns: u64,
     frame: Vec<u8>,
 }
 
-/// One direction: frames in at `from`, out at `to`, as `dir` says.
-fn forward(
-    from: &Port,
-    to: &Port,
-    dir: PathDir,
-    seed: u64,
-    frame_max: usize,
-    shared: &Mutex<DirStats>,
-) {
-    let realtime = timely_thread();
-    let start = Instant::now();
-    let now_us = || start.elapsed().as_micros() as u64;
-    let mut sched = Scheduler::new(dir, seed);
-    let mut queue: VecDeque<Held> = VecDeque::new();
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let mut held_bytes = 0u64;
-    let mut stats = DirStats {
-        realtime,
-        ..Default::default()
-    };
-    let mut published = Instant::now();
-    loop {
-        // send what is due
-        let now = now_us();
-        while queue.front().is_some_and(|h| h.due_us <= now) {
-            let Some(h) = queue.pop_front() else { break };
-            held_bytes -= h.frame.len() as u64;
-            if to.send(&h.frame) {
-                stats.forwarded += 1;
-                stats.delay.record(now_us().saturating_sub(h.arrived_us));
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due_ns, self.seq) == (other.due_ns, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.due_ns, self.seq).cmp(&(other.due_ns, other.seq))
+    }
+}
+
+/// One direction: frames in at `from`, out at `to`, as `dir` and the bottleneck say.
+struct Direction<'a> {
+    from: &'a Port,
+    to: &'a Port,
+    sched: Scheduler,
+    start: Instant,
+    held: BinaryHeap<Reverse<Held>>,
+    spare: Vec<Vec<u8>>,
+    held_bytes: u64,
+    seq: u64,
+    stats: DirStats,
+}
+
+impl Direction<'_> {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Sends every frame that is due.
+    fn send_due(&mut self) {
+        let now = self.now_ns();
+        while self.held.peek().is_some_and(|h| h.0.due_ns <= now) {
+            let Some(Reverse(h)) = self.held.pop() else {
+                break;
+            };
+            self.held_bytes -= h.frame.len() as u64;
+            if self.to.send(&h.frame) {
+                self.stats.forwarded += 1;
+                let took_us = self.now_ns().saturating_sub(h.arrived_ns) / 1000;
+                self.stats.delay.record(took_us);
+            } else {
+                self.stats.dropped_full += 1;
             }
-            spare.push(h.frame);
+            self.spare.push(h.frame);
         }
-        let timeout = queue
-            .front()
-            .map(|h| Duration::from_micros(h.due_us.saturating_sub(now_us())));
-        from.wait(timeout);
+    }
+
+    /// How long until the next frame is due; None when none is held.
+    fn next_wait(&self) -> Option<Duration> {
+        let now = self.now_ns();
+        self.held
+            .peek()
+            .map(|h| Duration::from_nanos(h.0.due_ns.saturating_sub(now)))
+    }
+
+    /// Reads what has arrived (up to a batch) and decides each frame's fate.
+    fn receive(&mut self, frame_max: usize) {
         for _ in 0..READ_BATCH {
-            let mut buf = spare.pop().unwrap_or_default();
+            let mut buf = self.spare.pop().unwrap_or_default();
             buf.resize(frame_max, 0);
-            let n = match from.recv(&mut buf) {
+            let n = match self.from.recv(&mut buf) {
                 Ok(Some(n)) => n,
                 Ok(None) => {
-                    spare.push(buf);
-                    break;
+                    self.spare.push(buf);
+                    return;
                 }
                 Err(e) => {
                     eprintln!("delay line: reading a port failed: {e}");
                     std::thread::sleep(Duration::from_millis(10));
-                    spare.push(buf);
-                    break;
+                    self.spare.push(buf);
+                    return;
                 }
             };
             if n > frame_max {
                 // a frame larger than the MTU allows (an offload left on): not forwarded
-                stats.dropped_full += 1;
-                spare.push(buf);
+                self.stats.dropped_full += 1;
+                self.spare.push(buf);
                 continue;
             }
             buf.truncate(n);
-            let arrived = now_us();
-            stats.packets += 1;
-            stats.bytes += n as u64;
-            match sched.fate(arrived) {
-                Fate::Drop => {
-                    stats.dropped_loss += 1;
-                    spare.push(buf);
+            self.admit(buf);
+        }
+    }
+
+    fn admit(&mut self, frame: Vec<u8>) {
+        let arrived = self.now_ns();
+        let n = frame.len() as u64;
+        self.stats.packets += 1;
+        self.stats.bytes += n;
+        match self.sched.fate(arrived, frame.len()) {
+            Fate::Lost => {
+                self.stats.dropped_loss += 1;
+                self.spare.push(frame);
+            }
+            Fate::QueueFull => {
+                self.stats.dropped_queue += 1;
+                self.spare.push(frame);
+            }
+            Fate::Due { at_ns, ahead } => {
+                if self.held_bytes + n > MAX_HELD_BYTES {
+                    self.stats.dropped_full += 1;
+                    self.spare.push(frame);
+                    return;
                 }
-                Fate::Now => {
-                    if !queue.is_empty() {
-                        stats.reordered += 1;
-                    }
-                    if to.send(&buf) {
-                        stats.forwarded += 1;
-                        stats.delay.record(now_us().saturating_sub(arrived));
-                    }
-                    spare.push(buf);
+                if ahead && !self.held.is_empty() {
+                    self.stats.reordered += 1;
                 }
-                Fate::HoldUntil(due_us) => {
-                    if held_bytes + n as u64 > MAX_HELD_BYTES {
-                        stats.dropped_full += 1;
-                        spare.push(buf);
-                        continue;
-                    }
-                    held_bytes += n as u64;
-                    stats.max_held_bytes = stats.max_held_bytes.max(held_bytes);
-                    queue.push_back(Held {
-                        due_us,
-                        arrived_us: arrived,
-                        frame: buf,
-                    });
-                }
+                self.held_bytes += n;
+                self.stats.max_held_bytes = self.stats.max_held_bytes.max(self.held_bytes);
+                let queued = self.sched.queued_bytes(arrived);
+                self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(queued);
+                self.seq += 1;
+                self.held.push(Reverse(Held {
+                    due_ns: at_ns,
+                    seq: self.seq,
+                    arrived_ns: arrived,
+                    frame,
+                }));
             }
         }
+    }
+}
+
+/// One direction's thread: frames in at `from`, out at `to`.
+fn forward(from: &Port, to: &Port, sched: Scheduler, frame_max: usize, shared: &Mutex<DirStats>) {
+    let realtime = timely_thread();
+    let mut d = Direction {
+        from,
+        to,
+        sched,
+        start: Instant::now(),
+        held: BinaryHeap::new(),
+        spare: Vec::new(),
+        held_bytes: 0,
+        seq: 0,
+        stats: DirStats {
+            realtime,
+            ..Default::default()
+        },
+    };
+    let mut published = Instant::now();
+    loop {
+        d.send_due();
+        d.from.wait(d.next_wait());
+        d.receive(frame_max);
         if published.elapsed() >= Duration::from_millis(200) {
             if let Ok(mut s) = shared.lock() {
-                *s = stats.clone();
+                *s = d.stats.clone();
             }
             published = Instant::now();
         }
@@ -285,7 +348,8 @@ pub struct PathReport {
 pub fn run(
     a: &str,
     b: &str,
-    spec: &crate::path::PathSpec,
+    spec: &PathSpec,
+    bottleneck: Option<Bottleneck>,
     mtu: u32,
     report_path: &Path,
 ) -> io::Result<()> {
@@ -305,9 +369,10 @@ pub fn run(
             ba.clone(),
         ),
     ] {
+        let sched = Scheduler::new(dir, bottleneck, seed);
         std::thread::Builder::new()
             .name("delay-line".into())
-            .spawn(move || forward(&from, &to, dir, seed, frame_max, &stats))?;
+            .spawn(move || forward(&from, &to, sched, frame_max, &stats))?;
     }
     let start = Instant::now();
     loop {

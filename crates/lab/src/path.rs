@@ -23,7 +23,8 @@ pub const BLOCK: u32 = 10_000;
 /// The longest delay a lab path takes, microseconds (10 s).
 pub const MAX_DELAY_US: u64 = 10_000_000;
 
-/// One direction of a path: what the delay line does to packets going that way.
+/// One direction of a path: what the delay line does to packets going that way, after its
+/// bottleneck (see [`Bottleneck`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PathDir {
     pub delay_us: u64,
@@ -217,58 +218,110 @@ impl BlockPicker {
     }
 }
 
+/// The bottleneck in front of the delay: a link of `rate_bps` that charges each frame what
+/// it costs on an Ethernet wire (its length with the MAC header, plus preamble, FCS and
+/// gap, at least a minimum frame: the lab's tbf rules), and a FIFO queue of at most
+/// `queue_bytes` waiting for it, counted as the wire counts them (the frame being sent
+/// included); a frame that would not fit is dropped (tail drop). Off the hosts, so the
+/// queue fills as a router's does (a sending host keeps its own queue short).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bottleneck {
+    pub rate_bps: f64,
+    pub queue_bytes: u64,
+    /// Bytes a frame costs beyond its length (with the MAC header), and the least it costs.
+    pub overhead_bytes: u32,
+    pub min_bytes: u32,
+}
+
+impl Bottleneck {
+    /// Nanoseconds the link takes for a frame of `len` bytes (MAC header included).
+    pub fn wire_ns(&self, len: usize) -> u64 {
+        let bytes = (len as u64 + u64::from(self.overhead_bytes)).max(u64::from(self.min_bytes));
+        (bytes as f64 * 8e9 / self.rate_bps).round() as u64
+    }
+}
+
 /// What happens to one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
-    Drop,
-    /// Sent at once, ahead of the packets held.
-    Now,
-    /// Held until this many microseconds after its arrival.
-    HoldUntil(u64),
+    /// Lost at random, as the path's loss asks.
+    Lost,
+    /// Dropped at the bottleneck: its queue was full.
+    QueueFull,
+    /// Sent at this time (nanoseconds of the scheduler's clock); `ahead`: a reordered
+    /// packet, which may leave before packets that came earlier.
+    Due { at_ns: u64, ahead: bool },
 }
 
 /// One direction's rules over time: decides each packet's fate in arrival order.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     dir: PathDir,
+    bottleneck: Option<Bottleneck>,
     loss: BlockPicker,
     reorder: BlockPicker,
     jitter: Rng,
-    /// When the last held packet is due: none leaves before it (no reordering by jitter).
-    last_due_us: u64,
+    /// When the bottleneck's link is free again.
+    link_free_ns: u64,
+    /// When the last packet in order is due: none leaves before it (no reordering by
+    /// jitter).
+    last_due_ns: u64,
 }
 
 impl Scheduler {
-    pub fn new(dir: PathDir, seed: u64) -> Scheduler {
+    pub fn new(dir: PathDir, bottleneck: Option<Bottleneck>, seed: u64) -> Scheduler {
         Scheduler {
             dir,
+            bottleneck: bottleneck.filter(|b| b.rate_bps.is_finite() && b.rate_bps > 0.0),
             loss: BlockPicker::new(dir.loss, seed ^ 0x1055),
             reorder: BlockPicker::new(dir.reorder, seed ^ 0x0de5),
             jitter: Rng::new(seed ^ 0x7177),
-            last_due_us: 0,
+            link_free_ns: 0,
+            last_due_ns: 0,
         }
     }
 
-    /// The fate of a packet that arrived at `now_us` (a monotonic clock in microseconds).
-    pub fn fate(&mut self, now_us: u64) -> Fate {
+    /// Bytes waiting for the bottleneck's link at `now_ns`.
+    pub fn queued_bytes(&self, now_ns: u64) -> u64 {
+        match self.bottleneck {
+            Some(b) => {
+                let ns = self.link_free_ns.saturating_sub(now_ns);
+                (ns as f64 * b.rate_bps / 8e9) as u64
+            }
+            None => 0,
+        }
+    }
+
+    /// The fate of a frame of `len` bytes that arrived at `now_ns` (a monotonic clock).
+    pub fn fate(&mut self, now_ns: u64, len: usize) -> Fate {
         if self.loss.pick() {
-            return Fate::Drop;
+            return Fate::Lost;
+        }
+        let mut departs = now_ns;
+        if let Some(b) = self.bottleneck {
+            if self.queued_bytes(now_ns) + len as u64 > b.queue_bytes {
+                return Fate::QueueFull;
+            }
+            self.link_free_ns = self.link_free_ns.max(now_ns) + b.wire_ns(len);
+            departs = self.link_free_ns;
         }
         if self.reorder.pick() {
-            return Fate::Now;
+            return Fate::Due {
+                at_ns: departs,
+                ahead: true,
+            };
         }
-        let mut delay = self.dir.delay_us;
+        let mut delay = self.dir.delay_us as i64 * 1000;
         if self.dir.jitter_us > 0 {
-            let span = 2 * self.dir.jitter_us + 1;
-            let offset = self.jitter.below(span) as i64 - self.dir.jitter_us as i64;
-            delay = (delay as i64 + offset).max(0) as u64;
+            let j = self.dir.jitter_us as i64 * 1000;
+            delay += self.jitter.below(2 * j as u64 + 1) as i64 - j;
         }
-        let due = (now_us + delay).max(self.last_due_us);
-        self.last_due_us = due;
-        if due <= now_us {
-            Fate::Now
-        } else {
-            Fate::HoldUntil(due)
+        let at_ns = (departs as i64 + delay.max(0)) as u64;
+        let at_ns = at_ns.max(self.last_due_ns);
+        self.last_due_ns = at_ns;
+        Fate::Due {
+            at_ns,
+            ahead: false,
         }
     }
 }
@@ -353,12 +406,20 @@ pub struct DirStats {
     pub bytes: u64,
     /// Dropped as the path's loss asked.
     pub dropped_loss: u64,
-    /// Dropped because the delay line held as much as it may (see `delayline`).
+    /// Dropped at the bottleneck: its queue was full.
+    #[serde(default)]
+    pub dropped_queue: u64,
+    /// Dropped because the delay line held as much as it may (see `delayline`), or a frame
+    /// was larger than the MTU allows, or the outgoing port refused it.
     pub dropped_full: u64,
     pub reordered: u64,
     pub forwarded: u64,
-    /// The most bytes held at once.
+    /// The most bytes held at once (queued and in the delay).
     pub max_held_bytes: u64,
+    /// The most bytes waiting in the bottleneck's queue.
+    #[serde(default)]
+    pub max_queue_bytes: u64,
+    /// From arrival to departure: the bottleneck's queue and link, then the delay.
     pub delay: DelayHistogram,
     /// Whether the forwarding thread runs at real-time priority (see `delayline`).
     #[serde(default)]
@@ -415,6 +476,16 @@ mod tests {
         assert!((20..=80).contains(&first_half), "{first_half}");
     }
 
+    fn due(f: Fate) -> u64 {
+        match f {
+            Fate::Due {
+                at_ns,
+                ahead: false,
+            } => at_ns,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn jitter_stays_in_its_bounds_and_never_reorders() {
         let dir = PathDir {
@@ -423,31 +494,26 @@ mod tests {
             ..Default::default()
         };
         // packets further apart than the jitter show its whole spread
-        let mut s = Scheduler::new(dir, 1);
+        let mut s = Scheduler::new(dir, None, 1);
         let mut last = 0;
         let mut spread = (u64::MAX, 0);
         for i in 0..20_000u64 {
-            let now = i * 5_000;
-            match s.fate(now) {
-                Fate::HoldUntil(due) => {
-                    assert!(due >= last, "packet {i} would overtake");
-                    last = due;
-                    let d = due - now;
-                    assert!(d <= 12_000, "{d}");
-                    spread = (spread.0.min(d), spread.1.max(d));
-                }
-                other => panic!("{other:?}"),
-            }
+            let now = i * 5_000_000;
+            let at = due(s.fate(now, 1000));
+            assert!(at >= last, "packet {i} would overtake");
+            last = at;
+            let d = at - now;
+            assert!(d <= 12_000_000, "{d}");
+            spread = (spread.0.min(d), spread.1.max(d));
         }
-        assert!(spread.0 < 8_100 && spread.1 > 11_900, "{spread:?}");
+        assert!(spread.0 < 8_100_000 && spread.1 > 11_900_000, "{spread:?}");
         // packets closer together than the jitter still leave in order
-        let mut s = Scheduler::new(dir, 2);
+        let mut s = Scheduler::new(dir, None, 2);
         let mut last = 0;
         for i in 0..20_000u64 {
-            if let Fate::HoldUntil(due) = s.fate(i * 50) {
-                assert!(due >= last, "packet {i} would overtake");
-                last = due;
-            }
+            let at = due(s.fate(i * 50_000, 1000));
+            assert!(at >= last, "packet {i} would overtake");
+            last = at;
         }
     }
 
@@ -459,23 +525,63 @@ mod tests {
             reorder: 0.02,
             ..Default::default()
         };
-        let mut s = Scheduler::new(dir, 3);
-        let (mut drop, mut now, mut held) = (0, 0, 0);
+        let mut s = Scheduler::new(dir, None, 3);
+        let (mut lost, mut ahead, mut held) = (0, 0, 0);
         let mut i = 0u64;
         // one block of packets for the loss, then until a block of survivors
-        while drop + now + held < BLOCK || now + held < BLOCK {
+        while lost + ahead + held < BLOCK || ahead + held < BLOCK {
             i += 1;
-            match s.fate(i) {
-                Fate::Drop => drop += 1,
-                Fate::Now => now += 1,
-                Fate::HoldUntil(due) => {
-                    assert_eq!(due, i + 5_000);
+            match s.fate(i, 100) {
+                Fate::Lost => lost += 1,
+                Fate::Due { at_ns, ahead: true } => {
+                    assert_eq!(at_ns, i);
+                    ahead += 1;
+                }
+                Fate::Due { at_ns, .. } => {
+                    assert_eq!(at_ns, i + 5_000_000);
                     held += 1;
                 }
+                Fate::QueueFull => panic!("no bottleneck"),
             }
         }
-        assert_eq!(now, 200, "an exact share of the packets not lost");
-        assert!((100..=102).contains(&drop), "{drop}");
+        assert_eq!(ahead, 200, "an exact share of the packets not lost");
+        assert!((100..=102).contains(&lost), "{lost}");
+    }
+
+    #[test]
+    fn the_bottleneck_paces_frames_at_wire_cost_and_drops_past_its_queue() {
+        let b = Bottleneck {
+            rate_bps: 10e6,
+            // ten frames as the wire counts them (the one being sent included)
+            queue_bytes: 15_380,
+            overhead_bytes: 24,
+            min_bytes: 84,
+        };
+        // a 1514-byte frame (MTU 1500 with its MAC header) costs 1538 bytes: 1230.4 µs
+        assert_eq!(b.wire_ns(1514), 1_230_400);
+        assert_eq!(b.wire_ns(60), 67_200, "at least a minimum frame");
+        let dir = PathDir {
+            delay_us: 1_000,
+            ..Default::default()
+        };
+        let mut s = Scheduler::new(dir, Some(b), 9);
+        // a burst of 20 frames at once: 10 fit the queue (the first starts at once)
+        let fates: Vec<Fate> = (0..20).map(|_| s.fate(0, 1514)).collect();
+        let kept: Vec<u64> = fates
+            .iter()
+            .filter_map(|f| match f {
+                Fate::Due { at_ns, .. } => Some(*at_ns),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kept.len(), 10, "{fates:?}");
+        assert_eq!(fates.iter().filter(|f| **f == Fate::QueueFull).count(), 10);
+        for (k, at) in kept.iter().enumerate() {
+            assert_eq!(*at, (k as u64 + 1) * 1_230_400 + 1_000_000, "frame {k}");
+        }
+        // once the link has sent them, the queue takes frames again
+        assert!(matches!(s.fate(13_000_000, 1514), Fate::Due { .. }));
+        assert_eq!(s.queued_bytes(13_000_000), 1_538);
     }
 
     #[test]

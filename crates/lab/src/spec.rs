@@ -153,8 +153,8 @@ impl LabSpec {
                     "netns", &sw,
                 ]),
             ));
-            cmds.extend(self.end_commands(&ns, IFNAME, Some(i)));
-            cmds.extend(self.end_commands(&sw, &port, None));
+            cmds.extend(self.end_commands(&ns, IFNAME, Some(i), true));
+            cmds.extend(self.end_commands(&sw, &port, None, true));
             cmds.push((
                 "ip",
                 v(&["-n", &sw, "link", "set", &port, "master", BRIDGE]),
@@ -174,9 +174,9 @@ impl LabSpec {
     /// Every command that builds a two-host lab whose link runs through the delay line, in
     /// order. The switch namespace (`wrs-NAME`) holds no bridge and no address: host a's
     /// link ends there in `pa`, host b's in `pb`, and the delay line forwards between the
-    /// two. Each host's egress is shaped as on a plain link (the bottleneck and its queue
-    /// come before the path's delay); the switch's ports are not, and their offloads are off
-    /// so the delay line reads frames, never merged super-frames.
+    /// two. No end is shaped: the delay line is the bottleneck (rate, queue, then delay, as
+    /// a router and its line), so its queue fills as a router's does. Offloads are off on
+    /// every end so the delay line reads frames, never merged super-frames.
     pub fn delayed_commands(&self) -> Vec<(&'static str, Vec<String>)> {
         let sw = self.switch_netns();
         let mtu = self.mtu.to_string();
@@ -220,7 +220,9 @@ impl LabSpec {
                     "netns", &sw,
                 ]),
             ));
-            cmds.extend(self.end_commands(&ns, IFNAME, Some(i)));
+            // the bottleneck is the delay line's, off the hosts: a queue on the sending host
+            // is kept short by TCP's small-queue limit, so it could never fill as a router's
+            cmds.extend(self.end_commands(&ns, IFNAME, Some(i), false));
             // the delay line passes frames on as they are: a checksum left to an offload
             // would reach the other host unfilled, so the hosts fill in their own
             cmds.push((
@@ -253,6 +255,7 @@ impl LabSpec {
         ns: &str,
         dev: &str,
         host: Option<usize>,
+        shaped: bool,
     ) -> Vec<(&'static str, Vec<String>)> {
         let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let mtu = self.mtu.to_string();
@@ -287,7 +290,9 @@ impl LabSpec {
                 ]),
             ));
         }
-        cmds.push(("tc", self.tbf_args_dev(ns, dev)));
+        if shaped {
+            cmds.push(("tc", self.tbf_args_dev(ns, dev)));
+        }
         cmds
     }
 

@@ -180,7 +180,13 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
         anyhow::bail!("lab {name} has not two hosts");
     };
     let report = wirerate_lab::ops::path_report_path(name);
-    wirerate_lab::delayline::run(&a, &b, &state.path, state.mtu, &report)?;
+    let bottleneck = wirerate_lab::path::Bottleneck {
+        rate_bps: state.link_bps,
+        queue_bytes: state.buffer_bytes,
+        overhead_bytes: state.overhead_bytes,
+        min_bytes: state.mpu_bytes,
+    };
+    wirerate_lab::delayline::run(&a, &b, &state.path, Some(bottleneck), state.mtu, &report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -355,16 +361,17 @@ fn path_report_words(dir: &str, d: &wirerate_lab::path::DirStats) -> String {
             .map_or("-".to_string(), |us| format!("{:.3}", us / 1e3))
     };
     format!(
-        "    {dir}: {} packets, {} forwarded; delay p50 {} p99 {} ms; dropped {} as asked, {} over the line's {} MiB; {} sent ahead; held at most {} bytes\n",
+        "    {dir}: {} packets, {} forwarded; queue and delay p50 {} p99 {} ms; dropped {} as asked, {} at the full queue (at most {} bytes queued), {} over the line's {} MiB; {} sent ahead\n",
         d.packets,
         d.forwarded,
         q(0.5),
         q(0.99),
         d.dropped_loss,
+        d.dropped_queue,
+        d.max_queue_bytes,
         d.dropped_full,
         wirerate_lab::delayline::MAX_HELD_BYTES >> 20,
         d.reordered,
-        d.max_held_bytes
     )
 }
 
