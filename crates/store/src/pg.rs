@@ -449,6 +449,37 @@ impl Pg {
             .collect()
     }
 
+    /// [`crate::rows::span`] here.
+    pub fn span(&self, f: &RunFilter) -> Result<Option<(i64, i64)>, StoreError> {
+        let limit = f.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let sql = "SELECT min(id), max(id) FROM (SELECT id FROM runs \
+             WHERE ($1::text IS NULL OR label = $1) AND ($2::text IS NULL OR repeat_group = $2) \
+             ORDER BY id DESC LIMIT $3) AS newest";
+        let rows = self.query(sql, &[&f.label, &f.group, &limit])?;
+        let r = rows.first();
+        let get = |i| r.and_then(|r| r.try_get::<_, Option<i64>>(i).ok().flatten());
+        Ok(get(0).zip(get(1)))
+    }
+
+    /// [`crate::rows::page`] here.
+    pub fn page(
+        &self,
+        f: &RunFilter,
+        after: i64,
+        last: i64,
+        n: u32,
+    ) -> Result<Vec<StoredRun>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS}, result_json FROM runs \
+             WHERE ($1::text IS NULL OR label = $1) AND ($2::text IS NULL OR repeat_group = $2) \
+             AND id > $3 AND id <= $4 ORDER BY id LIMIT $5"
+        );
+        self.query(&sql, &[&f.label, &f.group, &after, &last, &i64::from(n)])?
+            .iter()
+            .map(|r| self.stored_from(r))
+            .collect()
+    }
+
     pub fn get(&self, id: i64) -> Result<Option<StoredRun>, StoreError> {
         let sql = format!("SELECT {COLUMNS}, result_json FROM runs WHERE id = $1");
         self.query(&sql, &[&id])?
