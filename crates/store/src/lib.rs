@@ -17,6 +17,7 @@ mod key;
 pub mod pg;
 mod rows;
 mod schema;
+mod spool;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +28,7 @@ use wirerate_core::RunResult;
 pub use key::{new_group_id, run_key};
 pub use rows::{RunFilter, RunRow, StoredRun};
 pub use schema::SCHEMA_VERSION;
+pub use spool::{Flushed, Spool};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -79,12 +81,26 @@ pub enum StoreError {
     Connect { url: String, cause: String },
     #[error("results database {url}: {cause}")]
     Postgres { url: String, cause: String },
+    #[error("cannot keep the run in the spool at {path}")]
+    Spool {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("stored run {id} is not a readable wirerate result")]
     Decode {
         id: i64,
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl StoreError {
+    /// The database could not be reached (a PostgreSQL server down or unreachable): what a
+    /// later attempt may get past, so a run's result is worth keeping in the spool.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Connect { .. })
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -14,6 +14,7 @@ use super::results::{open_existing, utc, DB_HELP};
 
 #[derive(clap::Args)]
 #[command(
+    args_conflicts_with_subcommands = true,
     after_help = "Exit status: 0 listed (possibly nothing), 1 the database could not be \
 read, 2 bad usage."
 )]
@@ -41,9 +42,21 @@ pub struct Args {
     pub csv: bool,
     #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: Option<Action>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Store the runs that wait in the local spool for this database (runs that ended while
+    /// it could not be reached)
+    Flush(super::spool::FlushArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Action::Flush(a)) = args.action {
+        return super::spool::flush(a);
+    }
     let filtered = args.label.is_some() || args.group.is_some();
     let store = open_existing(args.db)?;
     let filter = RunFilter {

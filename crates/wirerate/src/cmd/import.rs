@@ -107,15 +107,21 @@ fn read_runs(
     let shown = path.display();
     let file = std::fs::File::open(path).with_context(|| format!("cannot read {shown}"))?;
     let mut n = 0u64;
+    // an error of the check or of storing, as against one of reading the file
+    let mut refused = false;
     let read = each_entry(std::io::BufReader::new(file), MAX_IMPORT_BYTES, |e| {
         n += 1;
+        refused = true;
         check_entry(&e).map_err(|why| format!("run {n}: {why}"))?;
-        each(e)
+        each(e)?;
+        refused = false;
+        Ok(())
     });
     match read {
         Ok(0) => anyhow::bail!("{shown}: holds no runs"),
         Ok(_) => Ok(()),
-        Err(e) => anyhow::bail!("{shown}: {e}"),
+        Err(e) if refused => anyhow::bail!("{shown}: {e}"),
+        Err(e) => anyhow::bail!("{shown}: not wirerate results: {e}"),
     }
 }
 

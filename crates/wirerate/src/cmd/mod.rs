@@ -18,6 +18,7 @@ pub mod rr;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod spool;
 pub mod sweep;
 pub mod tls;
 pub mod ttcp;
