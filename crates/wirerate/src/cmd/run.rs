@@ -699,7 +699,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => true,
     };
     if !errors.is_empty() {
-        eprintln!("wirerate: {}", errors.join("; "));
+        eprintln!(
+            "wirerate: {}",
+            wirerate_core::text::safe(&errors.join("; "))
+        );
     }
     if result.interrupted {
         eprintln!(

@@ -203,7 +203,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                eprintln!("wirerate serve: {e}");
+                eprintln!(
+                    "wirerate serve: {}",
+                    wirerate_core::text::safe(&e.to_string())
+                );
                 Ok(ExitCode::from(1))
             }
         };
