@@ -1,6 +1,6 @@
 //! Histories that come from elsewhere: imported files with hostile text or impossible
-//! figures, and large histories moved between databases through `history --json` and
-//! `history --ndjson`. Real SQLite files and the real binary.
+//! figures, and large histories moved between databases through `history --json`,
+//! `history --ndjson` and `history migrate`. Real SQLite files and the real binary.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -210,6 +210,25 @@ fn a_history_of_thousands_of_runs_moves_through_both_exports() {
     assert_eq!(code, 0);
     assert!(out.contains("stored 0 runs in "), "{out}");
     assert!(out.contains(&format!("({RUNS} already there)")), "{out}");
+
+    // or database to database
+    let d = dir.path().join("d.db");
+    for said in [
+        format!("copied {RUNS} runs from "),
+        format!("({RUNS} already there)"),
+    ] {
+        let (code, out, err) = outcome(&wirerate(&[
+            "history",
+            "migrate",
+            "--db",
+            s(&a),
+            "--to",
+            s(&d),
+        ]));
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&said), "{out}");
+        assert_eq!(keys(&d), want);
+    }
 
     // a limit and a label export the newest runs, oldest first
     let o = wirerate(&["history", "--ndjson", "--limit", "25", "--db", s(&a)]);

@@ -51,11 +51,16 @@ pub enum Action {
     /// Store the runs that wait in the local spool for this database (runs that ended while
     /// it could not be reached)
     Flush(super::spool::FlushArgs),
+    /// Copy every run into another database (SQLite to PostgreSQL, say), keeping labels,
+    /// groups and order
+    Migrate(super::migrate::MigrateArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(Action::Flush(a)) = args.action {
-        return super::spool::flush(a);
+    match args.action {
+        Some(Action::Flush(a)) => return super::spool::flush(a),
+        Some(Action::Migrate(a)) => return super::migrate::run(a),
+        None => {}
     }
     let filtered = args.label.is_some() || args.group.is_some();
     let store = open_existing(args.db)?;

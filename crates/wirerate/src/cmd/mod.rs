@@ -10,6 +10,7 @@ pub mod import;
 pub mod lab;
 pub mod live;
 pub mod matrix;
+pub mod migrate;
 pub mod plan;
 pub mod repeat;
 pub mod report;
