@@ -430,10 +430,10 @@ impl Store {
         }
     }
 
-    /// Stores runs together: in SQLite one transaction for all of them (one sync instead of
-    /// one per run: an import of thousands of runs takes seconds, not minutes), in
-    /// PostgreSQL one per run. Whole or not at all per transaction, as [`Store::store_run`];
-    /// the answers are in the runs' order.
+    /// Stores runs together, in one transaction for all of them (one commit instead of one
+    /// per run: an import of thousands of runs takes seconds, not minutes): all or none. A
+    /// run already stored returns its id, as in [`Store::store_run`]; the answers are in the
+    /// runs' order.
     pub fn store_runs(&mut self, runs: &[ToStore<'_>]) -> Result<Vec<Stored>, StoreError> {
         let mut prepared = Vec::with_capacity(runs.len());
         for r in runs {
@@ -454,10 +454,9 @@ impl Store {
         let conn = match &mut self.backend {
             Backend::Sqlite(c) => c,
             Backend::Postgres(db) => {
-                return prepared
-                    .iter()
-                    .map(|p| db.store_run(&new_run(p, stored_unix_s)))
-                    .collect();
+                let runs: Vec<rows::NewRun<'_>> =
+                    prepared.iter().map(|p| new_run(p, stored_unix_s)).collect();
+                return db.store_runs(&runs);
             }
         };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -828,3 +828,57 @@ fn a_run_that_ends_while_postgres_is_down_waits_in_the_spool_until_stored() {
     assert!(err.contains("cannot connect"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn a_sqlite_history_migrates_to_postgres_in_batches_and_exports_the_same() {
+    let Some(url) = fresh_db("a_sqlite_history_migrates_to_postgres_in_batches") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("r.db");
+    // more runs than one batch (500) and than two pages (256)
+    let runs = synth::sample(0, 600, 10.0 * GBIT, GBIT, 5);
+    let labels: Vec<String> = (0..runs.len()).map(|i| format!("set{}", i / 7)).collect();
+    let batch: Vec<wirerate_store::ToStore<'_>> = runs
+        .iter()
+        .zip(&labels)
+        .map(|(r, l)| wirerate_store::ToStore {
+            result: r,
+            label: Some(l),
+            group: Some(l),
+        })
+        .collect();
+    wirerate_store::Store::open(&sqlite)
+        .unwrap()
+        .store_runs(&batch)
+        .unwrap();
+    let sqlite = sqlite.to_str().unwrap();
+    let out = ok(&["history", "migrate", "--db", sqlite, "--to", &url]);
+    assert!(out.starts_with("copied 600 runs from "), "{out}");
+    let out = ok(&["history", "migrate", "--db", sqlite, "--to", &url]);
+    assert!(out.contains("(600 already there)"), "{out}");
+    let export = |db: &str| -> Vec<serde_json::Value> {
+        ok(&["history", "--ndjson", "--db", db])
+            .lines()
+            .map(|l| without_store_times(serde_json::from_str(l).unwrap()))
+            .collect()
+    };
+    let (a, b) = (export(sqlite), export(&url));
+    assert_eq!(a.len(), 600);
+    for (x, y) in a.iter().zip(&b) {
+        same(x, y, "a migrated run");
+    }
+    assert_eq!(a.len(), b.len());
+    let newest = ok(&[
+        "history", "--ndjson", "--limit", "3", "--label", "set85", "--db", &url,
+    ]);
+    let ids: Vec<i64> = newest
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids, vec![598, 599, 600]);
+}
