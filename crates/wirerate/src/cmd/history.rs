@@ -101,8 +101,9 @@ fn write_json(
     }
     store.each_run(filter, |r: StoredRun| -> anyhow::Result<()> {
         let item = export_entry(&r)?;
+        // through a string, so a closed pipe shows as an io::Error (a clean exit)
         if lines {
-            serde_json::to_writer(&mut *out, &item)?;
+            out.write_all(serde_json::to_string(&item)?.as_bytes())?;
             out.write_all(b"\n")?;
         } else {
             out.write_all(if first { b"\n  " } else { b",\n  " })?;
