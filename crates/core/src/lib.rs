@@ -21,6 +21,7 @@ pub mod stats;
 pub mod sweep;
 #[cfg(any(feature = "synth", test))]
 pub mod synth;
+pub mod text;
 pub mod ttcp;
 pub mod udp;
 pub mod units;

@@ -10,6 +10,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wirerate_core::text::{safe, safe_lines};
 
 use socket2::SockRef;
 use wirerate_core::assemble::{assemble, Context};
@@ -134,8 +135,10 @@ impl Shared {
             return;
         }
         match (self.cfg.log_format, text) {
-            (LogFormat::Json, _) => eprintln!("{}", ev.to_json()),
-            (LogFormat::Text, Some(msg)) => eprintln!("wirerate serve: {msg}"),
+            // a log line may quote a peer's words: no control character reaches the terminal
+            // (the JSON keeps its meaning)
+            (LogFormat::Json, _) => eprintln!("{}", safe_lines(&ev.to_json())),
+            (LogFormat::Text, Some(msg)) => eprintln!("wirerate serve: {}", safe(&msg.to_string())),
             (LogFormat::Text, None) => {}
         }
     }

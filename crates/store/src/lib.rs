@@ -17,6 +17,7 @@ mod key;
 pub mod pg;
 mod rows;
 mod schema;
+mod spool;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +28,7 @@ use wirerate_core::RunResult;
 pub use key::{new_group_id, run_key};
 pub use rows::{RunFilter, RunRow, StoredRun};
 pub use schema::SCHEMA_VERSION;
+pub use spool::{Flushed, Spool};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -79,12 +81,26 @@ pub enum StoreError {
     Connect { url: String, cause: String },
     #[error("results database {url}: {cause}")]
     Postgres { url: String, cause: String },
+    #[error("cannot keep the run in the spool at {path}")]
+    Spool {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("stored run {id} is not a readable wirerate result")]
     Decode {
         id: i64,
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl StoreError {
+    /// The database could not be reached (a PostgreSQL server down or unreachable): what a
+    /// later attempt may get past, so a run's result is worth keeping in the spool.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Connect { .. })
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -324,14 +340,8 @@ impl Store {
         group: Option<&str>,
         key: Option<&str>,
     ) -> Result<Stored, StoreError> {
-        let json = serde_json::to_string(result).map_err(|e| StoreError::Encode(e.to_string()))?;
-        // a value JSON cannot carry (a NaN becomes null) would make the row unreadable later
-        serde_json::from_str::<RunResult>(&json)
-            .map_err(|e| StoreError::Encode(format!("it would not read back ({e})")))?;
-        let key = key.map_or_else(|| run_key(&json), |k| run_key(&format!("named {k}")));
-        let stored = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let (json, key) = encode(result, key)?;
+        let stored = now_unix_s();
         let run = rows::NewRun {
             result,
             key: &key,
@@ -345,17 +355,9 @@ impl Store {
             Backend::Postgres(db) => return db.store_run(&run),
         };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let existing: Option<i64> = tx
-            .query_row("SELECT id FROM runs WHERE run_key = ?1", [&key], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if let Some(id) = existing {
-            return Ok(Stored { id, new: false });
-        }
-        let id = rows::insert(&tx, &run)?;
+        let stored = insert_once(&tx, &run)?;
         tx.commit()?;
-        Ok(Stored { id, new: true })
+        Ok(stored)
     }
 
     /// Gives a stored run a label and repeat group (an import naming runs that are already
@@ -392,6 +394,78 @@ impl Store {
             Backend::Sqlite(c) => rows::list_rows(c, filter),
             Backend::Postgres(db) => db.list_rows(filter),
         }
+    }
+
+    /// Each run matching `filter` with its document, oldest first (the newest `limit` when a
+    /// limit is set), read a page at a time: memory stays that of one page however many runs
+    /// there are. Runs stored after the export began are not included. Stops at `each`'s
+    /// first error and returns it.
+    pub fn each_run<E: From<StoreError>>(
+        &self,
+        filter: &RunFilter,
+        mut each: impl FnMut(StoredRun) -> Result<(), E>,
+    ) -> Result<(), E> {
+        const PAGE: u32 = 256;
+        let span = match &self.backend {
+            Backend::Sqlite(c) => rows::span(c, filter)?,
+            Backend::Postgres(db) => db.span(filter)?,
+        };
+        let Some((first, last)) = span else {
+            return Ok(());
+        };
+        let mut after = first - 1;
+        loop {
+            let page = match &self.backend {
+                Backend::Sqlite(c) => rows::page(c, filter, after, last, PAGE)?,
+                Backend::Postgres(db) => db.page(filter, after, last, PAGE)?,
+            };
+            let full = page.len() == PAGE as usize;
+            for run in page {
+                after = run.row.id;
+                each(run)?;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Stores runs together, in one transaction for all of them (one commit instead of one
+    /// per run: an import of thousands of runs takes seconds, not minutes): all or none. A
+    /// run already stored returns its id, as in [`Store::store_run`]; the answers are in the
+    /// runs' order.
+    pub fn store_runs(&mut self, runs: &[ToStore<'_>]) -> Result<Vec<Stored>, StoreError> {
+        let mut prepared = Vec::with_capacity(runs.len());
+        for r in runs {
+            let (json, key) = encode(r.result, None)?;
+            prepared.push((r, json, key));
+        }
+        let stored_unix_s = now_unix_s();
+        fn new_run<'a>(p: &'a (&ToStore<'a>, String, String), at: f64) -> rows::NewRun<'a> {
+            rows::NewRun {
+                result: p.0.result,
+                key: &p.2,
+                label: p.0.label,
+                group: p.0.group,
+                stored_unix_s: at,
+                json: &p.1,
+            }
+        }
+        let conn = match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Postgres(db) => {
+                let runs: Vec<rows::NewRun<'_>> =
+                    prepared.iter().map(|p| new_run(p, stored_unix_s)).collect();
+                return db.store_runs(&runs);
+            }
+        };
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(prepared.len());
+        for p in &prepared {
+            out.push(insert_once(&tx, &new_run(p, stored_unix_s))?);
+        }
+        tx.commit()?;
+        Ok(out)
     }
 
     /// One run by id.
@@ -447,6 +521,46 @@ impl Store {
         };
         Ok(conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?)
     }
+}
+
+/// One run for [`Store::store_runs`].
+pub struct ToStore<'a> {
+    pub result: &'a RunResult,
+    pub label: Option<&'a str>,
+    pub group: Option<&'a str>,
+}
+
+/// A result's JSON and its key (the caller's name for it, else its own JSON's), checked to
+/// read back: a value JSON cannot carry (a NaN becomes null) would make the row unreadable.
+fn encode(result: &RunResult, key: Option<&str>) -> Result<(String, String), StoreError> {
+    let json = serde_json::to_string(result).map_err(|e| StoreError::Encode(e.to_string()))?;
+    serde_json::from_str::<RunResult>(&json)
+        .map_err(|e| StoreError::Encode(format!("it would not read back ({e})")))?;
+    let key = key.map_or_else(|| run_key(&json), |k| run_key(&format!("named {k}")));
+    Ok((json, key))
+}
+
+fn now_unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Inserts the run in SQLite unless its key is stored already (then its id is returned).
+fn insert_once(
+    tx: &rusqlite::Transaction<'_>,
+    run: &rows::NewRun<'_>,
+) -> Result<Stored, StoreError> {
+    let existing: Option<i64> = tx
+        .query_row("SELECT id FROM runs WHERE run_key = ?1", [run.key], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if let Some(id) = existing {
+        return Ok(Stored { id, new: false });
+    }
+    let id = rows::insert(tx, run)?;
+    Ok(Stored { id, new: true })
 }
 
 /// A path for a `file:` URI: every byte but the unreserved ones and `/` percent-encoded, so

@@ -12,10 +12,12 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Row};
+use postgres::{Client, GenericClient, NoTls, Row};
 
 use crate::rows::{self, Columns, NewRun, RunFilter, RunRow, StoredRun};
 use crate::{StoreError, Stored, SCHEMA_VERSION};
+
+mod pages;
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -314,11 +316,11 @@ impl Pg {
         if self.client.get_mut().is_closed() {
             self.reconnect()?;
         }
-        let first = self.try_store(run);
+        let first = try_store(self.client.get_mut(), run);
         let result = match first {
             Err(e) if connection_lost(&e) => {
                 self.reconnect()?;
-                self.try_store(run)
+                try_store(self.client.get_mut(), run)
             }
             other => other,
         };
@@ -328,72 +330,6 @@ impl Pg {
     fn reconnect(&mut self) -> Result<(), StoreError> {
         *self.client.get_mut() = connect(&self.url)?;
         Ok(())
-    }
-
-    fn try_store(&mut self, run: &NewRun<'_>) -> Result<Stored, postgres::Error> {
-        let client = self.client.get_mut();
-        // the common retry finds its run without taking an id from the sequence
-        if let Some(row) =
-            client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
-        {
-            return Ok(Stored {
-                id: row.get(0),
-                new: false,
-            });
-        }
-        let c = Columns::of(run.result);
-        let mut tx = client.transaction()?;
-        let sql = format!(
-            "{} ON CONFLICT (run_key) DO NOTHING RETURNING id",
-            rows::insert_sql('$')
-        );
-        let inserted = tx.query_opt(
-            &sql,
-            &[
-                &run.key,
-                &run.label,
-                &run.group,
-                &run.stored_unix_s,
-                &c.started_unix_s,
-                &i64::from(c.result_schema),
-                &c.tool_version,
-                &c.protocol,
-                &c.direction,
-                &i64::from(c.parallel),
-                &c.goodput_bps,
-                &c.sender_bps,
-                &c.cpu_local_percent,
-                &c.cpu_remote_percent,
-                &c.pi,
-                &c.retransmits,
-                &c.client_host,
-                &c.server_host,
-                &c.client_kernel,
-                &c.server_kernel,
-                &c.client_cpu_model,
-                &c.server_cpu_model,
-                &c.interfaces,
-                &c.mtu_bytes.map(i64::from),
-                &c.link_bps,
-                &run.json,
-            ],
-        )?;
-        let stored = match inserted {
-            Some(row) => Stored {
-                id: row.get(0),
-                new: true,
-            },
-            // another writer stored the same run between the look-up and the insert; its
-            // commit is visible to this next statement
-            None => Stored {
-                id: tx
-                    .query_one("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
-                    .get(0),
-                new: false,
-            },
-        };
-        tx.commit()?;
-        Ok(stored)
     }
 
     pub fn set_label(
@@ -505,6 +441,71 @@ impl Pg {
     fn row_from(&self, r: &Row) -> Result<RunRow, StoreError> {
         row_from(r).map_err(|e| self.err(&e))
     }
+}
+
+/// Stores a run through `client` (a connection, or a transaction when runs are stored
+/// together: then the run's own transaction is a savepoint).
+fn try_store(client: &mut impl GenericClient, run: &NewRun<'_>) -> Result<Stored, postgres::Error> {
+    // the common retry finds its run without taking an id from the sequence
+    if let Some(row) = client.query_opt("SELECT id FROM runs WHERE run_key = $1", &[&run.key])? {
+        return Ok(Stored {
+            id: row.get(0),
+            new: false,
+        });
+    }
+    let c = Columns::of(run.result);
+    let mut tx = client.transaction()?;
+    let sql = format!(
+        "{} ON CONFLICT (run_key) DO NOTHING RETURNING id",
+        rows::insert_sql('$')
+    );
+    let inserted = tx.query_opt(
+        &sql,
+        &[
+            &run.key,
+            &run.label,
+            &run.group,
+            &run.stored_unix_s,
+            &c.started_unix_s,
+            &i64::from(c.result_schema),
+            &c.tool_version,
+            &c.protocol,
+            &c.direction,
+            &i64::from(c.parallel),
+            &c.goodput_bps,
+            &c.sender_bps,
+            &c.cpu_local_percent,
+            &c.cpu_remote_percent,
+            &c.pi,
+            &c.retransmits,
+            &c.client_host,
+            &c.server_host,
+            &c.client_kernel,
+            &c.server_kernel,
+            &c.client_cpu_model,
+            &c.server_cpu_model,
+            &c.interfaces,
+            &c.mtu_bytes.map(i64::from),
+            &c.link_bps,
+            &run.json,
+        ],
+    )?;
+    let stored = match inserted {
+        Some(row) => Stored {
+            id: row.get(0),
+            new: true,
+        },
+        // another writer stored the same run between the look-up and the insert; its
+        // commit is visible to this next statement
+        None => Stored {
+            id: tx
+                .query_one("SELECT id FROM runs WHERE run_key = $1", &[&run.key])?
+                .get(0),
+            new: false,
+        },
+    };
+    tx.commit()?;
+    Ok(stored)
 }
 
 /// Whether an error means the session is gone (closed socket, the server ending it, a

@@ -149,6 +149,41 @@ pub(crate) fn list_rows(conn: &Connection, f: &RunFilter) -> Result<Vec<RunRow>,
     list(conn, f, false, row_from)
 }
 
+/// Where an export of the runs matching `f` starts and ends: the lowest and highest id, so
+/// the pages after it hold the newest `limit` runs as they were when it began. None when no
+/// run matches.
+pub(crate) fn span(conn: &Connection, f: &RunFilter) -> Result<Option<(i64, i64)>, StoreError> {
+    let limit = f.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let sql = "SELECT min(id), max(id) FROM (SELECT id FROM runs \
+         WHERE (?1 IS NULL OR label = ?1) AND (?2 IS NULL OR repeat_group = ?2) \
+         ORDER BY id DESC LIMIT ?3)";
+    let (lo, hi): (Option<i64>, Option<i64>) =
+        conn.query_row(sql, params![f.label, f.group, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    Ok(lo.zip(hi))
+}
+
+/// One page of an export: up to `n` runs matching `f` with ids above `after`, up to `last`.
+pub(crate) fn page(
+    conn: &Connection,
+    f: &RunFilter,
+    after: i64,
+    last: i64,
+    n: u32,
+) -> Result<Vec<StoredRun>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS}, result_json FROM runs \
+         WHERE (?1 IS NULL OR label = ?1) AND (?2 IS NULL OR repeat_group = ?2) \
+         AND id > ?3 AND id <= ?4 ORDER BY id LIMIT ?5"
+    );
+    let mut st = conn.prepare_cached(&sql)?;
+    let rows = st
+        .query_map(params![f.label, f.group, after, last, n], stored_from)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 pub(crate) fn get(conn: &Connection, id: i64) -> Result<Option<StoredRun>, StoreError> {
     let sql = format!("SELECT {COLUMNS}, result_json FROM runs WHERE id = ?1");
     Ok(conn.query_row(&sql, [id], stored_from).optional()?)

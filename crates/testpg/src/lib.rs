@@ -424,6 +424,31 @@ impl Cluster {
         self.url(&name)
     }
 
+    /// Stops the server at once (as a crash would) but keeps its data: [`Cluster::resume`]
+    /// starts it again on the same port, as an outage that ends would.
+    pub fn pause(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            let _ = self
+                .tool("pg_ctl")
+                .arg("-D")
+                .arg(self.data())
+                .args(["stop", "-m", "immediate", "-w"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Starts a paused server again.
+    pub fn resume(&mut self) -> Result<(), String> {
+        if self.stopped {
+            self.pg_ctl_start()?;
+            self.stopped = false;
+        }
+        Ok(())
+    }
+
     /// Stops the server at once (as a crash would) and removes its directory.
     pub fn stop(&mut self) {
         if !self.stopped {

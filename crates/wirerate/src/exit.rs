@@ -27,7 +27,9 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
             if is_closed_stdout(&e) {
                 return ExitCode::SUCCESS;
             }
-            let line = wirerate_engine::chain(e.as_ref());
+            // the chain may carry a peer's or a file's words
+            let chain = wirerate_engine::chain(e.as_ref());
+            let line = wirerate_core::text::safe(&chain);
             match hint(&e) {
                 Some(h) => eprintln!("wirerate: {line} ({h})"),
                 None => eprintln!("wirerate: {line}"),
@@ -78,7 +80,7 @@ pub fn print_json_error(e: &anyhow::Error) {
     if is_closed_stdout(e) {
         return;
     }
-    let doc = serde_json::json!({ "error": wirerate_engine::chain(e.as_ref()) });
+    let doc = serde_json::json!({ "error": wirerate_core::text::safe(&wirerate_engine::chain(e.as_ref())) });
     println!("{doc}");
 }
 
@@ -113,12 +115,48 @@ impl std::error::Error for StdoutError {
 }
 
 /// Standard output whose write errors carry the [`StdoutError`] mark (inside the
-/// `io::Error`, so `writeln!(…)?` works as on any writer).
-pub struct Stdout(std::io::StdoutLock<'static>);
+/// `io::Error`, so `writeln!(…)?` works as on any writer), and through which no control
+/// character reaches the terminal: what is printed may hold a peer's or a file's text
+/// ([`wirerate_core::text::safe_lines`]; JSON keeps its meaning).
+pub struct Stdout {
+    out: std::io::StdoutLock<'static>,
+    /// The start of a character cut by the end of the last write.
+    partial: Vec<u8>,
+}
 
-/// Standard output, locked, with its errors marked.
+/// Standard output, locked, with its errors marked and its text made safe.
 pub fn stdout() -> Stdout {
-    Stdout(std::io::stdout().lock())
+    Stdout {
+        out: std::io::stdout().lock(),
+        partial: Vec::new(),
+    }
+}
+
+/// `bytes` as text safe for a terminal; bytes that are not UTF-8 are escaped as `\xHH`.
+/// Returns how many bytes at the end start a character that the next write completes.
+fn push_safe(bytes: &[u8], out: &mut Vec<u8>) -> usize {
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                out.extend_from_slice(wirerate_core::text::safe_lines(s).as_bytes());
+                return 0;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                // valid UTF-8 by the check above
+                let good = std::str::from_utf8(good).unwrap_or_default();
+                out.extend_from_slice(wirerate_core::text::safe_lines(good).as_bytes());
+                let Some(n) = e.error_len() else {
+                    return bad.len();
+                };
+                for b in &bad[..n] {
+                    out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                }
+                rest = &bad[n..];
+            }
+        }
+    }
 }
 
 fn mark(e: std::io::Error) -> std::io::Error {
@@ -127,11 +165,17 @@ fn mark(e: std::io::Error) -> std::io::Error {
 
 impl std::io::Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf).map_err(mark)
+        let mut text = std::mem::take(&mut self.partial);
+        text.extend_from_slice(buf);
+        let mut safe = Vec::with_capacity(text.len());
+        let cut = push_safe(&text, &mut safe);
+        self.partial = text[text.len() - cut..].to_vec();
+        self.out.write_all(&safe).map_err(mark)?;
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush().map_err(mark)
+        self.out.flush().map_err(mark)
     }
 }
 
@@ -254,7 +298,7 @@ pub fn say(args: std::fmt::Arguments<'_>) {
         line.push_str(&wall_time());
         line.push(' ');
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout();
     let written = out
         .write_all(line.as_bytes())
         .and_then(|()| out.write_fmt(args))
@@ -274,7 +318,24 @@ macro_rules! say {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{one_line, push_safe};
+
+    #[test]
+    fn stdout_text_has_no_control_characters_even_when_a_write_cuts_a_character() {
+        let text = "host \u{1b}]0;x\u{7} \u{9b}1m ok é\n".as_bytes();
+        for cut in 0..text.len() {
+            let mut out = Vec::new();
+            let held = push_safe(&text[..cut], &mut out);
+            assert_eq!(push_safe(&text[cut - held..], &mut out), 0);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                "host \\x1b]0;x\\x07 \\u009b1m ok é\n"
+            );
+        }
+        let mut out = Vec::new();
+        assert_eq!(push_safe(b"a\x9bb", &mut out), 0);
+        assert_eq!(out, b"a\\x9bb");
+    }
 
     #[test]
     fn clap_messages_keep_the_names_on_their_next_lines() {

@@ -714,3 +714,171 @@ fn a_password_file_supplies_the_password_a_url_leaves_out() {
     assert!(err.contains("group or world access"), "{err}");
     assert!(!err.contains(cluster.password()), "{err}");
 }
+
+/// The binary with `args` and its data directory (so its spool) in `data`.
+fn with_data(args: &[&str], data: &Path) -> Child {
+    Command::new(common::bin())
+        .args(args)
+        .env_remove("WIRERATE_DB")
+        .env("XDG_DATA_HOME", data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn spooled(data: &Path) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(data.join("wirerate").join("spool")) {
+        Ok(d) => d.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A run against an embedded server, storing to `url`, whose database goes down while it
+/// runs: the run fails, saying where its result waits.
+fn run_through_an_outage(cluster: &mut Cluster, url: &str, data: &Path) -> String {
+    let mut child = with_data(&["run", "-t", "2", "--label", "outage", "--db", url], data);
+    // the header is printed once the database is open
+    let mut first = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut first).unwrap();
+    assert!(!first.is_empty(), "the run printed nothing");
+    // the rest of its report is read, so it never meets a closed pipe
+    let rest = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    cluster.pause();
+    let o = wait_bounded(child, LIMIT);
+    let _ = rest.join();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    cluster.resume().unwrap();
+    err
+}
+
+#[test]
+fn a_run_that_ends_while_postgres_is_down_waits_in_the_spool_until_stored() {
+    let test = "a_run_that_ends_while_postgres_is_down_waits_in_the_spool_until_stored";
+    let Some(mut cluster) = Cluster::start_or_skip(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let data = tempfile::tempdir().unwrap();
+    let spool = data.path().join("wirerate").join("spool");
+
+    // stored by the next run that stores there
+    let err = run_through_an_outage(&mut cluster, &url, data.path());
+    assert!(err.contains("result not stored yet"), "{err}");
+    assert!(
+        err.contains(&format!("waits in {}", spool.display())),
+        "{err}"
+    );
+    assert!(err.contains("wirerate history flush"), "{err}");
+    let waiting = spooled(data.path());
+    assert_eq!(waiting.len(), 1, "{err}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&waiting[0]).unwrap()).unwrap();
+    let o = wait_bounded(
+        with_data(&["run", "-n", "1M", "--db", &url], data.path()),
+        LIMIT,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("stored 1 run that waited in"), "{err}");
+    assert!(spooled(data.path()).is_empty());
+    let listed: serde_json::Value = serde_json::from_str(&ok(&[
+        "history", "--json", "--label", "outage", "--db", &url,
+    ]))
+    .unwrap();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["result"], kept["result"]);
+
+    // stored by `history flush`, once only however often it is flushed
+    run_through_an_outage(&mut cluster, &url, data.path());
+    let waiting = spooled(data.path());
+    assert_eq!(waiting.len(), 1);
+    let copy = std::fs::read(&waiting[0]).unwrap();
+    let flush = |want: &str| {
+        let o = wait_bounded(
+            with_data(&["history", "flush", "--db", &url], data.path()),
+            LIMIT,
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.starts_with(want), "{out}");
+    };
+    flush("stored 1 run that waited in");
+    assert!(spooled(data.path()).is_empty());
+    std::fs::write(&waiting[0], &copy).unwrap();
+    flush("stored 1 run that waited in");
+    flush("stored 0 runs that waited in");
+    let listed: serde_json::Value = serde_json::from_str(&ok(&[
+        "history", "--json", "--label", "outage", "--db", &url,
+    ]))
+    .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    // a database that stays down: the flush fails in one line
+    cluster.pause();
+    let o = wait_bounded(
+        with_data(&["history", "flush", "--db", &url], data.path()),
+        LIMIT,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_sqlite_history_migrates_to_postgres_in_batches_and_exports_the_same() {
+    let Some(url) = fresh_db("a_sqlite_history_migrates_to_postgres_in_batches") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("r.db");
+    // more runs than one batch (500) and than two pages (256)
+    let runs = synth::sample(0, 600, 10.0 * GBIT, GBIT, 5);
+    let labels: Vec<String> = (0..runs.len()).map(|i| format!("set{}", i / 7)).collect();
+    let batch: Vec<wirerate_store::ToStore<'_>> = runs
+        .iter()
+        .zip(&labels)
+        .map(|(r, l)| wirerate_store::ToStore {
+            result: r,
+            label: Some(l),
+            group: Some(l),
+        })
+        .collect();
+    wirerate_store::Store::open(&sqlite)
+        .unwrap()
+        .store_runs(&batch)
+        .unwrap();
+    let sqlite = sqlite.to_str().unwrap();
+    let out = ok(&["history", "migrate", "--db", sqlite, "--to", &url]);
+    assert!(out.starts_with("copied 600 runs from "), "{out}");
+    let out = ok(&["history", "migrate", "--db", sqlite, "--to", &url]);
+    assert!(out.contains("(600 already there)"), "{out}");
+    let export = |db: &str| -> Vec<serde_json::Value> {
+        ok(&["history", "--ndjson", "--db", db])
+            .lines()
+            .map(|l| without_store_times(serde_json::from_str(l).unwrap()))
+            .collect()
+    };
+    let (a, b) = (export(sqlite), export(&url));
+    assert_eq!(a.len(), 600);
+    for (x, y) in a.iter().zip(&b) {
+        same(x, y, "a migrated run");
+    }
+    assert_eq!(a.len(), b.len());
+    let newest = ok(&[
+        "history", "--ndjson", "--limit", "3", "--label", "set85", "--db", &url,
+    ]);
+    let ids: Vec<i64> = newest
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids, vec![598, 599, 600]);
+}

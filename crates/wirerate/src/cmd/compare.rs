@@ -98,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match gate {
         None | Some(Gate::Pass) => Ok(ExitCode::SUCCESS),
         Some(Gate::Slower(msg)) => {
-            eprintln!("wirerate: {msg}");
+            eprintln!("wirerate: {}", wirerate_core::text::safe(&msg));
             Ok(ExitCode::from(EXIT_SLOWER))
         }
         Some(Gate::Undecided(msg)) => anyhow::bail!("{msg}"),

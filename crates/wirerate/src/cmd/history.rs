@@ -1,10 +1,12 @@
-//! `wirerate history`: the stored runs, as a table, as CSV or as JSON. The JSON export is an
-//! array `compare` reads back, so a history can be saved and compared elsewhere.
+//! `wirerate history`: the stored runs, as a table, as CSV or as JSON. The JSON export (an
+//! array, or one run a line) is what `compare` and `import` read back, so a history can be
+//! saved, moved and compared elsewhere.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use wirerate_core::text::safe;
 use wirerate_core::units::format_bps;
 use wirerate_store::{RunFilter, RunRow, StoredRun};
 
@@ -12,6 +14,7 @@ use super::results::{open_existing, utc, DB_HELP};
 
 #[derive(clap::Args)]
 #[command(
+    args_conflicts_with_subcommands = true,
     after_help = "Exit status: 0 listed (possibly nothing), 1 the database could not be \
 read, 2 bad usage."
 )]
@@ -26,17 +29,39 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
     /// JSON array, one element per run: id, run_key, label, group, stored_unix_s and the full
-    /// result (what `compare` reads back)
-    #[arg(long, conflicts_with = "csv")]
+    /// result (what `compare` and `import` read back). Written a run at a time: memory stays
+    /// small however long the history
+    #[arg(long, conflicts_with_all = ["csv", "ndjson"])]
     pub json: bool,
+    /// `--json`'s elements one per line (newline-delimited JSON), for exports of any size
+    /// that `import` reads back a run at a time
+    #[arg(long, conflicts_with = "csv")]
+    pub ndjson: bool,
     /// CSV with a header row: one line per run, the stored summary columns
     #[arg(long)]
     pub csv: bool,
     #[arg(long, value_name = "PATH|URL", help = DB_HELP)]
     pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: Option<Action>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Store the runs that wait in the local spool for this database (runs that ended while
+    /// it could not be reached)
+    Flush(super::spool::FlushArgs),
+    /// Copy every run into another database (SQLite to PostgreSQL, say), keeping labels,
+    /// groups and order
+    Migrate(super::migrate::MigrateArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Some(Action::Flush(a)) => return super::spool::flush(a),
+        Some(Action::Migrate(a)) => return super::migrate::run(a),
+        None => {}
+    }
     let filtered = args.label.is_some() || args.group.is_some();
     let store = open_existing(args.db)?;
     let filter = RunFilter {
@@ -45,8 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         limit: args.limit,
     };
     let mut out = std::io::BufWriter::new(crate::exit::stdout());
-    if args.json {
-        write_json(&mut out, &store.list(&filter)?)?;
+    if args.json || args.ndjson {
+        write_json(&mut out, &store, &filter, args.ndjson)?;
     } else {
         // the columns suffice: the documents stay unread
         let rows = store.list_rows(&filter)?;
@@ -62,26 +87,52 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_json(out: &mut impl std::io::Write, rows: &[StoredRun]) -> anyhow::Result<()> {
-    let items = rows
-        .iter()
-        .map(|r| {
-            // kept as a generic value, so a result written by a newer wirerate still exports
-            let result: serde_json::Value = serde_json::from_str(&r.result_json)?;
-            let c = &r.row;
-            Ok(serde_json::json!({
-                "id": c.id,
-                "run_key": c.run_key,
-                "label": c.label,
-                "group": c.group,
-                "stored_unix_s": c.stored_unix_s,
-                "result": result,
-            }))
-        })
-        .collect::<Result<Vec<_>, serde_json::Error>>()?;
-    // through a string, so a closed pipe shows as an io::Error (a clean exit)
-    writeln!(out, "{}", serde_json::to_string_pretty(&items)?)?;
+/// The export, a run at a time: a JSON array (elements pretty-printed), or with `lines` one
+/// compact element per line.
+fn write_json(
+    out: &mut impl std::io::Write,
+    store: &wirerate_store::Store,
+    filter: &RunFilter,
+    lines: bool,
+) -> anyhow::Result<()> {
+    let mut first = true;
+    if !lines {
+        out.write_all(b"[")?;
+    }
+    store.each_run(filter, |r: StoredRun| -> anyhow::Result<()> {
+        let item = export_entry(&r)?;
+        // through a string, so a closed pipe shows as an io::Error (a clean exit)
+        if lines {
+            out.write_all(serde_json::to_string(&item)?.as_bytes())?;
+            out.write_all(b"\n")?;
+        } else {
+            out.write_all(if first { b"\n  " } else { b",\n  " })?;
+            // indented one level, as an element of the array
+            let text = serde_json::to_string_pretty(&item)?;
+            out.write_all(text.replace('\n', "\n  ").as_bytes())?;
+        }
+        first = false;
+        Ok(())
+    })?;
+    if !lines {
+        out.write_all(if first { b"]\n" } else { b"\n]\n" })?;
+    }
     Ok(())
+}
+
+/// One run as exported: its columns and the full result, kept as a generic value so a
+/// result written by a newer wirerate still exports.
+fn export_entry(r: &StoredRun) -> Result<serde_json::Value, serde_json::Error> {
+    let result: serde_json::Value = serde_json::from_str(&r.result_json)?;
+    let c = &r.row;
+    Ok(serde_json::json!({
+        "id": c.id,
+        "run_key": c.run_key,
+        "label": c.label,
+        "group": c.group,
+        "stored_unix_s": c.stored_unix_s,
+        "result": result,
+    }))
 }
 
 /// The CSV columns, in order.
@@ -159,7 +210,7 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
             o(&r.tps),
             o(&r.rtt_p99_us),
         ];
-        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        let line: Vec<String> = fields.iter().map(|f| csv_field(&safe(f))).collect();
         writeln!(out, "{}", line.join(","))?;
     }
     Ok(())
@@ -195,7 +246,7 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
             "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<13}  {:<9}  {} {}",
             r.id,
             utc(r.started_unix_s),
-            r.label.as_deref().unwrap_or("-"),
+            safe(r.label.as_deref().unwrap_or("-")),
             headline(r),
             cpu,
             r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
@@ -205,8 +256,8 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
                 k => format!("{k} {} x{}", r.protocol, r.parallel),
             },
             r.direction,
-            r.client_kernel.as_deref().unwrap_or("-"),
-            hosts
+            safe(r.client_kernel.as_deref().unwrap_or("-")),
+            safe(&hosts)
         )?;
     }
     Ok(())

@@ -136,11 +136,13 @@ pub fn text(m: &PairMatrix, args: &MatrixArgs, runs: usize) -> String {
         if runs == 1 { "" } else { "s" },
         utc(m.end_unix_s)
     );
+    // host names are the hosts' own words: escaped, so widths count what is shown
+    let name = |h: &String| wirerate_core::text::safe(h).into_owned();
     let mut grid: Vec<Vec<String>> = vec![std::iter::once("client \\ server".to_string())
-        .chain(m.servers.iter().cloned())
+        .chain(m.servers.iter().map(name))
         .collect()];
     for client in &m.clients {
-        let mut row = vec![client.clone()];
+        let mut row = vec![name(client)];
         for server in &m.servers {
             row.push(m.cell(client, server).map_or("-".into(), |c| {
                 format!("{} {}", format_bps(c.latest_goodput_bps), change_text(c))

@@ -42,7 +42,10 @@ pub fn run(
         };
         if !errors.is_empty() {
             failures += 1;
-            eprintln!("wirerate: run {i}: {}", errors.join("; "));
+            eprintln!(
+                "wirerate: run {i}: {}",
+                wirerate_core::text::safe(&errors.join("; "))
+            );
         }
         if text {
             let cpu = wirerate_core::metrics::max_opt(

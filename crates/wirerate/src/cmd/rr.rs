@@ -191,7 +191,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => true,
     };
     if !errors.is_empty() {
-        eprintln!("wirerate: {}", errors.join("; "));
+        eprintln!(
+            "wirerate: {}",
+            wirerate_core::text::safe(&errors.join("; "))
+        );
     }
     // printed either way; a failed stream or a result that could not be stored fails
     Ok(if errors.is_empty() && stored {

@@ -751,7 +751,10 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         None => true,
     };
     if !errors.is_empty() {
-        eprintln!("wirerate: {}", errors.join("; "));
+        eprintln!(
+            "wirerate: {}",
+            wirerate_core::text::safe(&errors.join("; "))
+        );
     }
     if result.interrupted {
         eprintln!(
@@ -879,16 +882,26 @@ pub fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
     }
 }
 
-/// Stores one result; false (and the error said on stderr) when it could not be stored. The
-/// caller goes on, since the figures are printed, and exits non-zero at the end.
+/// Stores one result, then the runs that waited in the spool for this database; false (and
+/// the error said on stderr) when it could not be stored. A database that cannot be reached
+/// keeps the run in the spool. The caller goes on, since the figures are printed, and exits
+/// non-zero at the end.
 #[must_use]
 pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
     match store.insert_run(r, label, group) {
-        Ok(_) => true,
+        Ok(_) => {
+            super::spool::flush_after_store(store);
+            true
+        }
+        // a PostgreSQL server that is down: the run waits in the local spool
+        Err(e) if e.is_unreachable() => {
+            super::spool::keep_unstored(store, r, label, group, &e);
+            false
+        }
         Err(e) => {
             eprintln!(
                 "wirerate: result not stored: {}",
-                wirerate_engine::chain(&e)
+                wirerate_core::text::safe(&wirerate_engine::chain(&e))
             );
             false
         }

@@ -163,7 +163,9 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
         client_cert: a.agent_cert.clone(),
         client_key: a.agent_key.clone(),
         on_first_use: Some(match a.log_format {
-            LogFormatArg::Text => |line: &str| eprintln!("wirerate serve: {line}"),
+            LogFormatArg::Text => {
+                |line: &str| eprintln!("wirerate serve: {}", wirerate_core::text::safe(line))
+            }
             LogFormatArg::Json => |line: &str| {
                 eprintln!(
                     "{}",
@@ -201,7 +203,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                eprintln!("wirerate serve: {e}");
+                eprintln!(
+                    "wirerate serve: {}",
+                    wirerate_core::text::safe(&e.to_string())
+                );
                 Ok(ExitCode::from(1))
             }
         };

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use wirerate_core::result::HostEnv;
+use wirerate_core::text::safe;
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::RunResult;
 use wirerate_store::RunRow;
@@ -71,15 +72,24 @@ fn host_line(h: &HostEnv) -> String {
             let _ = write!(s, " {}", format_bps(b));
         }
     }
-    s
+    // the names are the hosts' own words: a peer's or a file's
+    safe(&s).into_owned()
 }
 
 fn details(row: &RunRow, r: &RunResult) -> String {
     let s = &r.summary;
     let mut o = String::new();
     let _ = writeln!(o, "run          {}", row.id);
-    let _ = writeln!(o, "label        {}", row.label.as_deref().unwrap_or("-"));
-    let _ = writeln!(o, "group        {}", row.group.as_deref().unwrap_or("-"));
+    let _ = writeln!(
+        o,
+        "label        {}",
+        safe(row.label.as_deref().unwrap_or("-"))
+    );
+    let _ = writeln!(
+        o,
+        "group        {}",
+        safe(row.group.as_deref().unwrap_or("-"))
+    );
     let _ = writeln!(o, "started      {} UTC", utc(r.started_unix_s));
     let _ = writeln!(
         o,
@@ -132,6 +142,7 @@ fn details(row: &RunRow, r: &RunResult) -> String {
     }
     let _ = writeln!(o, "client       {}", host_line(&r.env.client));
     let _ = writeln!(o, "server       {}", host_line(&r.env.server));
-    let _ = writeln!(o, "tool         {} {}", r.tool.name, r.tool.version);
+    let tool = format!("{} {}", r.tool.name, r.tool.version);
+    let _ = writeln!(o, "tool         {}", safe(&tool));
     o
 }

@@ -76,7 +76,7 @@ fn remember(file: &Path, server: &str, fp: &str, say: Option<fn(&str)>) -> Resul
     );
     match say {
         Some(say) => say(&line),
-        None => eprintln!("wirerate: {line}"),
+        None => eprintln!("wirerate: {}", wirerate_core::text::safe(&line)),
     }
     Ok(())
 }
