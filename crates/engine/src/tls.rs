@@ -209,37 +209,115 @@ pub fn accept(sock: &mut TcpStream, tls: &ServerTls, deadline: Instant) -> Resul
     Ok(conn)
 }
 
+/// Runs a handshake to its end by `deadline`: a total bound, as every read and write waits
+/// only for the time left (a peer that sends its hello a byte at a time gains nothing).
 fn handshake(sock: &mut TcpStream, conn: &mut Tls, deadline: Instant) -> Result<(), String> {
-    while conn.is_handshaking() {
+    let timed_out = || "TLS handshake timed out".to_string();
+    let failed = |e: io::Error| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => timed_out(),
+        io::ErrorKind::UnexpectedEof => "TLS handshake: the peer closed".into(),
+        _ => format!("TLS handshake: {e}"),
+    };
+    loop {
+        match conn {
+            Tls::Server(c) => flush_by(c, sock, deadline),
+            Tls::Client(c) => flush_by(c, sock, deadline),
+        }
+        .map_err(failed)?;
+        if !conn.is_handshaking() {
+            return Ok(());
+        }
+        match conn {
+            Tls::Server(c) => take_in_by(c, sock, deadline),
+            Tls::Client(c) => take_in_by(c, sock, deadline),
+        }
+        .map_err(failed)?;
+    }
+}
+
+/// Writes what TLS has queued, by `deadline`.
+fn flush_by<D: rustls::SideData>(
+    c: &mut rustls::ConnectionCommon<D>,
+    sock: &mut TcpStream,
+    deadline: Instant,
+) -> io::Result<()> {
+    while c.wants_write() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("TLS handshake timed out".into());
+            return Err(io::ErrorKind::TimedOut.into());
         }
-        let _ = sock.set_read_timeout(Some(left));
-        let _ = sock.set_write_timeout(Some(left));
-        let done = match conn {
-            Tls::Server(c) => c.complete_io(sock),
-            Tls::Client(c) => c.complete_io(sock),
-        };
-        match done {
-            Ok((0, 0)) if conn.wants_read() => return Err("TLS handshake: the peer closed".into()),
+        sock.set_write_timeout(Some(left))?;
+        match c.write_tls(sock) {
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err("TLS handshake timed out".into())
-            }
-            Err(e) => {
-                let e = e.to_string();
-                let e = e.strip_prefix("unexpected error: ").unwrap_or(&e);
-                return Err(format!("TLS handshake: {e}"));
-            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// One read from the socket, waiting no later than `deadline`, and the records it completes
+/// processed: Ok(false) at the end of the stream. A record TLS refuses queues an alert,
+/// which is sent (if the socket takes it) before the error is returned.
+fn take_in_by<D: rustls::SideData>(
+    c: &mut rustls::ConnectionCommon<D>,
+    sock: &mut TcpStream,
+    deadline: Instant,
+) -> io::Result<bool> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    sock.set_read_timeout(Some(left))?;
+    let n = match c.read_tls(sock) {
+        Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+        Ok(n) => n,
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = c.process_new_packets() {
+        let _ = flush_by(
+            c,
+            sock,
+            Instant::now() + std::time::Duration::from_millis(100),
+        );
+        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+    }
+    Ok(n > 0)
+}
+
+/// Plaintext by `deadline`: Ok(0) when the peer closed the session, TimedOut when nothing
+/// arrived in time. Every read waits only for the time left, so a record sent a byte at a
+/// time ends at the deadline too.
+fn read_by<D: rustls::SideData>(
+    c: &mut rustls::ConnectionCommon<D>,
+    sock: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> io::Result<usize> {
+    loop {
+        match c.reader().read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        match take_in_by(c, sock, deadline) {
+            // the end of the stream: the reader says whether the peer closed cleanly
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return c.reader().read(buf).map_err(|e| match e.kind() {
+                    io::ErrorKind::WouldBlock => io::ErrorKind::UnexpectedEof.into(),
+                    _ => e,
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(io::ErrorKind::TimedOut.into())
+            }
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        // key updates and the like, answered as they come
+        flush_by(c, sock, deadline)?;
+    }
 }
 
 /// Called with the fingerprint of a server met for the first time (no pin): it records it,
@@ -400,18 +478,25 @@ impl Tls {
         }
     }
 
-    fn wants_read(&self) -> bool {
-        match self {
-            Tls::Server(c) => c.wants_read(),
-            Tls::Client(c) => c.wants_read(),
-        }
+    /// Reads plaintext through TLS over `sock`, waiting at most the socket's read timeout
+    /// in all (not per read).
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        let wait = sock
+            .read_timeout()?
+            .unwrap_or(std::time::Duration::from_secs(86_400));
+        self.read_by(sock, buf, Instant::now() + wait)
     }
 
-    /// Reads plaintext through TLS over `sock`.
-    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads plaintext through TLS over `sock` by `deadline` (TimedOut after it).
+    pub fn read_by(
+        &mut self,
+        sock: &mut TcpStream,
+        buf: &mut [u8],
+        deadline: Instant,
+    ) -> io::Result<usize> {
         match self {
-            Tls::Server(c) => rustls::Stream::new(c, sock).read(buf),
-            Tls::Client(c) => rustls::Stream::new(c, sock).read(buf),
+            Tls::Server(c) => read_by(c, sock, buf, deadline),
+            Tls::Client(c) => read_by(c, sock, buf, deadline),
         }
     }
 
@@ -428,8 +513,7 @@ impl Tls {
             if left.is_zero() {
                 return Err("timed out".into());
             }
-            let _ = sock.set_read_timeout(Some(left));
-            match self.read(sock, &mut buf[got..]) {
+            match self.read_by(sock, &mut buf[got..], deadline) {
                 Ok(0) => return Err("closed".into()),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -444,3 +444,63 @@ fn import_refuses_impossible_results_and_huge_files() {
     assert!(stderr(&out).contains("run 1"), "{}", stderr(&out));
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+/// Connections that open TLS and then send a ClientHello a byte every 100 ms: seconds from
+/// connect until the server closed each (None: still open at `limit`).
+fn dribble_tls_hellos(port: u16, n: usize, limit: Duration) -> Vec<Option<f64>> {
+    use wirerate_proto::{Channel, Preamble};
+    let t0 = Instant::now();
+    let mut socks = Vec::new();
+    {
+        for _ in 0..n {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(&Preamble::new(Channel::TlsControl).emit())
+                .unwrap();
+            // a handshake record of 512 bytes, and the start of a ClientHello in it
+            s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc])
+                .unwrap();
+            s.set_nonblocking(true).unwrap();
+            socks.push((s, t0.elapsed(), None::<f64>));
+        }
+    }
+    while t0.elapsed() < limit && socks.iter().any(|s| s.2.is_none()) {
+        std::thread::sleep(Duration::from_millis(100));
+        for (s, opened, closed) in socks.iter_mut().filter(|s| s.2.is_none()) {
+            let mut buf = [0u8; 4096];
+            let gone = match s.read(&mut buf) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            } || s.write(&[0x03]).is_err();
+            if gone {
+                *closed = Some((t0.elapsed() - *opened).as_secs_f64());
+            }
+        }
+    }
+    socks.into_iter().map(|s| s.2).collect()
+}
+
+#[test]
+fn a_tls_hello_sent_a_byte_at_a_time_is_closed_at_the_handshake_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap();
+    let srv = ServerProc::start(&["--tls", "--state-dir", state, "--handshake-timeout", "2"]);
+    // as many as one address may have waiting, each sending a byte every 100 ms
+    let closed = dribble_tls_hellos(srv.port, 8, Duration::from_secs(12));
+    let mut held: Vec<f64> = closed
+        .iter()
+        .map(|c| c.unwrap_or_else(|| panic!("still open after 12 s: {closed:?}")))
+        .collect();
+    held.sort_by(f64::total_cmp);
+    let (first, last) = (held[0], held[held.len() - 1]);
+    // the timeout is a total deadline: each closed 2 s after it connected, give or take
+    // the 100 ms between the checks and the server's scheduling
+    assert!(
+        first >= 1.9 && last <= 2.6,
+        "closed after {first:.2}..{last:.2} s"
+    );
+    eprintln!(
+        "{} dribbling TLS hellos closed after {first:.2}..{last:.2} s",
+        held.len()
+    );
+}
