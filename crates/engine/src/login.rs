@@ -82,6 +82,59 @@ pub(crate) fn prepare(
     Some(Prepared { sess, token, user })
 }
 
+/// Reads the client's spec while the connection still counts as pending, so the test slot
+/// is claimed only once a spec is here: a client that opens and goes quiet, before or after
+/// its login, holds no slot. It has `--handshake-timeout` from now. The events that came
+/// with the spec, in order (the spec among them); None when refused (told and logged).
+pub(crate) fn await_spec(
+    ctl: &mut Control,
+    pre: &mut Prepared,
+    shared: &Shared,
+    who: &str,
+    ip: Option<IpAddr>,
+) -> Option<Vec<ServerEvent>> {
+    let mut l = Login {
+        ctl,
+        shared,
+        who,
+        ip,
+        user: pre.user.clone().map(|u| (u, true)),
+        agent: false,
+    };
+    let sess = &mut pre.sess;
+    let wait = shared.cfg.handshake;
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Err(e) = l.ctl.flush(|| sess.poll_transmit(), wait) {
+            l.refuse(sess, &format!("writing to the client: {e}"));
+            return None;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let why = format!("no test spec within {} s", wait.as_secs_f64());
+            sess.refuse(&why);
+            l.refuse(sess, &why);
+            return None;
+        }
+        let got = match l.ctl.read(deadline - now) {
+            Ok(Input::Bytes(n)) => sess.handle_input(l.ctl.bytes(n), Instant::now()),
+            Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
+            Ok(Input::Nothing) => Ok(Vec::new()),
+            Err(e) => Err(ProtoError::BadMessage(e.to_string())),
+        };
+        match got {
+            Ok(events) if events.iter().any(|e| matches!(e, ServerEvent::Spec(_))) => {
+                return Some(events)
+            }
+            Ok(_) => {}
+            Err(e) => {
+                l.refuse(sess, &format!("before the spec: {e}"));
+                return None;
+            }
+        }
+    }
+}
+
 /// One connection's login, and what its log lines need.
 struct Login<'a> {
     ctl: &'a mut Control,

@@ -21,7 +21,6 @@ use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
 use wirerate_proto::msg::UdpProof;
-use wirerate_proto::session::busy_reply;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
 use crate::control::Control;
@@ -552,15 +551,25 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 /// A control connection: the login first, if the server has users (while still counted as
 /// pending), then the test.
 fn control_conn(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
-    let pre = crate::login::prepare(&mut ctl, shared, who, pending.ip, false);
+    let Some(mut pre) = crate::login::prepare(&mut ctl, shared, who, pending.ip, false) else {
+        return;
+    };
+    let early = crate::login::await_spec(&mut ctl, &mut pre, shared, who, pending.ip);
     drop(pending);
-    if let Some(pre) = pre {
-        control(ctl, shared, who, pre);
+    if let Some(early) = early {
+        control(ctl, shared, who, pre, early);
     }
 }
 
-/// Claims the test slot (or answers busy) and runs the session.
-fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::Prepared) {
+/// Claims the test slot (or answers busy) and runs the session; `early`: the events that
+/// came with the spec, the spec among them.
+fn control(
+    mut ctl: Control,
+    shared: &Shared,
+    who: &str,
+    mut pre: crate::login::Prepared,
+    early: Vec<ServerEvent>,
+) {
     let token = pre.token;
     let (tx, rx) = mpsc::channel();
     {
@@ -572,19 +581,15 @@ fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::
                 .as_secs_f64()
                 .ceil()
                 .max(1.0);
-            if pre.user.is_some() {
-                // after a login the preamble has gone, and the login's last answer is queued
-                let _ = ctl.flush(|| pre.sess.poll_transmit(), Duration::from_secs(1));
-                let busy = wirerate_proto::msg::Msg::Busy {
-                    retry_after_s: retry,
-                };
-                let _ = ctl.write_all(
-                    &wirerate_proto::frame::encode(&busy),
-                    Duration::from_secs(1),
-                );
-            } else {
-                let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
-            }
+            // the preamble and welcome (and a login's answers) have gone
+            let _ = ctl.flush(|| pre.sess.poll_transmit(), Duration::from_secs(1));
+            let busy = wirerate_proto::msg::Msg::Busy {
+                retry_after_s: retry,
+            };
+            let _ = ctl.write_all(
+                &wirerate_proto::frame::encode(&busy),
+                Duration::from_secs(1),
+            );
             drop(slot);
             let mut ev = Event::new(Kind::Connection, Some(who.into()))
                 .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
@@ -609,7 +614,7 @@ fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::
     shared.record(&ev, None);
     let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
-    let outcome = run_session(ctl, pre, rx, shared, &mut note);
+    let outcome = run_session(ctl, pre, early, rx, shared, &mut note);
     if outcome.is_ok() {
         slot.completed();
     }
@@ -713,6 +718,7 @@ impl Drop for Running {
 fn run_session(
     mut ctl: Control,
     pre: crate::login::Prepared,
+    early: Vec<ServerEvent>,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
     note: &mut TestNote,
@@ -751,6 +757,7 @@ fn run_session(
         &mut sess,
         &mut ServerRun {
             run: &mut run,
+            early: early.into(),
             rx: &rx,
             shared,
         },
@@ -782,6 +789,8 @@ fn run_session(
 /// send this side's report when the workers are done.
 struct ServerRun<'a, 'b> {
     run: &'a mut Running,
+    /// Events read before the slot was claimed (the spec), handled first.
+    early: std::collections::VecDeque<ServerEvent>,
     rx: &'a Receiver<(DataHello, TcpStream)>,
     shared: &'b Shared,
 }
@@ -810,6 +819,10 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
     }
 
     fn before_read(&mut self, sess: &mut ServerSession) -> Result<bool, EngineError> {
+        if let Some(ev) = self.early.pop_front() {
+            on_event(ev, sess, self.run, self.shared)?;
+            return Ok(true);
+        }
         let run = &mut *self.run;
         while let Ok((hello, sock)) = self.rx.try_recv() {
             attach_tcp(sess, run, hello, sock, self.shared)?;

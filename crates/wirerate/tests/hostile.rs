@@ -504,3 +504,60 @@ fn a_tls_hello_sent_a_byte_at_a_time_is_closed_at_the_handshake_timeout() {
         held.len()
     );
 }
+
+#[test]
+fn a_connection_that_sends_no_spec_holds_no_slot() {
+    use wirerate_proto::{Channel, Preamble};
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    // a preamble and silence, as many as one address may have waiting
+    let t0 = Instant::now();
+    let silent: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+            s.write_all(&Preamble::new(Channel::Control).emit())
+                .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // a client from another address is served at once, not told the server is busy
+    let p = srv.port.to_string();
+    let args = ["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"];
+    let served = Instant::now();
+    let out = run(&args, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = served.elapsed();
+    assert!(served < Duration::from_secs(2), "served after {served:?}");
+    // the silent ones are told why and closed at the handshake timeout
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.contains("no test spec within 2 s"), "{answer:?}");
+    }
+    let held = t0.elapsed();
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    // nor can a spec book the server for a day: the default bound is 120 s
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-R",
+            "-b",
+            "8K",
+            "-t",
+            "86400",
+        ],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("exceeds the server's maximum of 120 s"),
+        "{}",
+        stderr(&out)
+    );
+    eprintln!("another client served after {served:?}; silent connections closed by {held:?}");
+}

@@ -17,11 +17,15 @@ use crate::exit::usage;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "One test runs at a time; a second client is told at once that the server is busy \
-and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout; \
+and for how long. The test slot is claimed only when a client's test spec has arrived (within \
+--handshake-timeout of its opening bytes or its login): a connection that opens and goes quiet \
+holds no slot. A client that stalls, vanishes or sends junk is dropped within the idle timeout; \
 a test that moves no data for the idle timeout, or less than 1 KiB/s over two idle timeouts, is \
 ended as stalled. Every test is bounded in time (--max-duration, byte-count tests too), rate \
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
-A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
+A new connection has --handshake-timeout in all (TLS included) to say what it is; at most 8 may \
+wait from one address. The defaults suit a server open to anyone: tests of at most 120 s, a \
+2 s handshake, a 10 s idle timeout; raise --max-duration for long tests among trusted clients.\n\n\
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\
 With --users (and --tls), every client logs in first (SCRAM-SHA-256: the password never crosses \
@@ -51,7 +55,7 @@ pub struct Args {
     pub handshake_timeout: f64,
     /// Longest test served, warm-up included; tests that end by byte or block count are
     /// ended when they reach it
-    #[arg(long, value_name = "SECONDS", default_value_t = 86_400.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
     pub max_duration: f64,
     /// Fastest rate a client may ask of one stream (SI: 10G = 10 000 000 000 bit/s)
     #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "1T")]
