@@ -113,8 +113,8 @@ struct RawRule {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
-    #[serde(default)]
-    rule: Vec<RawRule>,
+    /// None when the file has no `[[rule]]`; `rule = []` says "no rules" on purpose.
+    rule: Option<Vec<RawRule>>,
     default: Option<RawRule>,
 }
 
@@ -235,8 +235,14 @@ impl Limits {
             let what = e.message().lines().next().unwrap_or("").to_string();
             format!("line {line}: {what}")
         })?;
+        if raw.rule.is_none() && raw.default.is_none() {
+            // a file emptied by mistake (a failed copy, a truncated write) would lift every
+            // limit and every `refuse` at the next SIGHUP
+            return Err("no rules and no [default]; write `rule = []` to mean none".into());
+        }
         let rules = raw
             .rule
+            .unwrap_or_default()
             .into_iter()
             .enumerate()
             .map(|(i, r)| r.validate(&format!("rule {}", i + 1)))
@@ -353,9 +359,9 @@ impl Rule {
         let secs = spec.send_seconds();
         if let (Some(max), Some(s)) = (self.max_duration_s, secs) {
             if s > max + 1e-9 {
-                return Err(format!(
-                    "duration {s:.0} s exceeds the {max:.0} s limit of {of}"
-                ));
+                let (s, max) =
+                    crate::guard::apart(s, max, |x| format!("{x:.0}"), |x| x.to_string());
+                return Err(format!("duration {s} s exceeds the {max} s limit of {of}"));
             }
         }
         if let (Some(max), false) = (self.max_bytes, matches!(spec.end, End::Time { .. })) {
@@ -391,11 +397,10 @@ impl Rule {
         if let Some(max) = self.max_rate_bps {
             match spec.rate_bps {
                 Some(r) if r > max => {
+                    let (r, max) = crate::guard::apart(r, max, format_bps, crate::guard::exact_bps);
                     return Err(format!(
-                        "rate {} per stream exceeds the {} limit of {of}",
-                        format_bps(r),
-                        format_bps(max)
-                    ))
+                        "rate {r} per stream exceeds the {max} limit of {of}"
+                    ));
                 }
                 // the server paces what it sends; an unpaced upload it cannot hold back
                 None if spec.protocol == Protocol::Udp || spec.direction != Direction::Reverse => {
