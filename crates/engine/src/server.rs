@@ -535,11 +535,18 @@ fn start_tls(
     }
 }
 
+/// Hands a data stream to the session its token names. It must come from the address of
+/// that session's control connection (as UDP streams must): a token seen on the path does
+/// not let another host join a test.
 fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), String> {
-    let (tx, crr) = match &*shared.active() {
-        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone()),
+    let (tx, crr, client) = match &*shared.active() {
+        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone(), a.peer_ip),
         _ => return Err("wrong or stale session token".into()),
     };
+    let from = sock.peer_addr().ok().map(|a| a.ip().to_canonical());
+    if client.is_some_and(|c| Some(c.to_canonical()) != from) {
+        return Err("the session's token from another address than its client's".into());
+    }
     if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
         serve_crr(sock, &route, &hello, shared.cfg.idle);
         return Ok(());

@@ -141,3 +141,57 @@ fn a_panic_in_an_iperf3_session_frees_the_slot() {
     assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(true));
     assert!(shared.active().is_none());
 }
+
+/// A data stream that carries the running session's token is refused when it comes from
+/// another address than the session's control connection.
+#[test]
+fn a_data_stream_with_the_right_token_from_another_address_is_refused() {
+    use wirerate_proto::{ClientEvent, ClientSession};
+    let (addr, _shared, _ended) = panicking_server("test: no fault");
+    let spec = spec_of(End::Time { seconds: 5.0 });
+    let mut ctl = TcpStream::connect(addr).unwrap();
+    ctl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sess = ClientSession::new(&spec, Instant::now(), Duration::from_secs(5));
+    let mut token = None;
+    let mut buf = [0u8; 4096];
+    while token.is_none() {
+        while let Some(b) = sess.poll_transmit() {
+            ctl.write_all(&b).unwrap();
+        }
+        let n = ctl.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed");
+        for ev in sess.handle_input(&buf[..n], Instant::now()).unwrap() {
+            if let ClientEvent::Accepted(t, _) = ev {
+                token = Some(t);
+            }
+        }
+    }
+    let hello = DataHello {
+        token: token.unwrap(),
+        flow: wirerate_core::spec::Flow::ClientToServer,
+        stream_id: 0,
+    };
+    let data_from = |ip: &str| {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let local: SocketAddr = format!("{ip}:0").parse().unwrap();
+        sock.bind(&local.into()).unwrap();
+        sock.connect(&addr.into()).unwrap();
+        let mut s = TcpStream::from(sock);
+        s.write_all(&hello.emit()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s
+    };
+    // from another host on the path: closed at once
+    let mut forged = data_from("127.0.0.2");
+    let t0 = Instant::now();
+    assert!(matches!(forged.read(&mut buf), Ok(0) | Err(_)));
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    // from the client's own address: attached, and the test starts
+    let mut ok = data_from("127.0.0.1");
+    let got = ok.read(&mut buf);
+    assert!(
+        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "{got:?}"
+    );
+}
