@@ -105,16 +105,19 @@ impl Users {
         out
     }
 
-    /// The iteration count most users have (the default when there are none).
-    pub fn typical_iterations(&self) -> u32 {
-        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
-        for v in self.users.values() {
-            *counts.entry(v.iterations).or_default() += 1;
+    /// An iteration count drawn from the file's own mix by `pick`: the count of the
+    /// (pick mod N)th user (the default when there are none). Unknown users get one so, so
+    /// a user with an unusual count is not told apart by it: other names show it as often.
+    pub fn iterations_like_users(&self, pick: u64) -> u32 {
+        let n = self.users.len() as u64;
+        match n {
+            0 => DEFAULT_ITERATIONS,
+            _ => self
+                .users
+                .values()
+                .nth((pick % n) as usize)
+                .map_or(DEFAULT_ITERATIONS, |v| v.iterations),
         }
-        counts
-            .into_iter()
-            .max_by_key(|&(_, n)| n)
-            .map_or(DEFAULT_ITERATIONS, |(i, _)| i)
     }
 
     pub fn get(&self, name: &str) -> Option<&Verifier> {
@@ -210,11 +213,21 @@ impl UserDb {
     }
 
     /// The verifier to challenge `user` with, and whether the user exists. Both paths do
-    /// the same work. A user who does not exist gets the iteration count most users have,
-    /// so the count does not tell them apart either.
+    /// the same work. A user who does not exist gets an iteration count drawn (by name,
+    /// the same at every attempt) from the counts the file's users have, as often as they
+    /// have it, so a user with an unusual count is not told apart by it either.
     pub fn lookup(&self, user: &str) -> (Verifier, bool) {
         let users = self.current();
-        let fake = fake_verifier(&self.secret, user, users.typical_iterations());
+        let pick = {
+            use sha2::{Digest, Sha256};
+            let h = Sha256::new()
+                .chain_update(self.secret)
+                .chain_update(b"wirerate unknown user iterations\0")
+                .chain_update(user.as_bytes())
+                .finalize();
+            u64::from_be_bytes(h[..8].try_into().unwrap_or_default())
+        };
+        let fake = fake_verifier(&self.secret, user, users.iterations_like_users(pick));
         match users.get(user) {
             Some(v) => (v.clone(), true),
             None => (fake, false),
@@ -277,6 +290,33 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_users_show_the_files_own_mix_of_iteration_counts() {
+        let mut users = Users::default();
+        for i in 0..9 {
+            let v = Verifier::derive("pw", b"0123456789abcdef", 4096);
+            let v = Verifier {
+                iterations: 100_000,
+                ..v
+            };
+            users.set(&format!("user{i}"), v).unwrap();
+        }
+        // one user with an unusual count
+        users
+            .set("odd", Verifier::derive("pw", b"0123456789abcdef", 5000))
+            .unwrap();
+        let db = UserDb::new(users).unwrap();
+        assert_eq!(db.lookup("odd").0.iterations, 5000);
+        let unusual = (0..2000)
+            .filter(|i| db.lookup(&format!("nobody{i}")).0.iterations == 5000)
+            .count();
+        // about one unknown name in ten shows it, as one user in ten has it
+        assert!((100..=300).contains(&unusual), "{unusual} of 2000");
+        // and a name shows the same count at every attempt
+        let a = db.lookup("mallory").0.iterations;
+        assert!((0..5).all(|_| db.lookup("mallory").0.iterations == a));
+    }
 
     #[test]
     fn a_lasting_secret_keeps_unknown_users_salts_across_restarts() {
