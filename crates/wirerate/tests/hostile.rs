@@ -561,3 +561,51 @@ fn a_connection_that_sends_no_spec_holds_no_slot() {
     );
     eprintln!("another client served after {served:?}; silent connections closed by {held:?}");
 }
+
+/// A TCP connection to the server on loopback from the address `local`.
+fn connect_from(local: &str, port: u16) -> TcpStream {
+    let local: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&local.into()).unwrap();
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .unwrap();
+    sock.into()
+}
+
+#[test]
+fn junk_from_many_addresses_is_logged_within_one_budget() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let t0 = Instant::now();
+    let mut sent = 0;
+    // 2000 addresses (10 rounds of 200), a junk connection from each
+    for round in 0..10 {
+        let socks: Vec<TcpStream> = (0..200)
+            .map(|i| {
+                let mut s = connect_from(&format!("127.0.{}.{}", 10 + round, i + 1), srv.port);
+                let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+                s
+            })
+            .collect();
+        sent += socks.len();
+        for mut s in socks {
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+    }
+    let took = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut last = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    last.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let _ = last.read_to_end(&mut Vec::new());
+    let log = srv.stop();
+    let lines = log.lines().filter(|l| l.contains("bad magic")).count();
+    // 20 lines a second in all, whatever the number of addresses
+    let budget = 20.0 * (took + 2.0).ceil();
+    assert!(
+        (lines as f64) <= budget,
+        "{lines} lines in {took:.1} s:\n{log}"
+    );
+    assert!(log.contains("suppressed"), "{log}");
+    eprintln!("{sent} junk connections from 2000 addresses in {took:.1} s: {lines} lines logged");
+}
