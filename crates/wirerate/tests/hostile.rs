@@ -453,7 +453,7 @@ fn dribble_tls_hellos(port: u16, n: usize, limit: Duration) -> Vec<Option<f64>> 
     let mut socks = Vec::new();
     {
         for _ in 0..n {
-            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut s = connect_from("127.0.0.4", port);
             s.write_all(&Preamble::new(Channel::TlsControl).emit())
                 .unwrap();
             // a handshake record of 512 bytes, and the start of a ClientHello in it
@@ -513,7 +513,7 @@ fn a_connection_that_sends_no_spec_holds_no_slot() {
     let t0 = Instant::now();
     let silent: Vec<TcpStream> = (0..8)
         .map(|_| {
-            let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+            let mut s = connect_from("127.0.0.3", srv.port);
             s.write_all(&Preamble::new(Channel::Control).emit())
                 .unwrap();
             s
