@@ -27,6 +27,7 @@ pub mod pool;
 pub mod rr;
 pub mod server;
 mod side;
+pub mod startups;
 mod stream;
 mod sweep;
 mod timer;

@@ -429,6 +429,24 @@ pub struct Admission {
     index: Option<usize>,
 }
 
+/// The prefix an IPv6 client is counted by in every per-address limit: a host is commonly
+/// given a whole /64, and would otherwise count as 2^64 clients (OpenSSH's
+/// PerSourceNetBlockSize groups addresses the same way).
+pub const V6_SOURCE_PREFIX: u32 = 64;
+
+/// The source a per-address limit counts a client as (pending connections, failed logins,
+/// log lines, tests per hour): an IPv4 address (IPv4-mapped ones too) as itself, an IPv6
+/// address as its /64.
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX << (128 - V6_SOURCE_PREFIX);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        v4 => v4,
+    }
+}
+
 /// The limits in force and the counts they need: recent tests per client and rule, and
 /// running tests per rule.
 #[derive(Debug, Default)]
@@ -493,7 +511,7 @@ impl Policy {
                 st.recent
                     .retain(|_, q| q.back().is_some_and(|&t| now.duration_since(t) < HOUR));
             }
-            let q = st.recent.entry((index, ip)).or_default();
+            let q = st.recent.entry((index, source_of(ip))).or_default();
             while q
                 .front()
                 .is_some_and(|&t| now.saturating_duration_since(t) >= HOUR)

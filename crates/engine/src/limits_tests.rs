@@ -311,3 +311,32 @@ fn refusals_say_the_figures_apart() {
         "{why}"
     );
 }
+
+#[test]
+fn an_ipv6_64_is_one_source_and_ipv4_addresses_stay_apart() {
+    assert_eq!(source_of(ip("192.0.2.1")), ip("192.0.2.1"));
+    assert_ne!(source_of(ip("192.0.2.1")), source_of(ip("192.0.2.2")));
+    assert_eq!(source_of(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
+    assert_eq!(source_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+    assert_eq!(
+        source_of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+        source_of(ip("2001:db8:1:2::1"))
+    );
+    assert_ne!(
+        source_of(ip("2001:db8:1:3::1")),
+        source_of(ip("2001:db8:1:2::1"))
+    );
+}
+
+#[test]
+fn tests_per_hour_count_an_ipv6_64_as_one_client() {
+    let p = Policy::new(Limits::parse("[default]\ntests_per_hour = 2\n").unwrap());
+    let now = Instant::now();
+    let s = TestSpec::default();
+    for host in ["fd00::1", "fd00::2"] {
+        p.release(&p.admit(ip(host), None, &s, now).unwrap());
+    }
+    let why = p.admit(ip("fd00::3"), None, &s, now).unwrap_err();
+    assert!(why.contains("2 tests per hour"), "{why}");
+    assert!(p.admit(ip("fd00:0:0:1::1"), None, &s, now).is_ok());
+}

@@ -68,6 +68,7 @@ impl Window {
 impl RateLimit {
     /// Some(suppressed lines so far) when this line may be logged, None when it is counted.
     pub fn admit(&self, from: Option<IpAddr>, now: Instant) -> Option<u64> {
+        let from = from.map(crate::limits::source_of);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let State { by_source, all } = &mut *state;
         let map = by_source;

@@ -42,8 +42,9 @@ pub struct ServerConfig {
     pub idle: Duration,
     /// How long a new connection has to say what it is (preamble, data hello, cookie).
     pub handshake: Duration,
-    /// Connections that have not yet said who they are, at most.
-    pub max_pending: usize,
+    /// Connections that have not yet said who they are: refused at random beyond
+    /// `start`, all beyond `full` (`--max-startups`).
+    pub startups: crate::startups::Startups,
     /// Of those, at most this many from one address.
     pub max_pending_per_source: usize,
     /// The caps on any one test.
@@ -74,7 +75,7 @@ impl Default for ServerConfig {
         ServerConfig {
             idle: Duration::from_secs(10),
             handshake: Duration::from_secs(2),
-            max_pending: 1000,
+            startups: Default::default(),
             max_pending_per_source: 8,
             caps: Caps::default(),
             policy: Arc::new(Policy::default()),
@@ -115,7 +116,7 @@ pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     active: Mutex<Option<Active>>,
     pending: AtomicUsize,
-    /// Pending connections by source address.
+    /// Pending connections by source (an IPv6 /64 is one: `limits::source_of`).
     pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) log_limit: crate::logline::RateLimit,
 }
@@ -159,21 +160,29 @@ impl Shared {
         }
     }
 
-    /// Counts a new connection as pending, unless its address or the server has too many.
-    fn claim_pending(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<Pending, &'static str> {
-        if self.pending.fetch_add(1, Ordering::SeqCst) >= self.cfg.max_pending {
+    /// Counts a new connection as pending, unless its source or the server has too many:
+    /// beyond the start of `--max-startups`, a new connection is refused at random (the
+    /// running test's own client excepted, whose data streams arrive in bursts).
+    pub(crate) fn claim_pending(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+    ) -> Result<Pending, &'static str> {
+        let tester = ip.is_some() && self.active().as_ref().is_some_and(|a| a.peer_ip == ip);
+        let before = self.pending.fetch_add(1, Ordering::SeqCst);
+        let startups = &self.cfg.startups;
+        if before >= startups.full
+            || (!tester
+                && before >= startups.start
+                && startups.refuses(before, crate::startups::roll()))
+        {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return Err("too many pending connections");
         }
         if let Some(ip) = ip {
-            let tester = self
-                .active()
-                .as_ref()
-                .is_some_and(|a| a.peer_ip == Some(ip));
             let limit =
                 self.cfg.max_pending_per_source + if tester { PENDING_FOR_THE_TESTER } else { 0 };
             let mut by_ip = self.pending_by_ip.lock().unwrap_or_else(|p| p.into_inner());
-            let n = by_ip.entry(ip).or_insert(0);
+            let n = by_ip.entry(crate::limits::source_of(ip)).or_insert(0);
             if *n >= limit {
                 drop(by_ip);
                 self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -239,7 +248,7 @@ pub(crate) struct Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         self.shared.pending.fetch_sub(1, Ordering::SeqCst);
-        if let Some(ip) = self.ip {
+        if let Some(ip) = self.ip.map(crate::limits::source_of) {
             let mut by_ip = self
                 .shared
                 .pending_by_ip

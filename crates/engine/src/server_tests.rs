@@ -195,3 +195,92 @@ fn a_data_stream_with_the_right_token_from_another_address_is_refused() {
         "{got:?}"
     );
 }
+
+/// A server that is never connected to: its admission, driven directly.
+fn admission_only(startups: &str) -> Arc<Shared> {
+    let server = Server::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig {
+            quiet: true,
+            startups: crate::startups::Startups::parse(startups).unwrap(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    server.shared.clone()
+}
+
+#[test]
+fn pending_connections_of_one_ipv6_64_count_as_one_source() {
+    let shared = admission_only("1000");
+    // 130 addresses of one /64, 8 connections each: as many as one address may have
+    let held: Vec<Pending> = (1..=130u16)
+        .flat_map(|h| (0..8).map(move |_| h))
+        .filter_map(|h| {
+            let ip: IpAddr = format!("fd00::{h:x}").parse().unwrap();
+            shared.claim_pending(Some(ip)).ok()
+        })
+        .collect();
+    assert_eq!(held.len(), 8);
+    assert_eq!(
+        shared
+            .claim_pending(Some("fd00::ffff".parse().unwrap()))
+            .err(),
+        Some("too many pending connections from your address")
+    );
+    // another /64, and IPv4 clients, still get in
+    assert!(shared
+        .claim_pending(Some("fd00:0:0:1::1".parse().unwrap()))
+        .is_ok());
+    assert!(shared
+        .claim_pending(Some("192.0.2.1".parse().unwrap()))
+        .is_ok());
+    drop(held);
+    assert_eq!(shared.pending.load(Ordering::SeqCst), 0);
+    assert!(shared.pending_by_ip.lock().unwrap().is_empty());
+}
+
+#[test]
+fn near_the_cap_new_connections_are_refused_at_random() {
+    let shared = admission_only("10:30:100");
+    let mut held = Vec::new();
+    let mut refused_between = 0;
+    // one connection from each of 2000 IPv4 addresses, held
+    for i in 0..2000u32 {
+        let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+        let before = shared.pending.load(Ordering::SeqCst);
+        match shared.claim_pending(Some(ip)) {
+            Ok(p) => held.push(p),
+            Err(_) if before < 100 => refused_between += 1,
+            Err(_) => {}
+        }
+        assert!(before < 10 || held.len() <= 100);
+        if before < 10 {
+            assert_eq!(held.len(), before + 1, "refused below the start");
+        }
+    }
+    assert_eq!(held.len(), 100);
+    // between start and full, some were refused before the cap was reached
+    assert!(
+        refused_between > 20,
+        "{refused_between} refused between 10 and 100"
+    );
+    // the running test's own client is not dropped at random, only at the cap
+    held.truncate(50);
+    let (tx, _rx) = mpsc::channel();
+    let tester: IpAddr = "192.0.2.7".parse().unwrap();
+    *shared.active() = Some(Active {
+        token: [0; 16],
+        tx,
+        free_at: Instant::now(),
+        iperf3: None,
+        crr: None,
+        peer_ip: Some(tester),
+    });
+    let streams: Vec<Pending> = (0..50)
+        .map(|_| shared.claim_pending(Some(tester)).unwrap())
+        .collect();
+    assert!(shared.claim_pending(Some(tester)).is_err());
+    drop(streams);
+    *shared.active() = None;
+}

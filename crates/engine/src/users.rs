@@ -255,7 +255,7 @@ impl UserDb {
 
     /// None if `ip` may try to log in; else how long until it may.
     pub fn blocked(&self, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
-        let ip = ip?;
+        let ip = crate::limits::source_of(ip?);
         let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let &(start, n) = map.get(&ip)?;
         let left = FAIL_WINDOW.saturating_sub(now.saturating_duration_since(start));
@@ -264,7 +264,9 @@ impl UserDb {
 
     /// Counts a failed login from `ip`.
     pub fn failed(&self, ip: Option<IpAddr>, now: Instant) {
-        let Some(ip) = ip else { return };
+        let Some(ip) = ip.map(crate::limits::source_of) else {
+            return;
+        };
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_SOURCES && !map.contains_key(&ip) {
             map.retain(|_, (start, _)| now.saturating_duration_since(*start) < FAIL_WINDOW);
@@ -290,6 +292,21 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_logins_count_an_ipv6_64_as_one_address() {
+        let db = UserDb::new(Users::default()).unwrap();
+        let now = Instant::now();
+        for i in 1..=MAX_FAILURES {
+            let ip: IpAddr = format!("2001:db8::{i:x}").parse().unwrap();
+            assert!(db.blocked(Some(ip), now).is_none());
+            db.failed(Some(ip), now);
+        }
+        let next: IpAddr = "2001:db8::ffff".parse().unwrap();
+        assert!(db.blocked(Some(next), now).is_some());
+        let other: IpAddr = "2001:db8:0:1::1".parse().unwrap();
+        assert!(db.blocked(Some(other), now).is_none());
+    }
 
     #[test]
     fn unknown_users_show_the_files_own_mix_of_iteration_counts() {
