@@ -609,3 +609,32 @@ fn junk_from_many_addresses_is_logged_within_one_budget() {
     assert!(log.contains("suppressed"), "{log}");
     eprintln!("{sent} junk connections from 2000 addresses in {took:.1} s: {lines} lines logged");
 }
+
+#[test]
+fn an_iperf3_cookie_without_parameters_holds_no_slot() {
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    let t0 = Instant::now();
+    // iperf3's opening: a 37-byte cookie, then nothing
+    let mut silent = connect_from("127.0.0.5", srv.port);
+    silent
+        .write_all(b"abcdefghijklmnopqrstuvwxyz2345678901\0")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let p = srv.port.to_string();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // it was asked for its parameters, and closed at the handshake timeout
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = silent.read_to_end(&mut answer);
+    let held = t0.elapsed();
+    assert_eq!(answer.first(), Some(&9), "PARAM_EXCHANGE: {answer:?}");
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    let log = srv.stop();
+    assert!(log.contains("no parameters within 2 s"), "{log}");
+}
