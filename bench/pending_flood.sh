@@ -15,6 +15,7 @@ port=${PORT:-47912}
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 sleep 1.5
+kill -0 "$server" 2>/dev/null || { echo "the server did not start (port $port in use?)"; exit 1; }
 python3 - "$port" <<'PY' &
 import socket, sys, time
 port = int(sys.argv[1])

@@ -36,6 +36,7 @@ pub mod ttcp;
 mod udp;
 mod udp_pool;
 pub mod users;
+mod waiting;
 mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};

@@ -1,6 +1,7 @@
-//! `wirerate serve`: one listener for control and data connections. Each new connection gets
-//! a short-lived thread that reads its preamble within the idle timeout and routes it; one
-//! test runs at a time, and a second client is told at once that the server is busy.
+//! `wirerate serve`: one listener for control and data connections. A new connection waits
+//! for its first bytes in the waiting room (one thread for all), then gets a short-lived
+//! thread that reads its preamble within the handshake timeout and routes it; one test runs
+//! at a time, and a second client is told at once that the server is busy.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -119,6 +120,8 @@ pub(crate) struct Shared {
     /// Pending connections by source (an IPv6 /64 is one: `limits::source_of`).
     pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) log_limit: crate::logline::RateLimit,
+    /// New connections that have sent nothing yet.
+    waiting: crate::waiting::WaitingRoom,
 }
 
 impl Shared {
@@ -287,6 +290,7 @@ impl Server {
                 pending: AtomicUsize::new(0),
                 pending_by_ip: Mutex::new(HashMap::new()),
                 log_limit: crate::logline::RateLimit::default(),
+                waiting: Default::default(),
             }),
         })
     }
@@ -357,15 +361,31 @@ impl Server {
         let Some(sock) = route_at_once(sock, &shared, &pending) else {
             return;
         };
-        let accepted_at = Instant::now();
-        let spawned = std::thread::Builder::new()
-            .name("wr-conn".into())
-            .stack_size(256 << 10)
-            .spawn(move || handle_conn(sock, &shared, accepted_at, pending));
-        if spawned.is_err() {
-            self.shared
-                .log(format_args!("cannot start a connection thread"));
+        let p = crate::waiting::Parked {
+            sock,
+            pending,
+            accepted_at: Instant::now(),
+        };
+        // one that has said nothing yet waits without a thread of its own
+        if crate::waiting::has_input(&p.sock) {
+            return start_conn_thread(p, &shared);
         }
+        if let Err(p) = shared.waiting.park(&shared, p) {
+            start_conn_thread(p, &shared);
+        }
+    }
+}
+
+/// Hands a new connection that has something to say to a thread of its own.
+pub(crate) fn start_conn_thread(p: crate::waiting::Parked, shared: &Arc<Shared>) {
+    let moved = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("wr-conn".into())
+        .stack_size(256 << 10)
+        .spawn(move || handle_conn(p.sock, &moved, p.accepted_at, p.pending));
+    if spawned.is_err() {
+        // the thread's closure, and with it the connection, is dropped
+        shared.log(format_args!("cannot start a connection thread"));
     }
 }
 
@@ -451,7 +471,8 @@ fn route_at_once(sock: TcpStream, shared: &Shared, pending: &Pending) -> Option<
 fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pending: Pending) {
     let who = peer(&sock);
     let ip = pending.ip;
-    let deadline = Instant::now() + shared.cfg.handshake;
+    // from the accept: the time spent in the waiting room counts
+    let deadline = accepted_at + shared.cfg.handshake;
     let mut pre = [0u8; DATA_HELLO_LEN];
     let routed = read_exact_by(&mut sock, &mut pre[..PREAMBLE_LEN], deadline)
         .map_err(|e| format!("no preamble: {e}"))

@@ -638,3 +638,42 @@ fn an_iperf3_cookie_without_parameters_holds_no_slot() {
     let log = srv.stop();
     assert!(log.contains("no parameters within 2 s"), "{log}");
 }
+
+/// The threads of a process we started.
+fn threads(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn silent_connections_wait_without_a_thread_each() {
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    let before = threads(srv.child.id());
+    // 96 connections from 12 addresses that say nothing
+    let t0 = Instant::now();
+    let silent: Vec<TcpStream> = (0..96)
+        .map(|i| connect_from(&format!("127.0.6.{}", i / 8 + 1), srv.port))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let during = threads(srv.child.id());
+    assert!(during <= before + 2, "{before} threads, then {during}");
+    // a client that speaks is served meanwhile
+    let p = srv.port.to_string();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // and the silent ones are closed at the handshake timeout
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    let held = t0.elapsed();
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    eprintln!("96 silent connections: {before} -> {during} threads, closed after {held:?}");
+}
