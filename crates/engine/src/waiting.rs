@@ -37,7 +37,9 @@ impl WaitingRoom {
             let Ok((bell, wake)) = UnixStream::pair() else {
                 return Err(p);
             };
+            // neither end blocks: a full pipe already holds a wake-up
             let _ = wake.set_nonblocking(true);
+            let _ = bell.set_nonblocking(true);
             let (tx, rx) = mpsc::channel();
             // the thread holds no strong reference: it ends with the server
             let shared = Arc::downgrade(shared);
