@@ -34,6 +34,7 @@ use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, T
 use crate::net::{apply_options, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
+pub(crate) use crate::startups::Pending;
 use crate::stream::STALLED;
 use crate::udp::Binder;
 
@@ -109,16 +110,12 @@ pub(crate) struct Active {
 /// The listener's accept queue (the kernel caps it at net.core.somaxconn).
 const ACCEPT_BACKLOG: i32 = 4096;
 
-/// Pending connections the running test's own client may have beyond the per-address
-/// limit: every data stream of the largest test at once.
-const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_BULK as usize;
-
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     active: Mutex<Option<Active>>,
-    pending: AtomicUsize,
+    pub(crate) pending: AtomicUsize,
     /// Pending connections by source (an IPv6 /64 is one: `limits::source_of`).
-    pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
+    pub(crate) pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) log_limit: crate::logline::RateLimit,
     /// New connections that have sent nothing yet.
     waiting: crate::waiting::WaitingRoom,
@@ -163,42 +160,6 @@ impl Shared {
         }
     }
 
-    /// Counts a new connection as pending, unless its source or the server has too many:
-    /// beyond the start of `--max-startups`, a new connection is refused at random (the
-    /// running test's own client excepted, whose data streams arrive in bursts).
-    pub(crate) fn claim_pending(
-        self: &Arc<Self>,
-        ip: Option<IpAddr>,
-    ) -> Result<Pending, &'static str> {
-        let tester = ip.is_some() && self.active().as_ref().is_some_and(|a| a.peer_ip == ip);
-        let before = self.pending.fetch_add(1, Ordering::SeqCst);
-        let startups = &self.cfg.startups;
-        if before >= startups.full
-            || (!tester
-                && before >= startups.start
-                && startups.refuses(before, crate::startups::roll()))
-        {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            return Err("too many pending connections");
-        }
-        if let Some(ip) = ip {
-            let limit =
-                self.cfg.max_pending_per_source + if tester { PENDING_FOR_THE_TESTER } else { 0 };
-            let mut by_ip = self.pending_by_ip.lock().unwrap_or_else(|p| p.into_inner());
-            let n = by_ip.entry(crate::limits::source_of(ip)).or_insert(0);
-            if *n >= limit {
-                drop(by_ip);
-                self.pending.fetch_sub(1, Ordering::SeqCst);
-                return Err("too many pending connections from your address");
-            }
-            *n += 1;
-        }
-        Ok(Pending {
-            shared: self.clone(),
-            ip,
-        })
-    }
-
     pub(crate) fn test_ended(&self, ok: bool) {
         if let Some(tx) = &self.cfg.on_test_end {
             let _ = tx.send(ok);
@@ -239,31 +200,6 @@ impl Drop for SlotGuard<'_> {
         *self.shared.active() = None;
         crate::net::trim_freed_memory();
         self.shared.test_ended(self.completed);
-    }
-}
-
-/// A connection counted as pending until it is routed (dropped).
-pub(crate) struct Pending {
-    shared: Arc<Shared>,
-    pub(crate) ip: Option<IpAddr>,
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        self.shared.pending.fetch_sub(1, Ordering::SeqCst);
-        if let Some(ip) = self.ip.map(crate::limits::source_of) {
-            let mut by_ip = self
-                .shared
-                .pending_by_ip
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = by_ip.get_mut(&ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    by_ip.remove(&ip);
-                }
-            }
-        }
     }
 }
 

@@ -2,7 +2,14 @@
 //! connections that have not yet said what they are, a new one is refused with probability
 //! `rate` %, rising linearly to 100 % at `full`. A flood cannot hold the pending count at
 //! the cap and take every place freed: its own new connections are dropped too, so the
-//! count settles below the cap and a legitimate client keeps a chance.
+//! count settles below the cap and a legitimate client keeps a chance. Here too: the count
+//! of pending connections by source, and the guard that holds a place in it.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::server::Shared;
 
 /// `START:RATE:FULL` (`serve --max-startups`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +84,73 @@ impl Startups {
     /// Whether to refuse a new connection with `pending` waiting; `roll` is uniform in [0, 1).
     pub fn refuses(&self, pending: usize, roll: f64) -> bool {
         roll < self.drop_chance(pending)
+    }
+}
+
+/// Pending connections the running test's own client may have beyond the per-address
+/// limit: every data stream of the largest test at once.
+const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_BULK as usize;
+
+impl Shared {
+    /// Counts a new connection as pending, unless its source or the server has too many:
+    /// beyond the start of `--max-startups`, a new connection is refused at random (the
+    /// running test's own client excepted, whose data streams arrive in bursts).
+    pub(crate) fn claim_pending(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+    ) -> Result<Pending, &'static str> {
+        let tester = ip.is_some() && self.active().as_ref().is_some_and(|a| a.peer_ip == ip);
+        let before = self.pending.fetch_add(1, Ordering::SeqCst);
+        let startups = &self.cfg.startups;
+        if before >= startups.full
+            || (!tester
+                && before >= startups.start
+                && startups.refuses(before, crate::startups::roll()))
+        {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return Err("too many pending connections");
+        }
+        if let Some(ip) = ip {
+            let limit =
+                self.cfg.max_pending_per_source + if tester { PENDING_FOR_THE_TESTER } else { 0 };
+            let mut by_ip = self.pending_by_ip.lock().unwrap_or_else(|p| p.into_inner());
+            let n = by_ip.entry(crate::limits::source_of(ip)).or_insert(0);
+            if *n >= limit {
+                drop(by_ip);
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                return Err("too many pending connections from your address");
+            }
+            *n += 1;
+        }
+        Ok(Pending {
+            shared: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// A connection counted as pending until it is routed (dropped).
+pub(crate) struct Pending {
+    shared: Arc<Shared>,
+    pub(crate) ip: Option<IpAddr>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+        if let Some(ip) = self.ip.map(crate::limits::source_of) {
+            let mut by_ip = self
+                .shared
+                .pending_by_ip
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = by_ip.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    by_ip.remove(&ip);
+                }
+            }
+        }
     }
 }
 
