@@ -274,6 +274,7 @@ fn run_held(
     let started_unix_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
+    let began = Instant::now();
     let answer = match run_test(target, spec, &cfg, &mut Quiet) {
         Ok(out) => {
             slot.completed();
@@ -302,6 +303,18 @@ fn run_held(
             }
         }
         Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
+        Err(e) if before_wirerate(&e) => {
+            // the log has the cause; the caller learns nothing of the port's state
+            shared.log(format_args!(
+                "third-party test for {who} towards {target}: {}",
+                e.full()
+            ));
+            drop(slot);
+            std::thread::sleep(cfg.connect_timeout.saturating_sub(began.elapsed()));
+            return Some(AgentMsg::Failed {
+                reason: format!("the test towards {target} failed: {NO_WIRERATE_THERE}"),
+            });
+        }
         Err(e) => AgentMsg::Failed {
             reason: format!(
                 "the test towards {target} failed: {}{}",
@@ -322,6 +335,31 @@ fn run_held(
     shared.log(format_args!("{text}"));
     drop(slot);
     Some(answer)
+}
+
+/// What a caller is told when the target did not answer as a wirerate server.
+const NO_WIRERATE_THERE: &str = "no wirerate server answered there";
+
+/// Whether a failure came before the target spoke wirerate: nothing listening, a port that
+/// drops packets, another service, a reset. The caller gets one answer for all of these,
+/// and no sooner than the connect timeout, so an agent cannot be used to tell an open port
+/// of its targets from a closed one.
+fn before_wirerate(e: &EngineError) -> bool {
+    const HELLO: &str = "waiting for the server's hello";
+    match e {
+        EngineError::Connect { .. } | EngineError::Io { .. } => true,
+        EngineError::Proto(p) => match p {
+            ProtoError::BadMagic
+            | ProtoError::Iperf3Server(_)
+            | ProtoError::Version(..)
+            | ProtoError::BadChannel(_)
+            | ProtoError::FrameTooLarge(..)
+            | ProtoError::BadMessage(_) => true,
+            ProtoError::TimedOut(state) | ProtoError::Closed(state) => *state == HELLO,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// The server's one test slot, held for a third-party test: Err(seconds to retry) when busy.

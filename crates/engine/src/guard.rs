@@ -49,22 +49,44 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
     per_stream.saturating_mul(spec.buffered_streams())
 }
 
+/// Two amounts as a refusal says them (`asked` over `max`): rounded by `round`, unless
+/// rounding makes them look alike ("2.5 s exceeds 2 s", not "2 s exceeds 2 s"), then
+/// `exact`.
+pub(crate) fn apart(
+    asked: f64,
+    max: f64,
+    round: impl Fn(f64) -> String,
+    exact: impl Fn(f64) -> String,
+) -> (String, String) {
+    let (a, m) = (round(asked), round(max));
+    if a == m {
+        (exact(asked), exact(max))
+    } else {
+        (a, m)
+    }
+}
+
+/// A rate in bit/s, every digit of it.
+pub(crate) fn exact_bps(bps: f64) -> String {
+    format!("{bps} bit/s")
+}
+
 impl Caps {
     /// Checks a valid spec against the caps; the error is one line for the client and the log.
     pub fn check(&self, spec: &TestSpec) -> Result<(), String> {
         let max_s = self.max_duration.as_secs_f64();
         if let Some(s) = spec.send_seconds() {
             if s > max_s + 1e-9 {
+                let (s, max) = apart(s, max_s, |x| format!("{x:.0}"), |x| x.to_string());
                 return Err(format!(
-                    "duration {s:.0} s exceeds the server's maximum of {max_s:.0} s"
+                    "duration {s} s exceeds the server's maximum of {max} s"
                 ));
             }
         }
         if let Some(rate) = spec.rate_bps.filter(|&r| r > self.max_rate_bps) {
+            let (rate, max) = apart(rate, self.max_rate_bps, format_bps, exact_bps);
             return Err(format!(
-                "rate {} per stream exceeds the server's maximum of {}",
-                format_bps(rate),
-                format_bps(self.max_rate_bps)
+                "rate {rate} per stream exceeds the server's maximum of {max}"
             ));
         }
         let streams = spec
@@ -172,7 +194,7 @@ impl Watchdog {
     pub fn observe(&mut self, now: Instant, total: u64) -> Result<(), String> {
         if self.hard_end.is_some_and(|e| now >= e) {
             return Err(format!(
-                "the test ran past the server's maximum duration of {:.0} s",
+                "the test ran past the server's maximum duration of {} s",
                 self.max_duration.as_secs_f64()
             ));
         }

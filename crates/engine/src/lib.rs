@@ -27,6 +27,7 @@ pub mod pool;
 pub mod rr;
 pub mod server;
 mod side;
+pub mod startups;
 mod stream;
 mod sweep;
 mod timer;
@@ -35,6 +36,7 @@ pub mod ttcp;
 mod udp;
 mod udp_pool;
 pub mod users;
+mod waiting;
 mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};

@@ -113,8 +113,8 @@ struct RawRule {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
-    #[serde(default)]
-    rule: Vec<RawRule>,
+    /// None when the file has no `[[rule]]`; `rule = []` says "no rules" on purpose.
+    rule: Option<Vec<RawRule>>,
     default: Option<RawRule>,
 }
 
@@ -235,8 +235,14 @@ impl Limits {
             let what = e.message().lines().next().unwrap_or("").to_string();
             format!("line {line}: {what}")
         })?;
+        if raw.rule.is_none() && raw.default.is_none() {
+            // a file emptied by mistake (a failed copy, a truncated write) would lift every
+            // limit and every `refuse` at the next SIGHUP
+            return Err("no rules and no [default]; write `rule = []` to mean none".into());
+        }
         let rules = raw
             .rule
+            .unwrap_or_default()
             .into_iter()
             .enumerate()
             .map(|(i, r)| r.validate(&format!("rule {}", i + 1)))
@@ -353,9 +359,9 @@ impl Rule {
         let secs = spec.send_seconds();
         if let (Some(max), Some(s)) = (self.max_duration_s, secs) {
             if s > max + 1e-9 {
-                return Err(format!(
-                    "duration {s:.0} s exceeds the {max:.0} s limit of {of}"
-                ));
+                let (s, max) =
+                    crate::guard::apart(s, max, |x| format!("{x:.0}"), |x| x.to_string());
+                return Err(format!("duration {s} s exceeds the {max} s limit of {of}"));
             }
         }
         if let (Some(max), false) = (self.max_bytes, matches!(spec.end, End::Time { .. })) {
@@ -391,11 +397,10 @@ impl Rule {
         if let Some(max) = self.max_rate_bps {
             match spec.rate_bps {
                 Some(r) if r > max => {
+                    let (r, max) = crate::guard::apart(r, max, format_bps, crate::guard::exact_bps);
                     return Err(format!(
-                        "rate {} per stream exceeds the {} limit of {of}",
-                        format_bps(r),
-                        format_bps(max)
-                    ))
+                        "rate {r} per stream exceeds the {max} limit of {of}"
+                    ));
                 }
                 // the server paces what it sends; an unpaced upload it cannot hold back
                 None if spec.protocol == Protocol::Udp || spec.direction != Direction::Reverse => {
@@ -422,6 +427,24 @@ pub struct Admission {
     pub pace_bps: Option<f64>,
     /// Index of the rule for the concurrency count (usize::MAX for the default).
     index: Option<usize>,
+}
+
+/// The prefix an IPv6 client is counted by in every per-address limit: a host is commonly
+/// given a whole /64, and would otherwise count as 2^64 clients (OpenSSH's
+/// PerSourceNetBlockSize groups addresses the same way).
+pub const V6_SOURCE_PREFIX: u32 = 64;
+
+/// The source a per-address limit counts a client as (pending connections, failed logins,
+/// log lines, tests per hour): an IPv4 address (IPv4-mapped ones too) as itself, an IPv6
+/// address as its /64.
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX << (128 - V6_SOURCE_PREFIX);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        v4 => v4,
+    }
 }
 
 /// The limits in force and the counts they need: recent tests per client and rule, and
@@ -488,7 +511,7 @@ impl Policy {
                 st.recent
                     .retain(|_, q| q.back().is_some_and(|&t| now.duration_since(t) < HOUR));
             }
-            let q = st.recent.entry((index, ip)).or_default();
+            let q = st.recent.entry((index, source_of(ip))).or_default();
             while q
                 .front()
                 .is_some_and(|&t| now.saturating_duration_since(t) >= HOUR)

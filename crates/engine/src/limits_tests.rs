@@ -218,3 +218,125 @@ fn rules_say_who_may_ask_for_third_party_tests_and_where_to() {
     let e = Limits::parse("[[rule]]\nthird_party = \"yes\"\n").unwrap_err();
     assert!(e.contains("line 2"), "{e}");
 }
+
+#[test]
+fn an_empty_file_is_refused_and_rule_list_empty_is_no_rules() {
+    for text in ["", "\n# nothing yet\n"] {
+        let e = Limits::parse(text).unwrap_err();
+        assert!(e.contains("no rules"), "{e}");
+    }
+    let none = Limits::parse("rule = []\n").unwrap();
+    assert!(none.rules.is_empty() && none.default.is_none());
+}
+
+#[test]
+fn an_empty_file_on_reload_keeps_the_rules() {
+    static FLAG: AtomicBool = AtomicBool::new(false);
+    let dir = std::env::temp_dir().join(format!("wr-limits-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(&path, FILE).unwrap();
+    let policy = Policy::new(Limits::load(&path).unwrap());
+    let blocked = ip("198.51.100.7");
+    let spec = TestSpec::default();
+    assert!(policy.admit(blocked, None, &spec, Instant::now()).is_err());
+    std::fs::write(&path, "").unwrap();
+    let r = Reload {
+        flag: &FLAG,
+        limits: Some(path),
+        users: None,
+    };
+    FLAG.store(true, Ordering::SeqCst);
+    let lines = r.reload_now(&policy);
+    assert!(lines[0].1.contains("the old rules stay"), "{}", lines[0].1);
+    assert!(lines[0].1.contains("no rules"), "{}", lines[0].1);
+    // the `refuse` rule still holds
+    let why = policy
+        .admit(blocked, None, &spec, Instant::now())
+        .unwrap_err();
+    assert!(why.contains("not allowed"), "{why}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn refusals_say_the_figures_apart() {
+    let l = Limits::parse("[default]\nmax_duration_s = 2\nmax_rate = \"100M\"\n").unwrap();
+    let p = Policy::new(l);
+    let now = Instant::now();
+    let who = ip("192.0.2.1");
+    let long = TestSpec {
+        end: End::Time { seconds: 2.5 },
+        direction: Direction::Reverse,
+        ..Default::default()
+    };
+    let why = p.admit(who, None, &long, now).unwrap_err();
+    assert!(
+        why.contains("duration 2.5 s exceeds the 2 s limit"),
+        "{why}"
+    );
+    let fast = TestSpec {
+        protocol: Protocol::Udp,
+        len_bytes: 1400,
+        rate_bps: Some(100_001_000.0),
+        end: End::Time { seconds: 1.0 },
+        ..Default::default()
+    };
+    let why = p.admit(who, None, &fast, now).unwrap_err();
+    assert!(
+        why.contains("rate 100001000 bit/s per stream exceeds the 100000000 bit/s limit"),
+        "{why}"
+    );
+    // figures far apart stay rounded
+    let caps = crate::guard::Caps {
+        max_duration: std::time::Duration::from_secs(60),
+        ..Default::default()
+    };
+    let why = caps
+        .check(&TestSpec {
+            end: End::Time { seconds: 600.0 },
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(
+        why.contains("duration 600 s exceeds the server's maximum of 60 s"),
+        "{why}"
+    );
+    let caps = crate::guard::Caps {
+        max_duration: std::time::Duration::from_secs(2),
+        ..Default::default()
+    };
+    let why = caps.check(&long).unwrap_err();
+    assert!(
+        why.contains("duration 2.5 s exceeds the server's maximum of 2 s"),
+        "{why}"
+    );
+}
+
+#[test]
+fn an_ipv6_64_is_one_source_and_ipv4_addresses_stay_apart() {
+    assert_eq!(source_of(ip("192.0.2.1")), ip("192.0.2.1"));
+    assert_ne!(source_of(ip("192.0.2.1")), source_of(ip("192.0.2.2")));
+    assert_eq!(source_of(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
+    assert_eq!(source_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+    assert_eq!(
+        source_of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+        source_of(ip("2001:db8:1:2::1"))
+    );
+    assert_ne!(
+        source_of(ip("2001:db8:1:3::1")),
+        source_of(ip("2001:db8:1:2::1"))
+    );
+}
+
+#[test]
+fn tests_per_hour_count_an_ipv6_64_as_one_client() {
+    let p = Policy::new(Limits::parse("[default]\ntests_per_hour = 2\n").unwrap());
+    let now = Instant::now();
+    let s = TestSpec::default();
+    for host in ["fd00::1", "fd00::2"] {
+        p.release(&p.admit(ip(host), None, &s, now).unwrap());
+    }
+    let why = p.admit(ip("fd00::3"), None, &s, now).unwrap_err();
+    assert!(why.contains("2 tests per hour"), "{why}");
+    assert!(p.admit(ip("fd00:0:0:1::1"), None, &s, now).is_ok());
+}

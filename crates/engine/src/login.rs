@@ -70,6 +70,7 @@ pub(crate) fn prepare(
         ip,
         user: None,
         agent,
+        counted: false,
     };
     let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
         Some(l.user_of_certificate(&mut sess)?)
@@ -82,6 +83,60 @@ pub(crate) fn prepare(
     Some(Prepared { sess, token, user })
 }
 
+/// Reads the client's spec while the connection still counts as pending, so the test slot
+/// is claimed only once a spec is here: a client that opens and goes quiet, before or after
+/// its login, holds no slot. It has `--handshake-timeout` from now. The events that came
+/// with the spec, in order (the spec among them); None when refused (told and logged).
+pub(crate) fn await_spec(
+    ctl: &mut Control,
+    pre: &mut Prepared,
+    shared: &Shared,
+    who: &str,
+    ip: Option<IpAddr>,
+) -> Option<Vec<ServerEvent>> {
+    let mut l = Login {
+        ctl,
+        shared,
+        who,
+        ip,
+        user: pre.user.clone().map(|u| (u, true)),
+        agent: false,
+        counted: false,
+    };
+    let sess = &mut pre.sess;
+    let wait = shared.cfg.handshake;
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Err(e) = l.ctl.flush(|| sess.poll_transmit(), wait) {
+            l.refuse(sess, &format!("writing to the client: {e}"));
+            return None;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let why = format!("no test spec within {} s", wait.as_secs_f64());
+            sess.refuse(&why);
+            l.refuse(sess, &why);
+            return None;
+        }
+        let got = match l.ctl.read(deadline - now) {
+            Ok(Input::Bytes(n)) => sess.handle_input(l.ctl.bytes(n), Instant::now()),
+            Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
+            Ok(Input::Nothing) => Ok(Vec::new()),
+            Err(e) => Err(ProtoError::BadMessage(e.to_string())),
+        };
+        match got {
+            Ok(events) if events.iter().any(|e| matches!(e, ServerEvent::Spec(_))) => {
+                return Some(events)
+            }
+            Ok(_) => {}
+            Err(e) => {
+                l.refuse(sess, &format!("before the spec: {e}"));
+                return None;
+            }
+        }
+    }
+}
+
 /// One connection's login, and what its log lines need.
 struct Login<'a> {
     ctl: &'a mut Control,
@@ -92,6 +147,8 @@ struct Login<'a> {
     user: Option<(String, bool)>,
     /// The login of a third-party request.
     agent: bool,
+    /// A failure has been counted against the address.
+    counted: bool,
 }
 
 impl Login<'_> {
@@ -135,8 +192,18 @@ impl Login<'_> {
         }
     }
 
-    /// SCRAM: the user the client proved to be, or None (refused and logged).
+    /// SCRAM: the user the client proved to be, or None (refused and logged). A login that
+    /// got its challenge and went no further (closed, timed out, junk) counts as a failure
+    /// against the address, as a wrong proof does: probing names costs the same as guessing.
     fn scram(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
+        let user = self.scram_exchange(sess, db);
+        if user.is_none() && self.user.is_some() && !self.counted {
+            db.failed(self.ip, Instant::now());
+        }
+        user
+    }
+
+    fn scram_exchange(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
         if let Some(wait) = db.blocked(self.ip, Instant::now()) {
             let why = format!(
                 "too many failed logins from this address; retry in {:.0} s",
@@ -191,11 +258,12 @@ impl Login<'_> {
 
     /// What the log says of a failed login (the client is told less); a failure counts
     /// against the address.
-    fn why_failed(&self, e: &ProtoError, db: &UserDb) -> String {
+    fn why_failed(&mut self, e: &ProtoError, db: &UserDb) -> String {
         let ProtoError::Login(inner) = e else {
             return format!("before login: {e}");
         };
         db.failed(self.ip, Instant::now());
+        self.counted = true;
         match (inner, &self.user) {
             (_, Some((_, false))) => "login failed: unknown user".into(),
             (AuthError::BadProof, _) => "login failed: wrong password".into(),
@@ -391,6 +459,84 @@ mod tests {
                 pbkdf2.as_secs_f64() * 1e3
             );
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Opens TLS, asks to log in as `user` and reads until the server's challenge or its
+    /// refusal; then goes away. What the server said, as text.
+    fn probe(addr: std::net::SocketAddr, client: &ClientTls, user: &str) -> String {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.write_all(&Preamble::new(Channel::TlsControl).emit())
+            .unwrap();
+        let mut pre = [0u8; PREAMBLE_LEN];
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        sock.read_exact(&mut pre).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut tls = client.connect(&mut sock, deadline).unwrap();
+        let scram = ScramClient::new(user, "guess", "nonce", Binding::TlsExporter).unwrap();
+        let spec = wirerate_core::TestSpec::default();
+        let mut sess =
+            ClientSession::with_login(&spec, Instant::now(), Duration::from_secs(5), scram);
+        while let Some(f) = sess.poll_transmit() {
+            tls.write_all(&mut sock, &f).unwrap();
+        }
+        let mut said = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            match tls.read_by(&mut sock, &mut buf, deadline) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => said.extend_from_slice(&buf[..n]),
+            }
+            let text = String::from_utf8_lossy(&said);
+            if text.contains("login_challenge") || text.contains("refused") {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&said).into_owned()
+    }
+
+    /// Probes that stop at the challenge count as failed logins: the sixth from an address
+    /// is refused at once, as after five wrong passwords.
+    #[test]
+    fn logins_that_stop_at_the_challenge_count_as_failures() {
+        let dir = std::env::temp_dir().join(format!("wr-login-probe-{}", std::process::id()));
+        let srv_tls = ServerTls::load_or_create(&dir).unwrap();
+        let client = ClientTls {
+            pin: Some((srv_tls.fingerprint.clone(), "test".into())),
+            ..Default::default()
+        };
+        let mut users = Users::default();
+        users
+            .set("alice", Verifier::derive("pw", b"0123456789abcdef", 4096))
+            .unwrap();
+        let db = Arc::new(UserDb::new(users).unwrap());
+        let cfg = ServerConfig {
+            quiet: true,
+            tls: Some(srv_tls),
+            users: Some(db.clone()),
+            ..Default::default()
+        };
+        let s = Server::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = s.local_addr().unwrap();
+        s.spawn().unwrap();
+        for i in 0..crate::users::MAX_FAILURES {
+            let said = probe(addr, &client, &format!("name{i}"));
+            assert!(said.contains("login_challenge"), "probe {i}: {said:?}");
+        }
+        // the server counts a probe once it has gone: wait for the last to be counted
+        let t0 = Instant::now();
+        while db
+            .blocked(Some("127.0.0.1".parse().unwrap()), Instant::now())
+            .is_none()
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the probes were not counted"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let said = probe(addr, &client, "alice");
+        assert!(said.contains("too many failed logins"), "{said:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -2,7 +2,8 @@
 //! served, refused or failed) is one [`Event`]; `--log-format json` writes it as one JSON
 //! line, text keeps the human sentence. Lines about rejected connections are rate-limited:
 //! a prober must not be able to fill the operator's disk. Each source may log a few lines a
-//! second; the rest are counted and the count is logged with the next line let through.
+//! second, and all sources together a few more; the rest are counted and the count is
+//! logged with the next line let through.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,12 +17,21 @@ use wirerate_core::TestSpec;
 
 /// Lines per source per second that are always logged.
 pub const LINES_PER_SECOND: u32 = 5;
+/// Lines per second of all sources together: many addresses (a botnet, or one host with an
+/// IPv6 prefix) do not multiply the per-source budget.
+pub const ALL_LINES_PER_SECOND: u32 = 20;
 /// Sources tracked at once; beyond that the table is cleared (a flood of addresses).
 const MAX_SOURCES: usize = 4096;
 
 #[derive(Debug, Default)]
 pub struct RateLimit {
-    by_source: Mutex<HashMap<Option<IpAddr>, Window>>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    by_source: HashMap<Option<IpAddr>, Window>,
+    all: Option<Window>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -31,31 +41,52 @@ struct Window {
     suppressed: u64,
 }
 
+impl Window {
+    fn new(now: Instant) -> Window {
+        Window {
+            start: now,
+            lines: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Counts a line in this second's window: false when it is over `max`.
+    fn take(&mut self, now: Instant, max: u32) -> bool {
+        if now.saturating_duration_since(self.start) >= Duration::from_secs(1) {
+            self.start = now;
+            self.lines = 0;
+        }
+        if self.lines >= max {
+            self.suppressed += 1;
+            return false;
+        }
+        self.lines += 1;
+        true
+    }
+}
+
 impl RateLimit {
     /// Some(suppressed lines so far) when this line may be logged, None when it is counted.
     pub fn admit(&self, from: Option<IpAddr>, now: Instant) -> Option<u64> {
-        let mut map = self.by_source.lock().unwrap_or_else(|p| p.into_inner());
+        let from = from.map(crate::limits::source_of);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let State { by_source, all } = &mut *state;
+        let map = by_source;
         if map.len() >= MAX_SOURCES && !map.contains_key(&from) {
             map.retain(|_, w| now.saturating_duration_since(w.start) < Duration::from_secs(1));
             if map.len() >= MAX_SOURCES {
                 map.clear();
             }
         }
-        let w = map.entry(from).or_insert(Window {
-            start: now,
-            lines: 0,
-            suppressed: 0,
-        });
-        if now.saturating_duration_since(w.start) >= Duration::from_secs(1) {
-            w.start = now;
-            w.lines = 0;
-        }
-        if w.lines >= LINES_PER_SECOND {
-            w.suppressed += 1;
+        let w = map.entry(from).or_insert(Window::new(now));
+        if !w.take(now, LINES_PER_SECOND) {
             return None;
         }
-        w.lines += 1;
-        Some(std::mem::take(&mut w.suppressed))
+        let all = all.get_or_insert(Window::new(now));
+        if !all.take(now, ALL_LINES_PER_SECOND) {
+            return None;
+        }
+        Some(std::mem::take(&mut w.suppressed) + std::mem::take(&mut all.suppressed))
     }
 }
 
@@ -233,6 +264,26 @@ mod tests {
         // another source is not silenced by the first
         assert_eq!(r.admit(Some(IpAddr::from([127, 0, 0, 2])), t0), Some(0));
         assert_eq!(r.admit(ip, t0 + Duration::from_secs(1)), Some(95));
+    }
+
+    #[test]
+    fn many_sources_share_one_budget() {
+        let r = RateLimit::default();
+        let t0 = Instant::now();
+        // 200 addresses, 15 lines each within a second: 3000 lines asked for
+        let let_through = (0..15u8)
+            .flat_map(|_| 0..200u8)
+            .filter(|&i| r.admit(Some(IpAddr::from([10, 0, 0, i])), t0).is_some())
+            .count();
+        assert_eq!(let_through, ALL_LINES_PER_SECOND as usize);
+        // the next line let through says how many were held back in all (the sources'
+        // own counts come with their next lines)
+        let said = r.admit(
+            Some(IpAddr::from([10, 0, 1, 1])),
+            t0 + Duration::from_secs(1),
+        );
+        let held = said.unwrap();
+        assert!(held > 0 && held < 3000, "{held}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! `wirerate serve`: one listener for control and data connections. Each new connection gets
-//! a short-lived thread that reads its preamble within the idle timeout and routes it; one
-//! test runs at a time, and a second client is told at once that the server is busy.
+//! `wirerate serve`: one listener for control and data connections. A new connection waits
+//! for its first bytes in the waiting room (one thread for all), then gets a short-lived
+//! thread that reads its preamble within the handshake timeout and routes it; one test runs
+//! at a time, and a second client is told at once that the server is busy.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -22,7 +23,6 @@ use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
 use wirerate_proto::msg::UdpProof;
-use wirerate_proto::session::busy_reply;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
 use crate::control::Control;
@@ -35,6 +35,7 @@ use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, T
 use crate::net::{apply_options, read_exact_by};
 use crate::rr::{serve_crr, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
+pub(crate) use crate::startups::Pending;
 use crate::stream::STALLED;
 use crate::udp::Binder;
 
@@ -44,8 +45,9 @@ pub struct ServerConfig {
     pub idle: Duration,
     /// How long a new connection has to say what it is (preamble, data hello, cookie).
     pub handshake: Duration,
-    /// Connections that have not yet said who they are, at most.
-    pub max_pending: usize,
+    /// Connections that have not yet said who they are: refused at random beyond
+    /// `start`, all beyond `full` (`--max-startups`).
+    pub startups: crate::startups::Startups,
     /// Of those, at most this many from one address.
     pub max_pending_per_source: usize,
     /// The caps on any one test.
@@ -76,7 +78,7 @@ impl Default for ServerConfig {
         ServerConfig {
             idle: Duration::from_secs(10),
             handshake: Duration::from_secs(2),
-            max_pending: 1000,
+            startups: Default::default(),
             max_pending_per_source: 8,
             caps: Caps::default(),
             policy: Arc::new(Policy::default()),
@@ -109,17 +111,15 @@ pub(crate) struct Active {
 /// The listener's accept queue (the kernel caps it at net.core.somaxconn).
 const ACCEPT_BACKLOG: i32 = 4096;
 
-/// Pending connections the running test's own client may have beyond the per-address
-/// limit: every data stream of the largest test at once.
-const PENDING_FOR_THE_TESTER: usize = 2 * wirerate_core::spec::limits::MAX_PARALLEL_BULK as usize;
-
 pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     active: Mutex<Option<Active>>,
-    pending: AtomicUsize,
-    /// Pending connections by source address.
-    pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
+    pub(crate) pending: AtomicUsize,
+    /// Pending connections by source (an IPv6 /64 is one: `limits::source_of`).
+    pub(crate) pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) log_limit: crate::logline::RateLimit,
+    /// New connections that have sent nothing yet.
+    waiting: crate::waiting::WaitingRoom,
 }
 
 impl Shared {
@@ -161,34 +161,6 @@ impl Shared {
             }
             self.record(&ev, Some(msg));
         }
-    }
-
-    /// Counts a new connection as pending, unless its address or the server has too many.
-    fn claim_pending(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<Pending, &'static str> {
-        if self.pending.fetch_add(1, Ordering::SeqCst) >= self.cfg.max_pending {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            return Err("too many pending connections");
-        }
-        if let Some(ip) = ip {
-            let tester = self
-                .active()
-                .as_ref()
-                .is_some_and(|a| a.peer_ip == Some(ip));
-            let limit =
-                self.cfg.max_pending_per_source + if tester { PENDING_FOR_THE_TESTER } else { 0 };
-            let mut by_ip = self.pending_by_ip.lock().unwrap_or_else(|p| p.into_inner());
-            let n = by_ip.entry(ip).or_insert(0);
-            if *n >= limit {
-                drop(by_ip);
-                self.pending.fetch_sub(1, Ordering::SeqCst);
-                return Err("too many pending connections from your address");
-            }
-            *n += 1;
-        }
-        Ok(Pending {
-            shared: self.clone(),
-            ip,
-        })
     }
 
     pub(crate) fn test_ended(&self, ok: bool) {
@@ -234,31 +206,6 @@ impl Drop for SlotGuard<'_> {
     }
 }
 
-/// A connection counted as pending until it is routed (dropped).
-pub(crate) struct Pending {
-    shared: Arc<Shared>,
-    pub(crate) ip: Option<IpAddr>,
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        self.shared.pending.fetch_sub(1, Ordering::SeqCst);
-        if let Some(ip) = self.ip {
-            let mut by_ip = self
-                .shared
-                .pending_by_ip
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = by_ip.get_mut(&ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    by_ip.remove(&ip);
-                }
-            }
-        }
-    }
-}
-
 pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -282,6 +229,7 @@ impl Server {
                 pending: AtomicUsize::new(0),
                 pending_by_ip: Mutex::new(HashMap::new()),
                 log_limit: crate::logline::RateLimit::default(),
+                waiting: Default::default(),
             }),
         })
     }
@@ -352,15 +300,31 @@ impl Server {
         let Some(sock) = route_at_once(sock, &shared, &pending) else {
             return;
         };
-        let accepted_at = Instant::now();
-        let spawned = std::thread::Builder::new()
-            .name("wr-conn".into())
-            .stack_size(256 << 10)
-            .spawn(move || handle_conn(sock, &shared, accepted_at, pending));
-        if spawned.is_err() {
-            self.shared
-                .log(format_args!("cannot start a connection thread"));
+        let p = crate::waiting::Parked {
+            sock,
+            pending,
+            accepted_at: Instant::now(),
+        };
+        // one that has said nothing yet waits without a thread of its own
+        if crate::waiting::has_input(&p.sock) {
+            return start_conn_thread(p, &shared);
         }
+        if let Err(p) = shared.waiting.park(&shared, p) {
+            start_conn_thread(p, &shared);
+        }
+    }
+}
+
+/// Hands a new connection that has something to say to a thread of its own.
+pub(crate) fn start_conn_thread(p: crate::waiting::Parked, shared: &Arc<Shared>) {
+    let moved = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("wr-conn".into())
+        .stack_size(256 << 10)
+        .spawn(move || handle_conn(p.sock, &moved, p.accepted_at, p.pending));
+    if spawned.is_err() {
+        // the thread's closure, and with it the connection, is dropped
+        shared.log(format_args!("cannot start a connection thread"));
     }
 }
 
@@ -446,7 +410,8 @@ fn route_at_once(sock: TcpStream, shared: &Shared, pending: &Pending) -> Option<
 fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pending: Pending) {
     let who = peer(&sock);
     let ip = pending.ip;
-    let deadline = Instant::now() + shared.cfg.handshake;
+    // from the accept: the time spent in the waiting room counts
+    let deadline = accepted_at + shared.cfg.handshake;
     let mut pre = [0u8; DATA_HELLO_LEN];
     let routed = read_exact_by(&mut sock, &mut pre[..PREAMBLE_LEN], deadline)
         .map_err(|e| format!("no preamble: {e}"))
@@ -539,11 +504,18 @@ fn start_tls(
     }
 }
 
+/// Hands a data stream to the session its token names. It must come from the address of
+/// that session's control connection (as UDP streams must): a token seen on the path does
+/// not let another host join a test.
 fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), String> {
-    let (tx, crr) = match &*shared.active() {
-        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone()),
+    let (tx, crr, client) = match &*shared.active() {
+        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone(), a.peer_ip),
         _ => return Err("wrong or stale session token".into()),
     };
+    let from = sock.peer_addr().ok().map(|a| a.ip().to_canonical());
+    if client.is_some_and(|c| Some(c.to_canonical()) != from) {
+        return Err("the session's token from another address than its client's".into());
+    }
     if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
         serve_crr(sock, &route, &hello, shared.cfg.idle);
         return Ok(());
@@ -555,15 +527,25 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 /// A control connection: the login first, if the server has users (while still counted as
 /// pending), then the test.
 fn control_conn(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
-    let pre = crate::login::prepare(&mut ctl, shared, who, pending.ip, false);
+    let Some(mut pre) = crate::login::prepare(&mut ctl, shared, who, pending.ip, false) else {
+        return;
+    };
+    let early = crate::login::await_spec(&mut ctl, &mut pre, shared, who, pending.ip);
     drop(pending);
-    if let Some(pre) = pre {
-        control(ctl, shared, who, pre);
+    if let Some(early) = early {
+        control(ctl, shared, who, pre, early);
     }
 }
 
-/// Claims the test slot (or answers busy) and runs the session.
-fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::Prepared) {
+/// Claims the test slot (or answers busy) and runs the session; `early`: the events that
+/// came with the spec, the spec among them.
+fn control(
+    mut ctl: Control,
+    shared: &Shared,
+    who: &str,
+    mut pre: crate::login::Prepared,
+    early: Vec<ServerEvent>,
+) {
     let token = pre.token;
     let (tx, rx) = mpsc::channel();
     {
@@ -575,19 +557,15 @@ fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::
                 .as_secs_f64()
                 .ceil()
                 .max(1.0);
-            if pre.user.is_some() {
-                // after a login the preamble has gone, and the login's last answer is queued
-                let _ = ctl.flush(|| pre.sess.poll_transmit(), Duration::from_secs(1));
-                let busy = wirerate_proto::msg::Msg::Busy {
-                    retry_after_s: retry,
-                };
-                let _ = ctl.write_all(
-                    &wirerate_proto::frame::encode(&busy),
-                    Duration::from_secs(1),
-                );
-            } else {
-                let _ = ctl.write_all(&busy_reply(retry), Duration::from_secs(1));
-            }
+            // the preamble and welcome (and a login's answers) have gone
+            let _ = ctl.flush(|| pre.sess.poll_transmit(), Duration::from_secs(1));
+            let busy = wirerate_proto::msg::Msg::Busy {
+                retry_after_s: retry,
+            };
+            let _ = ctl.write_all(
+                &wirerate_proto::frame::encode(&busy),
+                Duration::from_secs(1),
+            );
             drop(slot);
             let mut ev = Event::new(Kind::Connection, Some(who.into()))
                 .decided(Decision::Busy, Some(format!("retry in {retry:.0} s")));
@@ -612,7 +590,7 @@ fn control(mut ctl: Control, shared: &Shared, who: &str, mut pre: crate::login::
     shared.record(&ev, None);
     let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
-    let outcome = run_session(ctl, pre, rx, shared, &mut note);
+    let outcome = run_session(ctl, pre, early, rx, shared, &mut note);
     if outcome.is_ok() {
         slot.completed();
     }
@@ -716,6 +694,7 @@ impl Drop for Running {
 fn run_session(
     mut ctl: Control,
     pre: crate::login::Prepared,
+    early: Vec<ServerEvent>,
     rx: Receiver<(DataHello, TcpStream)>,
     shared: &Shared,
     note: &mut TestNote,
@@ -754,6 +733,7 @@ fn run_session(
         &mut sess,
         &mut ServerRun {
             run: &mut run,
+            early: early.into(),
             rx: &rx,
             shared,
         },
@@ -785,6 +765,8 @@ fn run_session(
 /// send this side's report when the workers are done.
 struct ServerRun<'a, 'b> {
     run: &'a mut Running,
+    /// Events read before the slot was claimed (the spec), handled first.
+    early: std::collections::VecDeque<ServerEvent>,
     rx: &'a Receiver<(DataHello, TcpStream)>,
     shared: &'b Shared,
 }
@@ -813,6 +795,10 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
     }
 
     fn before_read(&mut self, sess: &mut ServerSession) -> Result<bool, EngineError> {
+        if let Some(ev) = self.early.pop_front() {
+            on_event(ev, sess, self.run, self.shared)?;
+            return Ok(true);
+        }
         let run = &mut *self.run;
         while let Ok((hello, sock)) = self.rx.try_recv() {
             attach_tcp(sess, run, hello, sock, self.shared)?;

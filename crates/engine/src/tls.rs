@@ -6,7 +6,7 @@
 //!
 //! Data streams stay plain TCP and UDP: encrypting them would measure the cipher.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -209,39 +209,6 @@ pub fn accept(sock: &mut TcpStream, tls: &ServerTls, deadline: Instant) -> Resul
     Ok(conn)
 }
 
-fn handshake(sock: &mut TcpStream, conn: &mut Tls, deadline: Instant) -> Result<(), String> {
-    while conn.is_handshaking() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err("TLS handshake timed out".into());
-        }
-        let _ = sock.set_read_timeout(Some(left));
-        let _ = sock.set_write_timeout(Some(left));
-        let done = match conn {
-            Tls::Server(c) => c.complete_io(sock),
-            Tls::Client(c) => c.complete_io(sock),
-        };
-        match done {
-            Ok((0, 0)) if conn.wants_read() => return Err("TLS handshake: the peer closed".into()),
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err("TLS handshake timed out".into())
-            }
-            Err(e) => {
-                let e = e.to_string();
-                let e = e.strip_prefix("unexpected error: ").unwrap_or(&e);
-                return Err(format!("TLS handshake: {e}"));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Called with the fingerprint of a server met for the first time (no pin): it records it,
 /// or says why it cannot, which ends the handshake.
 pub type FirstUse = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -400,18 +367,25 @@ impl Tls {
         }
     }
 
-    fn wants_read(&self) -> bool {
-        match self {
-            Tls::Server(c) => c.wants_read(),
-            Tls::Client(c) => c.wants_read(),
-        }
+    /// Reads plaintext through TLS over `sock`, waiting at most the socket's read timeout
+    /// in all (not per read).
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        let wait = sock
+            .read_timeout()?
+            .unwrap_or(std::time::Duration::from_secs(86_400));
+        self.read_by(sock, buf, Instant::now() + wait)
     }
 
-    /// Reads plaintext through TLS over `sock`.
-    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads plaintext through TLS over `sock` by `deadline` (TimedOut after it).
+    pub fn read_by(
+        &mut self,
+        sock: &mut TcpStream,
+        buf: &mut [u8],
+        deadline: Instant,
+    ) -> io::Result<usize> {
         match self {
-            Tls::Server(c) => rustls::Stream::new(c, sock).read(buf),
-            Tls::Client(c) => rustls::Stream::new(c, sock).read(buf),
+            Tls::Server(c) => read_by(c, sock, buf, deadline),
+            Tls::Client(c) => read_by(c, sock, buf, deadline),
         }
     }
 
@@ -428,8 +402,7 @@ impl Tls {
             if left.is_zero() {
                 return Err("timed out".into());
             }
-            let _ = sock.set_read_timeout(Some(left));
-            match self.read(sock, &mut buf[got..]) {
+            match self.read_by(sock, &mut buf[got..], deadline) {
                 Ok(0) => return Err("closed".into()),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -566,119 +539,11 @@ pub fn subject_cn(cert: &[u8]) -> Option<String> {
     None
 }
 
-/// The socket without waiting: reads and writes that would block say so.
-struct DontWait<'a>(&'a TcpStream);
+// reads and writes with deadlines, the handshake among them
+use io_by::{handshake, read_by, write_reading};
 
-impl Read for DontWait<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: recv writes at most buf.len() bytes into buf.
-        let n = unsafe {
-            libc::recv(
-                self.0.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
-    }
-}
-
-impl Write for DontWait<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: send reads at most buf.len() bytes from buf.
-        let n = unsafe {
-            libc::send(
-                self.0.as_raw_fd(),
-                buf.as_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-fn write_reading<D: rustls::SideData>(
-    c: &mut rustls::ConnectionCommon<D>,
-    sock: &TcpStream,
-    data: &[u8],
-    deadline: Instant,
-    stash: &mut std::collections::VecDeque<u8>,
-    closed: &mut bool,
-) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut off = 0;
-    loop {
-        if off < data.len() {
-            off += c.writer().write(&data[off..])?;
-        }
-        if !c.wants_write() {
-            if off == data.len() {
-                return Ok(());
-            }
-            continue;
-        }
-        match c.write_tls(&mut DontWait(sock)) {
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let mut pfd = libc::pollfd {
-            fd: sock.as_raw_fd(),
-            events: libc::POLLOUT | if *closed { 0 } else { libc::POLLIN },
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one live pollfd and a count of one.
-        if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 || pfd.revents & libc::POLLIN == 0 {
-            continue;
-        }
-        loop {
-            match c.read_tls(&mut DontWait(sock)) {
-                Ok(0) => {
-                    *closed = true;
-                    break;
-                }
-                Ok(_) => {
-                    c.process_new_packets()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    let mut buf = [0u8; 16 * 1024];
-                    loop {
-                        match c.reader().read(&mut buf) {
-                            Ok(0) => {
-                                *closed = true;
-                                break;
-                            }
-                            Ok(n) => stash.extend(&buf[..n]),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
+#[path = "tls_io.rs"]
+mod io_by;
 
 #[cfg(test)]
 mod tests {

@@ -105,16 +105,19 @@ impl Users {
         out
     }
 
-    /// The iteration count most users have (the default when there are none).
-    pub fn typical_iterations(&self) -> u32 {
-        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
-        for v in self.users.values() {
-            *counts.entry(v.iterations).or_default() += 1;
+    /// An iteration count drawn from the file's own mix by `pick`: the count of the
+    /// (pick mod N)th user (the default when there are none). Unknown users get one so, so
+    /// a user with an unusual count is not told apart by it: other names show it as often.
+    pub fn iterations_like_users(&self, pick: u64) -> u32 {
+        let n = self.users.len() as u64;
+        match n {
+            0 => DEFAULT_ITERATIONS,
+            _ => self
+                .users
+                .values()
+                .nth((pick % n) as usize)
+                .map_or(DEFAULT_ITERATIONS, |v| v.iterations),
         }
-        counts
-            .into_iter()
-            .max_by_key(|&(_, n)| n)
-            .map_or(DEFAULT_ITERATIONS, |(i, _)| i)
     }
 
     pub fn get(&self, name: &str) -> Option<&Verifier> {
@@ -210,11 +213,21 @@ impl UserDb {
     }
 
     /// The verifier to challenge `user` with, and whether the user exists. Both paths do
-    /// the same work. A user who does not exist gets the iteration count most users have,
-    /// so the count does not tell them apart either.
+    /// the same work. A user who does not exist gets an iteration count drawn (by name,
+    /// the same at every attempt) from the counts the file's users have, as often as they
+    /// have it, so a user with an unusual count is not told apart by it either.
     pub fn lookup(&self, user: &str) -> (Verifier, bool) {
         let users = self.current();
-        let fake = fake_verifier(&self.secret, user, users.typical_iterations());
+        let pick = {
+            use sha2::{Digest, Sha256};
+            let h = Sha256::new()
+                .chain_update(self.secret)
+                .chain_update(b"wirerate unknown user iterations\0")
+                .chain_update(user.as_bytes())
+                .finalize();
+            u64::from_be_bytes(h[..8].try_into().unwrap_or_default())
+        };
+        let fake = fake_verifier(&self.secret, user, users.iterations_like_users(pick));
         match users.get(user) {
             Some(v) => (v.clone(), true),
             None => (fake, false),
@@ -242,7 +255,7 @@ impl UserDb {
 
     /// None if `ip` may try to log in; else how long until it may.
     pub fn blocked(&self, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
-        let ip = ip?;
+        let ip = crate::limits::source_of(ip?);
         let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let &(start, n) = map.get(&ip)?;
         let left = FAIL_WINDOW.saturating_sub(now.saturating_duration_since(start));
@@ -251,7 +264,9 @@ impl UserDb {
 
     /// Counts a failed login from `ip`.
     pub fn failed(&self, ip: Option<IpAddr>, now: Instant) {
-        let Some(ip) = ip else { return };
+        let Some(ip) = ip.map(crate::limits::source_of) else {
+            return;
+        };
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_SOURCES && !map.contains_key(&ip) {
             map.retain(|_, (start, _)| now.saturating_duration_since(*start) < FAIL_WINDOW);
@@ -277,6 +292,48 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_logins_count_an_ipv6_64_as_one_address() {
+        let db = UserDb::new(Users::default()).unwrap();
+        let now = Instant::now();
+        for i in 1..=MAX_FAILURES {
+            let ip: IpAddr = format!("2001:db8::{i:x}").parse().unwrap();
+            assert!(db.blocked(Some(ip), now).is_none());
+            db.failed(Some(ip), now);
+        }
+        let next: IpAddr = "2001:db8::ffff".parse().unwrap();
+        assert!(db.blocked(Some(next), now).is_some());
+        let other: IpAddr = "2001:db8:0:1::1".parse().unwrap();
+        assert!(db.blocked(Some(other), now).is_none());
+    }
+
+    #[test]
+    fn unknown_users_show_the_files_own_mix_of_iteration_counts() {
+        let mut users = Users::default();
+        for i in 0..9 {
+            let v = Verifier::derive("pw", b"0123456789abcdef", 4096);
+            let v = Verifier {
+                iterations: 100_000,
+                ..v
+            };
+            users.set(&format!("user{i}"), v).unwrap();
+        }
+        // one user with an unusual count
+        users
+            .set("odd", Verifier::derive("pw", b"0123456789abcdef", 5000))
+            .unwrap();
+        let db = UserDb::new(users).unwrap();
+        assert_eq!(db.lookup("odd").0.iterations, 5000);
+        let unusual = (0..2000)
+            .filter(|i| db.lookup(&format!("nobody{i}")).0.iterations == 5000)
+            .count();
+        // about one unknown name in ten shows it, as one user in ten has it
+        assert!((100..=300).contains(&unusual), "{unusual} of 2000");
+        // and a name shows the same count at every attempt
+        let a = db.lookup("mallory").0.iterations;
+        assert!((0..5).all(|_| db.lookup("mallory").0.iterations == a));
+    }
 
     #[test]
     fn a_lasting_secret_keeps_unknown_users_salts_across_restarts() {

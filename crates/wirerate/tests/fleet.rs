@@ -542,3 +542,42 @@ fn writers_in_several_namespaces_killed_at_random_lose_no_acknowledged_result() 
         "{rows} stored for {acked} acknowledged and {killed} killed"
     );
 }
+
+#[test]
+fn an_agent_answers_alike_for_a_closed_port_and_another_service() {
+    use std::io::Write;
+    let pa = free_port();
+    let _a = Agent::loopback("127.0.0.1", pa, &["--allow-third-party", LOOP_TARGETS]);
+    let from = format!("127.0.0.1:{pa}");
+    // another service: it greets and then waits, as SSH does
+    let open = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let open_port = open.local_addr().unwrap().port();
+    let greeter = std::thread::spawn(move || {
+        open.set_nonblocking(false).unwrap();
+        if let Ok((mut s, _)) = open.accept() {
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.6\r\n");
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    });
+    let closed_port = free_port();
+    let ask = |port: u16| {
+        let t0 = Instant::now();
+        let out = third_party(&from, &format!("127.0.0.2:{port}"), "1", &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let said = stderr(&out).replace(&port.to_string(), "PORT");
+        (said, t0.elapsed())
+    };
+    let (to_open, open_took) = ask(open_port);
+    let (to_closed, closed_took) = ask(closed_port);
+    greeter.join().unwrap();
+    assert_eq!(to_open, to_closed);
+    assert!(
+        to_open.contains("no wirerate server answered there"),
+        "{to_open}"
+    );
+    // and no sooner for the one than the other: both wait out the connect timeout
+    for took in [open_took, closed_took] {
+        assert!(took >= Duration::from_millis(4900), "{took:?}");
+    }
+    eprintln!("open port answered after {open_took:?}, closed after {closed_took:?}: {to_open}");
+}

@@ -444,3 +444,236 @@ fn import_refuses_impossible_results_and_huge_files() {
     assert!(stderr(&out).contains("run 1"), "{}", stderr(&out));
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+/// Connections that open TLS and then send a ClientHello a byte every 100 ms: seconds from
+/// connect until the server closed each (None: still open at `limit`).
+fn dribble_tls_hellos(port: u16, n: usize, limit: Duration) -> Vec<Option<f64>> {
+    use wirerate_proto::{Channel, Preamble};
+    let t0 = Instant::now();
+    let mut socks = Vec::new();
+    {
+        for _ in 0..n {
+            let mut s = connect_from("127.0.0.4", port);
+            s.write_all(&Preamble::new(Channel::TlsControl).emit())
+                .unwrap();
+            // a handshake record of 512 bytes, and the start of a ClientHello in it
+            s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc])
+                .unwrap();
+            s.set_nonblocking(true).unwrap();
+            socks.push((s, t0.elapsed(), None::<f64>));
+        }
+    }
+    while t0.elapsed() < limit && socks.iter().any(|s| s.2.is_none()) {
+        std::thread::sleep(Duration::from_millis(100));
+        for (s, opened, closed) in socks.iter_mut().filter(|s| s.2.is_none()) {
+            let mut buf = [0u8; 4096];
+            let gone = match s.read(&mut buf) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            } || s.write(&[0x03]).is_err();
+            if gone {
+                *closed = Some((t0.elapsed() - *opened).as_secs_f64());
+            }
+        }
+    }
+    socks.into_iter().map(|s| s.2).collect()
+}
+
+#[test]
+fn a_tls_hello_sent_a_byte_at_a_time_is_closed_at_the_handshake_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap();
+    let srv = ServerProc::start(&["--tls", "--state-dir", state, "--handshake-timeout", "2"]);
+    // as many as one address may have waiting, each sending a byte every 100 ms
+    let closed = dribble_tls_hellos(srv.port, 8, Duration::from_secs(12));
+    let mut held: Vec<f64> = closed
+        .iter()
+        .map(|c| c.unwrap_or_else(|| panic!("still open after 12 s: {closed:?}")))
+        .collect();
+    held.sort_by(f64::total_cmp);
+    let (first, last) = (held[0], held[held.len() - 1]);
+    // the timeout is a total deadline: each closed 2 s after it connected, give or take
+    // the 100 ms between the checks and the server's scheduling
+    assert!(
+        first >= 1.9 && last <= 2.6,
+        "closed after {first:.2}..{last:.2} s"
+    );
+    eprintln!(
+        "{} dribbling TLS hellos closed after {first:.2}..{last:.2} s",
+        held.len()
+    );
+}
+
+#[test]
+fn a_connection_that_sends_no_spec_holds_no_slot() {
+    use wirerate_proto::{Channel, Preamble};
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    // a preamble and silence, as many as one address may have waiting
+    let t0 = Instant::now();
+    let silent: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = connect_from("127.0.0.3", srv.port);
+            s.write_all(&Preamble::new(Channel::Control).emit())
+                .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // a client from another address is served at once, not told the server is busy
+    let p = srv.port.to_string();
+    let args = ["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"];
+    let served = Instant::now();
+    let out = run(&args, LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let served = served.elapsed();
+    assert!(served < Duration::from_secs(2), "served after {served:?}");
+    // the silent ones are told why and closed at the handshake timeout
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.contains("no test spec within 2 s"), "{answer:?}");
+    }
+    let held = t0.elapsed();
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    // nor can a spec book the server for a day: the default bound is 120 s
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-R",
+            "-b",
+            "8K",
+            "-t",
+            "86400",
+        ],
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("exceeds the server's maximum of 120 s"),
+        "{}",
+        stderr(&out)
+    );
+    eprintln!("another client served after {served:?}; silent connections closed by {held:?}");
+}
+
+/// A TCP connection to the server on loopback from the address `local`.
+fn connect_from(local: &str, port: u16) -> TcpStream {
+    let local: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&local.into()).unwrap();
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    sock.connect_timeout(&to.into(), Duration::from_secs(5))
+        .unwrap();
+    sock.into()
+}
+
+#[test]
+fn junk_from_many_addresses_is_logged_within_one_budget() {
+    let srv = ServerProc::start(&["--idle-timeout", "2"]);
+    let t0 = Instant::now();
+    let mut sent = 0;
+    // 2000 addresses (10 rounds of 200), a junk connection from each
+    for round in 0..10 {
+        let socks: Vec<TcpStream> = (0..200)
+            .map(|i| {
+                let mut s = connect_from(&format!("127.0.{}.{}", 10 + round, i + 1), srv.port);
+                let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+                s
+            })
+            .collect();
+        sent += socks.len();
+        for mut s in socks {
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+    }
+    let took = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut last = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    last.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let _ = last.read_to_end(&mut Vec::new());
+    let log = srv.stop();
+    let lines = log.lines().filter(|l| l.contains("bad magic")).count();
+    // 20 lines a second in all, whatever the number of addresses
+    let budget = 20.0 * (took + 2.0).ceil();
+    assert!(
+        (lines as f64) <= budget,
+        "{lines} lines in {took:.1} s:\n{log}"
+    );
+    assert!(log.contains("suppressed"), "{log}");
+    eprintln!("{sent} junk connections from 2000 addresses in {took:.1} s: {lines} lines logged");
+}
+
+#[test]
+fn an_iperf3_cookie_without_parameters_holds_no_slot() {
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    let t0 = Instant::now();
+    // iperf3's opening: a 37-byte cookie, then nothing
+    let mut silent = connect_from("127.0.0.5", srv.port);
+    silent
+        .write_all(b"abcdefghijklmnopqrstuvwxyz2345678901\0")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let p = srv.port.to_string();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // it was asked for its parameters, and closed at the handshake timeout
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = silent.read_to_end(&mut answer);
+    let held = t0.elapsed();
+    assert_eq!(answer.first(), Some(&9), "PARAM_EXCHANGE: {answer:?}");
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    let log = srv.stop();
+    assert!(log.contains("no parameters within 2 s"), "{log}");
+}
+
+/// The threads of a process we started.
+fn threads(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn silent_connections_wait_without_a_thread_each() {
+    let srv = ServerProc::start(&["--handshake-timeout", "2"]);
+    let before = threads(srv.child.id());
+    // 96 connections from 12 addresses that say nothing
+    let t0 = Instant::now();
+    let silent: Vec<TcpStream> = (0..96)
+        .map(|i| connect_from(&format!("127.0.6.{}", i / 8 + 1), srv.port))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let during = threads(srv.child.id());
+    assert!(during <= before + 2, "{before} threads, then {during}");
+    // a client that speaks is served meanwhile
+    let p = srv.port.to_string();
+    let out = run(
+        &["run", "127.0.0.1", "-p", &p, "-B", "127.0.0.2", "-n", "4M"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // and the silent ones are closed at the handshake timeout
+    for mut s in silent {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    let held = t0.elapsed();
+    assert!(held < Duration::from_secs(3), "held {held:?}");
+    eprintln!("96 silent connections: {before} -> {during} threads, closed after {held:?}");
+}

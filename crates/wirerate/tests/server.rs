@@ -104,8 +104,14 @@ fn hundreds_of_idle_connections_do_not_block_a_test() {
 fn a_client_squatting_the_slot_is_dropped_after_the_idle_timeout() {
     let mut srv = ServerProc::start(&["--idle-timeout", "2"]);
     let mut squatter = connect(srv.port);
-    // a valid control preamble, then silence: the server reserves the test slot
-    squatter.write_all(b"WRRT\x00\x01\x00\x00").unwrap();
+    // a valid preamble and spec, then silence: the server reserves the test slot (a
+    // preamble alone holds none: hostile.rs)
+    let spec = wirerate_core::TestSpec::default();
+    let mut sess =
+        wirerate_proto::ClientSession::new(&spec, Instant::now(), Duration::from_secs(30));
+    while let Some(b) = sess.poll_transmit() {
+        squatter.write_all(&b).unwrap();
+    }
     std::thread::sleep(Duration::from_millis(200));
     let out = quick_test(srv.port);
     assert_eq!(out.status.code(), Some(1));

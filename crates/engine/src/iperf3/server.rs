@@ -1,7 +1,8 @@
 //! iperf3 clients of `wirerate serve`. A connection whose first bytes look like an iperf3
 //! cookie comes here: if the cookie is the running iperf3 test's, it is one of its data
-//! streams; otherwise it is a new client, served when the test slot is free and answered
-//! with `ACCESS_DENIED` (iperf3's "server is busy") when not.
+//! streams; otherwise it is a new client, asked for its parameters while it counts as
+//! pending, then served when the test slot is free and answered with `ACCESS_DENIED`
+//! (iperf3's "server is busy") when not.
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -58,16 +59,17 @@ pub(crate) fn handle_conn(
     let cookie = read_exact_by(&mut sock, &mut buf[n..], deadline)
         .map_err(|e| format!("no iperf3 cookie: {e}"))
         .and_then(|()| Cookie::parse(&buf).map_err(|e| e.to_string()));
-    drop(pending);
     let cookie = match cookie {
         Ok(c) => c,
         Err(reason) => {
+            drop(pending);
             let ev = Event::new(Kind::Connection, Some(who.clone()))
                 .decided(Decision::Refused, Some(reason.clone()));
             return shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
         }
     };
     if shared.cfg.users.is_some() || shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
+        drop(pending);
         // iperf3 has no login wirerate can check: its own "test authorization failed"
         refuse_auth(&mut sock);
         let reason = "iperf3 client: this server requires authentication, which iperf3 cannot do";
@@ -75,48 +77,59 @@ pub(crate) fn handle_conn(
             .decided(Decision::Refused, Some(reason.into()));
         return shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
     }
+    // a data stream of the running iperf3 test, or a client the server is too busy for
+    let running = shared.active().as_ref().map(|a| {
+        a.iperf3
+            .as_ref()
+            .filter(|r| r.cookie == cookie)
+            .map(|r| r.tx.clone())
+    });
+    if let Some(route) = running {
+        drop(pending);
+        return match route {
+            Some(stream_tx) => {
+                if let Err(mpsc::SendError((_, mut late))) = stream_tx.send((accepted_at, sock)) {
+                    deny(&mut late);
+                }
+            }
+            None => busy(sock, shared, &who),
+        };
+    }
     let token = match random_token() {
         Ok(t) => t,
         Err(e) => return shared.log(format_args!("{}", e.full())),
     };
-    let (tx, rx) = mpsc::channel();
-    let claimed = {
-        let mut slot = shared.active();
-        match slot.as_ref() {
-            None => {
-                // wirerate data streams can never match this token; the channel is unused
-                let (unused, _) = mpsc::channel();
-                *slot = Some(Active {
-                    token,
-                    tx: unused,
-                    free_at: Instant::now() + shared.cfg.idle,
-                    iperf3: Some(Route { cookie, tx }),
-                    crr: None,
-                    peer_ip: ip,
-                });
-                Ok(())
-            }
-            Some(a) => Err(a
-                .iperf3
-                .as_ref()
-                .filter(|r| r.cookie == cookie)
-                .map(|r| r.tx.clone())),
+    // the slot is claimed only once the parameters are here: a client that sends its
+    // cookie and goes quiet holds none, and stays counted as pending until then
+    let mut ctl = Control::new(sock);
+    let mut sess = ServerSession::new(Instant::now(), shared.cfg.idle);
+    let early = match await_params(&mut ctl, &mut sess, shared.cfg.handshake) {
+        Ok(ev) => ev,
+        Err(reason) => {
+            drop(pending);
+            let ev = Event::new(Kind::Connection, Some(who.clone()))
+                .decided(Decision::Refused, Some(reason.clone()));
+            return shared.log_rejected(ip, ev, format_args!("rejected {who}: {reason}"));
         }
     };
-    match claimed {
-        Ok(()) => {}
-        Err(Some(stream_tx)) => {
-            if let Err(mpsc::SendError((_, mut late))) = stream_tx.send((accepted_at, sock)) {
-                deny(&mut late);
-            }
-            return;
+    drop(pending);
+    let (tx, rx) = mpsc::channel();
+    {
+        let mut slot = shared.active();
+        if slot.is_some() {
+            drop(slot);
+            return busy(ctl.sock, shared, &who);
         }
-        Err(None) => {
-            deny(&mut sock);
-            let ev = Event::new(Kind::Connection, Some(who.clone()))
-                .decided(Decision::Busy, Some("iperf3 client".into()));
-            return shared.record(&ev, Some(format_args!("busy: denied iperf3 client {who}")));
-        }
+        // wirerate data streams can never match this token; the channel is unused
+        let (unused, _) = mpsc::channel();
+        *slot = Some(Active {
+            token,
+            tx: unused,
+            free_at: Instant::now() + shared.cfg.idle,
+            iperf3: Some(Route { cookie, tx }),
+            crr: None,
+            peer_ip: ip,
+        });
     }
     shared.record(
         &Event::new(Kind::Connection, Some(who.clone()))
@@ -125,7 +138,7 @@ pub(crate) fn handle_conn(
     );
     let mut slot = SlotGuard::new(shared);
     let mut note = TestNote::default();
-    let outcome = run_session(sock, rx, shared, &mut note);
+    let outcome = run_session(ctl, sess, early, rx, shared, &mut note);
     if outcome.is_ok() {
         slot.completed();
     }
@@ -146,6 +159,45 @@ pub(crate) fn handle_conn(
         Err(e) => text(format_args!("ended iperf3 test with {who}: {}", e.full())),
     }
     drop(slot);
+}
+
+/// Tells an iperf3 client the server is busy, and logs it.
+fn busy(mut sock: TcpStream, shared: &Shared, who: &str) {
+    deny(&mut sock);
+    let ev = Event::new(Kind::Connection, Some(who.into()))
+        .decided(Decision::Busy, Some("iperf3 client".into()));
+    shared.record(&ev, Some(format_args!("busy: denied iperf3 client {who}")));
+}
+
+/// Asks for the parameters and reads them within `wait`: the events that came with them.
+fn await_params(
+    ctl: &mut Control,
+    sess: &mut ServerSession,
+    wait: Duration,
+) -> Result<Vec<ServerEvent>, String> {
+    use crate::control::Input;
+    let deadline = Instant::now() + wait;
+    loop {
+        ctl.flush(|| sess.poll_transmit(), wait)
+            .map_err(|e| format!("iperf3 client: writing: {e}"))?;
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(format!(
+                "iperf3 client: no parameters within {} s",
+                wait.as_secs_f64()
+            ));
+        }
+        let events = match ctl.read(deadline - now) {
+            Ok(Input::Bytes(n)) => sess.handle_input(ctl.bytes(n), Instant::now()),
+            Ok(Input::Closed) => sess.handle_close().map(|()| Vec::new()),
+            Ok(Input::Nothing) => Ok(Vec::new()),
+            Err(e) => return Err(format!("iperf3 client: {e}")),
+        }
+        .map_err(|e| format!("iperf3 client: {e}"))?;
+        if events.iter().any(|e| matches!(e, ServerEvent::Params(..))) {
+            return Ok(events);
+        }
+    }
 }
 
 /// iperf3's answer to a client it will not serve now: one `ACCESS_DENIED` byte, then close.
@@ -216,29 +268,38 @@ struct Addrs {
 }
 
 fn run_session(
-    sock: TcpStream,
+    mut ctl: Control,
+    mut sess: ServerSession,
+    early: Vec<ServerEvent>,
     rx: Receiver<(Instant, TcpStream)>,
     shared: &Shared,
     note: &mut TestNote,
 ) -> Result<(Params, Option<f64>), EngineError> {
-    let idle = shared.cfg.idle;
     let addrs = Addrs {
-        local: sock.local_addr().ok(),
-        peer: sock.peer_addr().ok().map(|a| a.ip()),
+        local: ctl.sock.local_addr().ok(),
+        peer: ctl.sock.peer_addr().ok().map(|a| a.ip()),
     };
-    let mut ctl = Control::new(sock);
-    let mut sess = ServerSession::new(Instant::now(), idle);
     let mut run = Run::default();
-    let result = drive(
-        &mut ctl,
-        &mut sess,
-        &mut ServerRun {
-            run: &mut run,
-            rx: &rx,
-            addrs: &addrs,
-            shared,
-        },
-    );
+    // the parameters first, before `CREATE_STREAMS` goes: a UDP test's port must be bound
+    // before the client sends to it
+    let mut result = early
+        .into_iter()
+        .try_for_each(|ev| on_event(ev, &mut run, &addrs, shared, Instant::now()));
+    if result.is_err() {
+        sess.terminate();
+        let _ = ctl.flush(|| sess.poll_transmit(), Duration::from_secs(1));
+    } else {
+        result = drive(
+            &mut ctl,
+            &mut sess,
+            &mut ServerRun {
+                run: &mut run,
+                rx: &rx,
+                addrs: &addrs,
+                shared,
+            },
+        );
+    }
     if let Err(e) = result {
         *note = std::mem::take(&mut run.note);
         return Err(e);

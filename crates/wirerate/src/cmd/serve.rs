@@ -17,11 +17,16 @@ use crate::exit::usage;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "One test runs at a time; a second client is told at once that the server is busy \
-and for how long. A client that stalls, vanishes or sends junk is dropped within the idle timeout; \
+and for how long. The test slot is claimed only when a client's test spec has arrived (within \
+--handshake-timeout of its opening bytes or its login): a connection that opens and goes quiet \
+holds no slot. A client that stalls, vanishes or sends junk is dropped within the idle timeout; \
 a test that moves no data for the idle timeout, or less than 1 KiB/s over two idle timeouts, is \
 ended as stalled. Every test is bounded in time (--max-duration, byte-count tests too), rate \
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
-A new connection has --handshake-timeout to say what it is; at most 8 may wait from one address.\n\n\
+A new connection has --handshake-timeout in all (TLS included) to say what it is; at most 8 may \
+wait from one address (an IPv6 /64 counts as one address here, for failed logins and for \
+--limits' tests_per_hour), and beyond the start of --max-startups new ones are refused at random. The defaults suit a server open to anyone: tests of at most 120 s, a \
+2 s handshake, a 10 s idle timeout; raise --max-duration for long tests among trusted clients.\n\n\
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\
 With --users (and --tls), every client logs in first (SCRAM-SHA-256: the password never crosses \
@@ -49,9 +54,14 @@ pub struct Args {
     /// Seconds a new connection has to send its opening bytes
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub handshake_timeout: f64,
+    /// Connections that have not yet said what they are: beyond START, a new one is refused
+    /// with probability RATE %, rising to all at FULL (as OpenSSH's MaxStartups); the
+    /// running test's client is exempt. FULL alone: refuse only at FULL
+    #[arg(long, value_name = "START:RATE:FULL", value_parser = parse_startups, default_value = "100:30:1000")]
+    pub max_startups: wirerate_engine::startups::Startups,
     /// Longest test served, warm-up included; tests that end by byte or block count are
     /// ended when they reach it
-    #[arg(long, value_name = "SECONDS", default_value_t = 86_400.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
     pub max_duration: f64,
     /// Fastest rate a client may ask of one stream (SI: 10G = 10 000 000 000 bit/s)
     #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "1T")]
@@ -189,6 +199,10 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
     })
 }
 
+fn parse_startups(s: &str) -> Result<wirerate_engine::startups::Startups, String> {
+    wirerate_engine::startups::Startups::parse(s)
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormatArg {
     Text,
@@ -265,6 +279,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         idle: Duration::from_secs_f64(a.idle_timeout),
         on_test_end: a.one_off.then_some(ended_tx),
         handshake: Duration::from_secs_f64(a.handshake_timeout),
+        startups: a.max_startups,
         caps: Caps {
             max_duration: Duration::from_secs_f64(a.max_duration),
             max_rate_bps: a.max_rate,
