@@ -232,19 +232,24 @@ pub(super) fn host(r: &RunResult) -> Option<Finding> {
             pct(SHARED_HOST_BUSY_PERCENT)
         ),
     ));
-    for sending in [true, false] {
-        if let Some((t, h)) = busiest_thread(r, sending) {
-            let (role, b) = if sending {
-                ("sending", Bottleneck::SenderCpu)
-            } else {
-                ("receiving", Bottleneck::ReceiverCpu)
-            };
-            let mut e = thread_item(b, t, h, role, r);
-            e.supports = Bottleneck::HostCpu;
-            f.evidence.push(e);
+    // each end's split of its window (run, waiting for a CPU, asleep) where the scheduler
+    // gave it; else each end's CPU share
+    let split = super::waits::queue_items(r);
+    if split.is_empty() {
+        for sending in [true, false] {
+            if let Some((t, h)) = busiest_thread(r, sending) {
+                let (role, b) = if sending {
+                    ("sending", Bottleneck::SenderCpu)
+                } else {
+                    ("receiving", Bottleneck::ReceiverCpu)
+                };
+                let mut e = thread_item(b, t, h, role, r);
+                e.supports = Bottleneck::HostCpu;
+                f.evidence.push(e);
+            }
         }
     }
-    f.evidence.extend(super::waits::queue_items(r));
+    f.evidence.extend(split);
     let mut advice = vec![
         "free the host of other work while testing: every core was busy, and the stream \
          threads had only part of them"

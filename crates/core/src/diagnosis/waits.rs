@@ -256,7 +256,7 @@ fn kernel_sndbuf_item(s: &StreamResult, h: Host) -> Option<EvidenceItem> {
 fn turn_advice(r: &RunResult) -> Vec<String> {
     let cores = r.summary.cpu.local.as_ref().and_then(|c| c.cores);
     vec![
-        "`-P 2`: while one stream's ends wait on each other, the other stream's run".into(),
+        "`-P 2`: while one stream's ends wait on each other, the other stream's ends run".into(),
         format!(
             "the two ends on two hosts: on one host{} each end's turn is the other's wait, \
              and between hosts they overlap",
