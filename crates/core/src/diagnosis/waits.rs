@@ -179,13 +179,24 @@ pub(super) fn turn_taking(r: &RunResult) -> Option<Finding> {
         pct(p.tx.run.max(p.rx.run).ceil())
     );
     let mut f = Finding::new(Bottleneck::TurnTaking, score, head);
+    f.evidence = turn_items(&p, busy);
+    if let Some(e) = kernel_sndbuf_item(p.stream, p.tx_host) {
+        f.evidence.push(e);
+    }
+    f.advice = turn_advice(r);
+    Some(f)
+}
+
+/// Each end's split held to the turn-taking thresholds, and the host's busy share.
+fn turn_items(p: &Pair<'_>, busy: f64) -> Vec<EvidenceItem> {
+    let mut out = Vec::new();
     for (sending, h, w) in [(true, p.tx_host, p.tx), (false, p.rx_host, p.rx)] {
         let what = if sending {
             "sender send-buffer wait"
         } else {
             "receiver receive wait"
         };
-        f.evidence.push(item(
+        out.push(item(
             Bottleneck::TurnTaking,
             h.name(),
             what,
@@ -204,7 +215,7 @@ pub(super) fn turn_taking(r: &RunResult) -> Option<Finding> {
             ),
         ));
     }
-    f.evidence.push(item(
+    out.push(item(
         Bottleneck::TurnTaking,
         "client",
         "host busy over all cores",
@@ -221,11 +232,7 @@ pub(super) fn turn_taking(r: &RunResult) -> Option<Finding> {
             pct(TURN_HOST_BUSY_PERCENT)
         ),
     ));
-    if let Some(e) = kernel_sndbuf_item(p.stream, p.tx_host) {
-        f.evidence.push(e);
-    }
-    f.advice = turn_advice(r);
-    Some(f)
+    out
 }
 
 /// The kernel's own send-buffer-limited share beside the sleep, so the reader sees why the
