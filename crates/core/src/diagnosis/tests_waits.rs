@@ -273,6 +273,18 @@ fn an_interface_that_carried_far_more_than_the_test_says_so() {
         .notes
         .iter()
         .any(|n| n.contains("other traffic")));
+    // a peer's interface name reaches the note printable only
+    let mut odd = lo(9_556_302_643, 150_000);
+    odd.name = "eth\u{1b}[2J0".into();
+    r.env.client.interfaces = vec![odd];
+    let d = diagnose(&r);
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.starts_with("client: eth[2J0 carried")),
+        "{:?}",
+        d.notes
+    );
     // unknown counters say nothing
     r.env.client.interfaces = vec![InterfaceDelta {
         name: "lo".into(),

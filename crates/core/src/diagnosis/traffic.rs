@@ -45,7 +45,12 @@ pub(super) fn note(r: &RunResult, a: &mut Analysis) {
                      the interface, so its packet, drop and error counts are not the test's \
                      alone",
                     h.name(),
-                    i.name,
+                    // a peer's string: printable characters only, never raw to a terminal
+                    i.name
+                        .chars()
+                        .filter(char::is_ascii_graphic)
+                        .take(32)
+                        .collect::<String>(),
                     size(bytes as f64),
                     size(moved as f64),
                     bytes as f64 / moved as f64
