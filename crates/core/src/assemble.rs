@@ -39,6 +39,7 @@ fn side_of(report: &StreamReport) -> StreamSide {
         sys_s: report.sys_s,
         run_s: report.sched.map(|s| s.run_s),
         wait_s: report.sched.map(|s| s.wait_s),
+        sleeps: report.sched.and_then(|s| s.sleeps),
         worker: report.worker,
     }
 }

@@ -203,6 +203,10 @@ pub struct SchedTimes {
     /// Time on a CPU, and time runnable but waiting for one (`/proc/thread-self/schedstat`).
     pub run_s: f64,
     pub wait_s: f64,
+    /// Times the thread went to sleep (voluntary context switches): for a stream thread,
+    /// each one a wait inside a socket call. None where the kernel does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<u64>,
 }
 
 /// TCP_INFO of a flow's senders over one interval, summed or combined over its streams.

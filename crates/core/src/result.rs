@@ -322,6 +322,10 @@ pub struct StreamSide {
     pub run_s: Option<f64>,
     #[serde(default)]
     pub wait_s: Option<f64>,
+    /// Times the stream thread went to sleep in the window (voluntary context switches):
+    /// each one a wait inside a socket call, for a full send buffer or for data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<u64>,
     /// The data worker that served this end (its number on its side) when the stream shared
     /// one; `user_s` and `sys_s` are then its even share of the worker's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]

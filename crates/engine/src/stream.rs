@@ -94,6 +94,9 @@ pub struct Tally {
     /// Whether the window's opening reads this thread's CPU times (a worker serving many
     /// flows keeps its own times instead).
     thread_times: bool,
+    /// This thread's times when its last call returned ([`Tally::close`]), so what it does
+    /// after the window (a sender waiting for its peer to close) is not charged to it.
+    closed_times: Option<ThreadTimes>,
 }
 
 impl Tally {
@@ -110,6 +113,7 @@ impl Tally {
             fallback: None,
             last: plan.start,
             thread_times: true,
+            closed_times: None,
         }
     }
 
@@ -185,6 +189,13 @@ impl Tally {
         }
     }
 
+    /// Ends the window's CPU and scheduler times now, at its last call.
+    pub fn close(&mut self) {
+        if self.thread_times {
+            self.closed_times = Some(ThreadTimes::now());
+        }
+    }
+
     /// The stream's report; `t0` are the thread's CPU times when it started, and only the
     /// CPU spent inside the counted window is charged.
     pub fn report(&self, plan: &Plan, t0: ThreadTimes, error: Option<String>) -> StreamReport {
@@ -204,7 +215,8 @@ impl Tally {
             (None, f) => f,
         };
         let times = if self.thread_times {
-            ThreadTimes::now().since(window.and_then(|w| w.times).unwrap_or(t0))
+            let end = self.closed_times.unwrap_or_else(ThreadTimes::now);
+            end.since(window.and_then(|w| w.times).unwrap_or(t0))
         } else {
             ThreadTimes::default()
         };
@@ -338,6 +350,7 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             }
         }
     }
+    t.close();
     let _ = sock.shutdown(Shutdown::Write);
     if error.is_none() {
         wait_for_close(&mut sock, plan.idle);

@@ -13,16 +13,20 @@ pub struct ThreadTimes {
     pub sys_s: f64,
     pub run_s: Option<f64>,
     pub wait_s: Option<f64>,
+    /// Times the thread went to sleep (voluntary context switches, [`crate::sched`]).
+    pub sleeps: Option<u64>,
 }
 
 impl ThreadTimes {
-    /// Reads RUSAGE_THREAD and `/proc/thread-self/schedstat` of the calling thread; zeros
-    /// if getrusage fails (it cannot for a valid `who`), None for what schedstat lacks.
+    /// Reads RUSAGE_THREAD, `/proc/thread-self/schedstat` and the thread's sleep count;
+    /// zeros if getrusage fails (it cannot for a valid `who`), None for what the kernel
+    /// lacks.
     pub fn now() -> ThreadTimes {
         let (run_s, wait_s) = std::fs::read_to_string("/proc/thread-self/schedstat")
             .ok()
             .and_then(|t| parse_schedstat(&t))
             .unzip();
+        let sleeps = crate::sched::thread_sleeps();
         // SAFETY: rusage is plain data, and getrusage only writes into the struct we pass.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
@@ -30,6 +34,7 @@ impl ThreadTimes {
             return ThreadTimes {
                 run_s,
                 wait_s,
+                sleeps,
                 ..Default::default()
             };
         }
@@ -39,6 +44,7 @@ impl ThreadTimes {
             sys_s: tv(ru.ru_stime),
             run_s,
             wait_s,
+            sleeps,
         }
     }
 
@@ -49,6 +55,10 @@ impl ThreadTimes {
             sys_s: (self.sys_s - earlier.sys_s).max(0.0),
             run_s: minus(self.run_s, earlier.run_s),
             wait_s: minus(self.wait_s, earlier.wait_s),
+            sleeps: self
+                .sleeps
+                .zip(earlier.sleeps)
+                .map(|(a, b)| a.saturating_sub(b)),
         }
     }
 
@@ -56,7 +66,11 @@ impl ThreadTimes {
     pub fn sched(&self) -> Option<wirerate_core::evidence::SchedTimes> {
         self.run_s
             .zip(self.wait_s)
-            .map(|(run_s, wait_s)| wirerate_core::evidence::SchedTimes { run_s, wait_s })
+            .map(|(run_s, wait_s)| wirerate_core::evidence::SchedTimes {
+                run_s,
+                wait_s,
+                sleeps: self.sleeps,
+            })
     }
 }
 

@@ -523,7 +523,8 @@ pub fn why(d: &Diagnosis) -> String {
         .candidates
         .iter()
         .filter(|c| c.bottleneck != d.bottleneck && c.score >= 0.5)
-        .map(|c| format!("{} ({:.0} %)", c.bottleneck.words(), c.score * 100.0))
+        // a score, not a share of anything: "sender CPU (70 %)" read as a CPU figure
+        .map(|c| format!("{} (score {:.2})", c.bottleneck.words(), c.score))
         .collect();
     if !others.is_empty() {
         let _ = writeln!(o, "  {:<9} {}", "also:", others.join(", "));
@@ -574,5 +575,37 @@ mod tests {
             h.starts_with("wirerate: TCP to 127.0.0.1:5350, client → server, 1 stream(s), 10 s"),
             "{h}"
         );
+    }
+
+    #[test]
+    fn why_lists_runner_ups_by_score_not_as_a_percentage() {
+        use wirerate_core::diagnosis::{Bottleneck, Candidate};
+        let d = Diagnosis {
+            bottleneck: Bottleneck::ReceiverWindow,
+            confidence: Confidence::Medium,
+            verdict: "the receiver's window, with the host's CPU (both ends share it) close \
+                      behind: …"
+                .into(),
+            evidence: Vec::new(),
+            advice: Vec::new(),
+            candidates: vec![
+                Candidate {
+                    bottleneck: Bottleneck::ReceiverWindow,
+                    score: 0.9,
+                },
+                Candidate {
+                    bottleneck: Bottleneck::HostCpu,
+                    score: 0.7,
+                },
+            ],
+            notes: Vec::new(),
+            unseen: Vec::new(),
+        };
+        let w = why(&d);
+        assert!(
+            w.contains("also:     the host's CPU (both ends share it) (score 0.70)"),
+            "{w}"
+        );
+        assert!(!w.contains("70 %"), "{w}");
     }
 }

@@ -22,7 +22,7 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
 }
 
 use common::lab::{skip_unless_root, wirerate_in_lab, Lab};
-use common::{json, run, ServerProc};
+use common::{json, run, spawn_piped, ServerProc};
 use serde_json::Value;
 
 fn diagnosis(doc: &Value) -> &Value {
@@ -51,7 +51,7 @@ fn evidence_texts(doc: &Value) -> Vec<String> {
 }
 
 #[test]
-fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
+fn loopback_default_run_has_a_cpu_or_turns_verdict_and_says_where_each_end_waited() {
     let _alone = alone();
     let out = run(&["run", "-t", "2", "--json", "--no-store"], LIMIT_LONG);
     assert!(
@@ -62,13 +62,39 @@ fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
     let doc = json(&out);
     let b = bottleneck(&doc);
     println!("loopback default: {}", diagnosis(&doc));
+    // one host of any size: a saturated or starved end, every core busy, or the two ends
+    // taking turns; never "not determined"
     assert!(
-        b == "sender_cpu" || b == "receiver_cpu",
-        "loopback is bound by a CPU, not {b}"
+        ["sender_cpu", "receiver_cpu", "host_cpu", "turn_taking"].contains(&b.as_str()),
+        "loopback is bound by a CPU or by the turns of its ends, not {b}"
     );
     let d = diagnosis(&doc);
     assert!(d["evidence"].as_array().is_some_and(|e| !e.is_empty()));
     assert!(d["evidence"][0]["threshold"].is_number(), "{d}");
+    // where each end waited is measured and said, whatever the verdict
+    let s = &doc["streams"][0];
+    for end in ["sender", "receiver"] {
+        assert!(s[end]["sleeps"].is_u64(), "{end}: {}", s[end]);
+        assert!(s[end]["wait_s"].is_number(), "{end}: {}", s[end]);
+    }
+    let said = d.to_string();
+    assert!(said.contains("slept on its full send buffer"), "{d}");
+    assert!(said.contains("slept waiting for data"), "{d}");
+    // an end is named only when its own figures back it: a sending thread that neither
+    // ran half a core nor waited a fifth of its window for one is never "sender CPU"
+    let share = |end: &str, key: &str| {
+        s[end][key].as_f64().unwrap_or(0.0) / s[end]["seconds"].as_f64().unwrap_or(1.0) * 100.0
+    };
+    if d["verdict"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("sender CPU")
+    {
+        assert!(
+            share("sender", "run_s") >= 50.0 || share("sender", "wait_s") >= 20.0,
+            "sender CPU named for a sender that hardly ran: {d}\n{s}"
+        );
+    }
     // retransmits the receiver reported as duplicates are named as such, not left bare
     let tcp = &doc["summary"]["tcp"];
     let (retrans, dsack) = (tcp["retransmits"].as_u64(), tcp["dsack_dups"].as_u64());
@@ -88,6 +114,37 @@ fn loopback_default_run_is_cpu_bound_and_explains_its_retransmits() {
         doc["evidence"]
     );
     assert!(doc["evidence"]["server"]["cores"].is_array());
+}
+
+#[test]
+fn other_traffic_on_lo_is_named_in_the_why() {
+    let _alone = alone();
+    // a bulk test moves gigabytes over lo while a paced one moves about 2.5 MB
+    let bulk = spawn_piped(&["run", "-t", "4", "--json", "--no-store"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let paced = run(&["run", "-b", "20M", "-t", "1", "--no-store"], LIMIT_LONG);
+    let bulk = common::wait_bounded(bulk, LIMIT_LONG);
+    assert!(paced.status.success(), "{}", common::stderr(&paced));
+    assert!(bulk.status.success(), "{}", common::stderr(&bulk));
+    let text = String::from_utf8_lossy(&paced.stdout);
+    let why = &text[text.rfind("\nWhy\n").expect("a Why block")..];
+    let line = why
+        .lines()
+        .find(|l| l.contains("other traffic shared the interface"))
+        .unwrap_or_else(|| panic!("no other-traffic note: {text}"));
+    assert!(
+        line.trim_start().starts_with("note:") && line.contains("client: lo carried"),
+        "{line}"
+    );
+    // the bulk test's own bytes were most of what lo carried: nothing to say there
+    let doc = json(&bulk);
+    assert!(
+        !diagnosis(&doc)["notes"]
+            .to_string()
+            .contains("other traffic"),
+        "{}",
+        diagnosis(&doc)
+    );
 }
 
 #[test]

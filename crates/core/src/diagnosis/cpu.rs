@@ -127,18 +127,7 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
             .filter_map(|h| busiest_core(r, h).map(|c| (c, h)))
             .max_by(|a, b| a.0 .0.total_cmp(&b.0 .0))
     };
-    // one host for both ends (loopback): every core busy is a CPU limit of the whole test
-    let shared = if view::same_host(r) {
-        r.summary
-            .cpu
-            .local
-            .as_ref()
-            .and_then(|c| c.system_percent)
-            .filter(|p| p.is_finite())
-    } else {
-        None
-    };
-    if thread.is_none() && core.is_none() && shared.is_none() && starvation(r, true).is_none() {
+    if thread.is_none() && core.is_none() && starvation(r, true).is_none() {
         return None;
     }
     let t_score = thread.map_or(0.0, |(t, _)| {
@@ -157,38 +146,7 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
         (_, Some(((p, _), h))) => format!("the {}'s busiest core was {} busy", h.name(), pct(p)),
         _ => String::new(),
     };
-    let h_score = shared.map_or(0.0, |p| ramp(p, SHARED_HOST_BUSY_PERCENT, 99.0).min(0.75));
-    let headline = match shared {
-        Some(p) if h_score > t_score.max(c_score) => format!(
-            "every core of the host both ends share was busy ({} over all cores)",
-            pct(p)
-        ),
-        _ => headline,
-    };
-    let mut f = Finding::new(
-        Bottleneck::SenderCpu,
-        t_score.max(c_score).max(h_score),
-        headline,
-    );
-    if let Some(p) = shared.filter(|_| h_score > 0.0) {
-        f.evidence.push(item(
-            Bottleneck::SenderCpu,
-            "client",
-            "host busy over all cores",
-            Fig {
-                value: p,
-                unit: "percent",
-                threshold: Some(SHARED_HOST_BUSY_PERCENT),
-            },
-            "/proc/stat",
-            format!(
-                "client and server (one host): {} busy over all cores (saturated from {}); \
-                 the stream threads are only part of it",
-                pct(p),
-                pct(SHARED_HOST_BUSY_PERCENT)
-            ),
-        ));
-    }
+    let mut f = Finding::new(Bottleneck::SenderCpu, t_score.max(c_score), headline);
     if let Some((t, h)) = thread {
         f.evidence
             .push(thread_item(Bottleneck::SenderCpu, t, h, "sending", r));
@@ -218,6 +176,87 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
     if udp_loss {
         f.score = f.score.min(0.9);
     }
+    Some(f)
+}
+
+/// The host's CPU: both ends share one host (loopback) and it was busy over all its cores
+/// at 90 % or more. A CPU limit of the whole test even when no single thread is saturated,
+/// so it is named by what was busy (the host, other work included), never by one end;
+/// score at most 0.75, a medium verdict.
+pub(super) fn host(r: &RunResult) -> Option<Finding> {
+    if !view::same_host(r) {
+        return None;
+    }
+    let busy = r
+        .summary
+        .cpu
+        .local
+        .as_ref()
+        .and_then(|c| c.system_percent)
+        .filter(|p| p.is_finite())?;
+    let mut score = ramp(busy, SHARED_HOST_BUSY_PERCENT, 99.0).min(0.75);
+    // a saturated stream thread that no other work kept waiting made the host busy
+    // itself: the host is then its symptom, not a second cause
+    let saturated = [true, false]
+        .into_iter()
+        .filter_map(|sending| busiest_thread(r, sending))
+        .any(|(t, _)| t.percent >= THREAD_SATURATED_PERCENT);
+    if saturated && super::waits::longest_queue(r) < STARVED_WAIT_PERCENT {
+        score = score.min(SYMPTOM_SCORE);
+    }
+    if score <= 0.0 {
+        return None;
+    }
+    let mut f = Finding::new(
+        Bottleneck::HostCpu,
+        score,
+        format!(
+            "every core of the host was busy ({} over all cores)",
+            pct(busy)
+        ),
+    );
+    f.evidence.push(item(
+        Bottleneck::HostCpu,
+        "client",
+        "host busy over all cores",
+        Fig {
+            value: busy,
+            unit: "percent",
+            threshold: Some(SHARED_HOST_BUSY_PERCENT),
+        },
+        "/proc/stat",
+        format!(
+            "client and server (one host): {} busy over all cores (saturated from {}); \
+             the stream threads are only part of it",
+            pct(busy),
+            pct(SHARED_HOST_BUSY_PERCENT)
+        ),
+    ));
+    // each end's split of its window (run, waiting for a CPU, asleep) where the scheduler
+    // gave it; else each end's CPU share
+    let split = super::waits::queue_items(r);
+    if split.is_empty() {
+        for sending in [true, false] {
+            if let Some((t, h)) = busiest_thread(r, sending) {
+                let (role, b) = if sending {
+                    ("sending", Bottleneck::SenderCpu)
+                } else {
+                    ("receiving", Bottleneck::ReceiverCpu)
+                };
+                let mut e = thread_item(b, t, h, role, r);
+                e.supports = Bottleneck::HostCpu;
+                f.evidence.push(e);
+            }
+        }
+    }
+    f.evidence.extend(split);
+    let mut advice = vec![
+        "free the host of other work while testing: every core was busy, and the stream \
+         threads had only part of them"
+            .to_string(),
+    ];
+    advice.extend(cpu_advice(r, true).into_iter().take(2));
+    f.advice = advice;
     Some(f)
 }
 

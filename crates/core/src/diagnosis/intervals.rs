@@ -63,6 +63,8 @@ fn fallback(run: &Diagnosis) -> Bottleneck {
         Bottleneck::Wire
         | Bottleneck::SenderCpu
         | Bottleneck::ReceiverCpu
+        | Bottleneck::HostCpu
+        | Bottleneck::TurnTaking
         | Bottleneck::ReceiverSoftirq
         | Bottleneck::AppPacing => run.bottleneck,
         _ => Bottleneck::Unknown,

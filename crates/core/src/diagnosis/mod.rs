@@ -13,13 +13,17 @@ mod loss;
 pub mod rules;
 mod tcp;
 mod text;
+mod traffic;
 mod udp;
 mod view;
+mod waits;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_udp;
+#[cfg(test)]
+mod tests_waits;
 
 pub use compare::differences;
 pub use intervals::interval_bottlenecks;
@@ -35,6 +39,13 @@ pub enum Bottleneck {
     SenderCpu,
     /// The receiving thread is saturated or starved of CPU.
     ReceiverCpu,
+    /// Both ends share one host and every core of it was busy, while neither end's thread
+    /// used a core: the host's CPU as a whole (other work included) set the rate.
+    HostCpu,
+    /// Both ends share one host and take turns: each sleeps while the other runs (the
+    /// sender on its full send buffer, the receiver for data), neither uses a core, and
+    /// neither waits for a CPU.
+    TurnTaking,
     /// One core of the receiving host is saturated by softirq work while others idle.
     ReceiverSoftirq,
     /// The receiver's advertised window limits the sender.
@@ -70,6 +81,8 @@ impl Bottleneck {
             Bottleneck::Wire => "the wire",
             Bottleneck::SenderCpu => "sender CPU",
             Bottleneck::ReceiverCpu => "receiver CPU",
+            Bottleneck::HostCpu => "the host's CPU (both ends share it)",
+            Bottleneck::TurnTaking => "the two ends taking turns on one host",
             Bottleneck::ReceiverSoftirq => "receiver softirq core",
             Bottleneck::ReceiverWindow => "the receiver's window",
             Bottleneck::SenderBuffer => "the sender's buffer",

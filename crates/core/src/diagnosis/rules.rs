@@ -4,7 +4,7 @@
 //! of every threshold.
 
 use super::view::{self, Host};
-use super::{cc, cpu, loss, tcp, udp};
+use super::{cc, cpu, loss, tcp, traffic, udp, waits};
 use super::{Bottleneck, Candidate, Confidence, Diagnosis, EvidenceItem};
 use crate::spec::Protocol;
 use crate::RunResult;
@@ -50,6 +50,22 @@ pub const HEAVY_LOSS: f64 = 0.01;
 /// Both ends on one host (loopback) and the host busy over all cores from this share:
 /// the CPU is the limit even when no single thread is (our own margin, like the core rule).
 pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
+/// Two ends on one host take turns when each runs under this share of a core (measured:
+/// see docs/diagnosis.md, "Where the thresholds come from") ...
+pub const TURN_RUN_PERCENT: f64 = 70.0;
+/// ... each sleeps in its socket calls at least this share of the window (score 0.7) ...
+pub const TURN_ASLEEP_PERCENT: f64 = 20.0;
+/// ... (score 1 from this share) ...
+pub const TURN_ASLEEP_FULL: f64 = 35.0;
+/// ... and the host is at least this busy over all cores: not idle, so the ends had work
+/// to do and waited on each other, not on a quiet network.
+pub const TURN_HOST_BUSY_PERCENT: f64 = 50.0;
+/// An interface that carried more than this many times the test's bytes (beyond
+/// [`PACKET_HEADER_ALLOWANCE`] a packet) carried other traffic too.
+pub const OTHER_TRAFFIC_RATIO: f64 = 2.0;
+/// Bytes of headers allowed per packet on an interface (Ethernet, IPv6 and TCP with
+/// options come to under 100): tiny writes must not look like other traffic.
+pub const PACKET_HEADER_ALLOWANCE: u64 = 128;
 /// The busiest-core rule counts only when the sending thread itself ran at least this
 /// share of a core (our own margin): otherwise the busy core is someone else's work.
 pub const CORE_RULE_THREAD_PERCENT: f64 = 50.0;
@@ -200,6 +216,8 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
     a.add(tcp::wire(r));
     a.add(cpu::sender(r));
     a.add(cpu::receiver(r));
+    a.add(cpu::host(r));
+    a.add(waits::turn_taking(r));
     a.add(cpu::softirq(r));
     match r.spec.protocol {
         Protocol::Tcp => {
@@ -212,6 +230,8 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
     }
     udp::pacing(r, &mut a);
     reconcile(&mut a);
+    waits::note(r, &mut a);
+    traffic::note(r, &mut a);
     finish(r, a)
 }
 
@@ -240,6 +260,19 @@ fn reconcile(a: &mut Analysis) {
                 ));
             }
         }
+    }
+    // a window or a buffer that held the sender makes the ends wait on each other: the
+    // turns are its symptom
+    let held = [Bottleneck::ReceiverWindow, Bottleneck::SenderBuffer]
+        .into_iter()
+        .find(|&b| a.score(b) >= SUPPORT_SCORE);
+    if let (Some(b), true) = (held, a.score(Bottleneck::TurnTaking) >= SUPPORT_SCORE) {
+        a.cap(Bottleneck::TurnTaking, SYMPTOM_SCORE);
+        a.note(format!(
+            "the two ends took turns because {} held the sender: each waited on the other \
+             through it",
+            b.words()
+        ));
     }
     if a.score(Bottleneck::SenderCpu) >= SUPPORT_SCORE
         && a.score(Bottleneck::Congestion) >= SUPPORT_SCORE

@@ -64,6 +64,7 @@ pub(super) fn side(cpu_s: f64) -> StreamSide {
         sys_s: cpu_s * 0.8,
         run_s: Some(cpu_s),
         wait_s: Some(0.1),
+        sleeps: None,
         worker: None,
     }
 }
