@@ -660,3 +660,61 @@ fn lab_delay_line_loses_the_share_asked() {
         1.0
     );
 }
+
+/// The Why on emulated paths (docs/diagnosis.md, "Scenarios on emulated paths"): each lab
+/// path, the run across it, and the verdict and note it must give.
+#[test]
+fn lab_the_why_names_a_small_window_loss_and_a_deep_queue_on_delayed_paths() {
+    let test = "lab_the_why_names_a_small_window_loss_and_a_deep_queue_on_delayed_paths";
+    if skip_unless_root(test) {
+        return;
+    }
+    let verdict = |r: &Value| {
+        r["summary"]["diagnosis"]["bottleneck"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let notes = |r: &Value| r["summary"]["diagnosis"]["notes"].to_string();
+    {
+        // 64 KiB of window over 50 Mbit/s × 50 ms (a BDP of about 312 KB)
+        let lab = Lab::up(
+            "pw",
+            &["--rate", "50M", "--delay", "25ms", "--buffer", "100ms"],
+        );
+        let r = wirerate_in_lab(&lab, &["-t", "5", "-O", "1", "-w", "64K", "--no-store"]);
+        assert_eq!(
+            verdict(&r),
+            "receiver_window",
+            "{}",
+            r["summary"]["diagnosis"]
+        );
+        let g = r["summary"]["goodput_bps"].as_f64().unwrap();
+        assert!(
+            g < 15e6,
+            "a 64 KiB window over 50 ms moves under 15 Mbit/s, not {g}"
+        );
+    }
+    {
+        // 0.5 % loss with cubic: the loss sets the rate, with the Mathis bound
+        let lab = Lab::up(
+            "pl",
+            &["--rate", "50M", "--delay", "10ms", "--loss", "0.5%"],
+        );
+        let r = wirerate_in_lab(&lab, &["-t", "6", "-O", "1", "-C", "cubic", "--no-store"]);
+        assert_eq!(verdict(&r), "congestion", "{}", r["summary"]["diagnosis"]);
+        assert!(r["summary"]["diagnosis"]
+            .to_string()
+            .contains("Mathis bound"));
+    }
+    {
+        // a 400 ms queue at 20 Mbit/s that cubic fills: the wire, and the queue named
+        let lab = Lab::up(
+            "pq",
+            &["--rate", "20M", "--delay", "5ms", "--buffer", "400ms"],
+        );
+        let r = wirerate_in_lab(&lab, &["-t", "6", "-O", "2", "-C", "cubic", "--no-store"]);
+        assert_eq!(verdict(&r), "wire", "{}", r["summary"]["diagnosis"]);
+        assert!(notes(&r).contains("bufferbloat"), "{}", notes(&r));
+    }
+}

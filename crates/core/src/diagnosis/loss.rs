@@ -3,7 +3,7 @@
 
 use super::rules::{
     item, Analysis, Fig, Finding, HEAVY_LOSS, LOSS_RATE, MATHIS_SLACK, NEAR_WIRE_EFFICIENCY,
-    RETRANSMITS_PER_S, SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
+    NOT_LOSS_BOUND, RETRANSMITS_PER_S, SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
 };
 use super::text::{micros, pct, rate};
 use super::view::{self, counter, percent, Host};
@@ -24,6 +24,8 @@ struct FlowLoss {
     rtt_us: Option<f64>,
     streams: usize,
     goodput_bps: f64,
+    /// The senders' congestion control, when TCP_INFO names it.
+    cc: Option<String>,
 }
 
 fn flow_loss(r: &RunResult, flow: Flow) -> Option<FlowLoss> {
@@ -60,6 +62,7 @@ fn flow_loss(r: &RunResult, flow: Flow) -> Option<FlowLoss> {
         mss: infos.iter().filter_map(|t| t.snd_mss).max(),
         rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
         streams: infos.len().max(1),
+        cc: infos.iter().find_map(|t| t.congestion.clone()),
         goodput_bps: if goodput > 0.0 {
             goodput
         } else {
@@ -77,7 +80,8 @@ pub(super) fn loss(r: &RunResult, a: &mut Analysis) {
             continue;
         };
         reordering(r, &l, a);
-        let f = congestion(r, &l);
+        let mut f = congestion(r, &l);
+        not_loss_bound(&l, &mut f, a);
         if best.as_ref().is_none_or(|b| f.score > b.score) {
             best = Some(f);
         }
@@ -154,6 +158,41 @@ fn reordering(r: &RunResult, l: &FlowLoss, a: &mut Analysis) {
             .into()
     }];
     a.add(Some(f));
+}
+
+/// A sender whose congestion control does not take loss as congestion (bbr) and that moved
+/// well past the Mathis bound: the loss was real but did not set its rate, so it is a
+/// symptom, said in a note.
+fn not_loss_bound(l: &FlowLoss, f: &mut Finding, a: &mut Analysis) {
+    let Some(cc) = l.cc.as_deref().filter(|c| c.starts_with("bbr")) else {
+        return;
+    };
+    let real = l.retrans.saturating_sub(l.spurious);
+    let p = if l.segs > 0 {
+        real as f64 / l.segs as f64
+    } else {
+        0.0
+    };
+    let Some(bound) = l
+        .mss
+        .zip(l.rtt_us)
+        .and_then(|(m, rtt)| mathis_bps(m as f64, rtt, p))
+        .map(|b| b * l.streams as f64)
+    else {
+        return;
+    };
+    if f.score < SYMPTOM_SCORE || l.goodput_bps < NOT_LOSS_BOUND * bound {
+        return;
+    }
+    f.score = SYMPTOM_SCORE;
+    a.note(format!(
+        "{}: {} real loss, but {cc} does not take loss as congestion: it moved {} against the \
+         {} a loss-based sender would (Mathis bound), so the loss did not set the rate",
+        l.flow.name(),
+        pct(p * 100.0),
+        rate(l.goodput_bps),
+        rate(bound)
+    ));
 }
 
 /// The Mathis et al. bound for one stream: MSS / (RTT · √p) · √(3/2), bit/s.

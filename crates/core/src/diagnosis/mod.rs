@@ -10,6 +10,7 @@ mod compare;
 mod cpu;
 mod intervals;
 mod loss;
+mod queue;
 pub mod rules;
 mod tcp;
 mod text;
@@ -20,6 +21,8 @@ mod waits;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_path;
 #[cfg(test)]
 mod tests_udp;
 #[cfg(test)]

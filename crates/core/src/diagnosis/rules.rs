@@ -4,7 +4,7 @@
 //! of every threshold.
 
 use super::view::{self, Host};
-use super::{cc, cpu, loss, tcp, traffic, udp, waits};
+use super::{cc, cpu, loss, queue, tcp, traffic, udp, waits};
 use super::{Bottleneck, Candidate, Confidence, Diagnosis, EvidenceItem};
 use crate::spec::Protocol;
 use crate::RunResult;
@@ -44,6 +44,15 @@ pub const RETRANSMITS_PER_S: f64 = 2.0;
 /// When the Mathis bound exceeds the goodput this many times, the loss was too rare to
 /// be what held the rate.
 pub const MATHIS_SLACK: f64 = 3.0;
+/// A congestion control that does not take loss as congestion (bbr) moving this many
+/// times the Mathis bound shows the loss did not set its rate. Measured in the lab (50
+/// Mbit/s, 20 ms, 0.5 % loss): cubic moved 1.2× its bound, bbr 4.4×.
+pub const NOT_LOSS_BOUND: f64 = 2.0;
+/// A sender's smoothed RTT this many times its minimum ...
+pub const QUEUE_RTT_RATIO: f64 = 2.0;
+/// ... and at least this much above it, ms, is a queue that filled on the path (a deep
+/// queue at 20 Mbit/s in the lab: 409.6 ms against 10.2 ms; bbr on it: 15.8 against 10.2).
+pub const QUEUE_MIN_MS: f64 = 5.0;
 /// Real loss of one segment in a hundred: heavy enough to hold any sender back, so the
 /// Mathis slack above is not applied (our own margin).
 pub const HEAVY_LOSS: f64 = 0.01;
@@ -232,6 +241,7 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
     reconcile(&mut a);
     waits::note(r, &mut a);
     traffic::note(r, &mut a);
+    queue::note(r, &mut a);
     finish(r, a)
 }
 
