@@ -34,6 +34,9 @@ fn side_of(report: &StreamReport) -> StreamSide {
         bytes: report.bytes,
         counted_bytes: report.counted_bytes,
         calls: report.calls,
+        counted_calls: Some(report.counted_calls)
+            .filter(|_| report.opened_s.is_some() || report.counted_calls > 0),
+        opened_s: report.opened_s,
         seconds: report.seconds,
         user_s: report.user_s,
         sys_s: report.sys_s,
@@ -67,10 +70,14 @@ pub fn assemble(
             let s = senders.get(&id).copied();
             let r = receivers.get(&id).copied();
             let receiver = r.map(side_of).unwrap_or_default();
+            let mut sender = s.map(side_of).unwrap_or_default();
+            if spec.protocol == crate::spec::Protocol::Tcp && spec.test.is_stream() {
+                sender.counted_bytes = sent_in_window(&sender, &receiver);
+            }
             streams.push(StreamResult {
                 id,
                 flow,
-                sender: s.map(side_of).unwrap_or_default(),
+                sender,
                 receiver,
                 goodput_bps: bps(receiver.counted_bytes, receiver.seconds),
                 tcp_sender: s.and_then(|x| x.tcp.clone()),
@@ -138,12 +145,46 @@ pub fn assemble(
     result
 }
 
+/// A TCP stream's sent bytes in the counted window. Both ends' windows open at a byte
+/// offset of the stream: the receiver's where its window opened (what it had read and what
+/// was readable then), the sender's at what the receiver had acknowledged when the
+/// sender's window opened. The sender counts from the lower of the two, so it never counts
+/// less than the receiver did. Both offsets are known only where both ends are wirerate's
+/// (`opened_s` given); otherwise each end's count stands.
+fn sent_in_window(sender: &StreamSide, receiver: &StreamSide) -> u64 {
+    if sender.opened_s.is_none() || receiver.opened_s.is_none() {
+        return sender.counted_bytes;
+    }
+    let received_from = receiver.bytes.saturating_sub(receiver.counted_bytes);
+    sender
+        .counted_bytes
+        .max(sender.bytes.saturating_sub(received_from))
+}
+
+/// The span of one flow's counted windows on one side: from the first opening to the last
+/// byte. Where the side does not say where its windows opened (an iperf3 peer), the longest
+/// stream's seconds.
+fn window_s<'a>(sides: impl Iterator<Item = &'a StreamSide> + Clone) -> f64 {
+    let opened = sides
+        .clone()
+        .filter_map(|s| s.opened_s.map(|o| (o, o + s.seconds)));
+    let first = opened.clone().map(|(o, _)| o).fold(f64::INFINITY, f64::min);
+    let last = opened.map(|(_, e)| e).fold(f64::NEG_INFINITY, f64::max);
+    if first.is_finite() && last.is_finite() {
+        (last - first).max(0.0)
+    } else {
+        sides.map(|s| s.seconds).fold(0.0, f64::max)
+    }
+}
+
 /// Gives each received interval the TCP sample its flow's sender took over the same span
 /// (both sides cut intervals on the same schedule from their own start).
 fn attach_tcp_samples(intervals: &mut [crate::result::Interval], a: &SideReport, b: &SideReport) {
     for s in a.tcp_samples.iter().chain(&b.tcp_samples) {
         if let Some(iv) = intervals.iter_mut().find(|iv| {
-            iv.flow == s.flow && iv.stream == s.stream && (iv.start_s - s.start_s).abs() < 1e-6
+            iv.flow == s.flow
+                && iv.stream == s.stream
+                && crate::window::covers(iv, s.start_s, s.end_s)
         }) {
             iv.tcp = Some(s.tcp.clone());
         }
@@ -198,9 +239,9 @@ fn by_id(side: &SideReport, flow: Flow, role: Role) -> HashMap<u32, &StreamRepor
 fn flow_summary(flow: Flow, streams: &[StreamResult]) -> FlowSummary {
     let of_flow = || streams.iter().filter(move |s| s.flow == flow);
     let bytes: u64 = of_flow().map(|s| s.receiver.counted_bytes).sum();
-    let seconds = of_flow().map(|s| s.receiver.seconds).fold(0.0, f64::max);
+    let seconds = window_s(of_flow().map(|s| &s.receiver));
     let sent: u64 = of_flow().map(|s| s.sender.counted_bytes).sum();
-    let sent_s = of_flow().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let sent_s = window_s(of_flow().map(|s| &s.sender));
     FlowSummary {
         flow,
         goodput_bps: bps(bytes, seconds),
@@ -221,21 +262,27 @@ fn summarize(
     let goodput_bps: f64 = flows.iter().map(|f| f.goodput_bps).sum();
     let sender_bps: f64 = flows.iter().map(|f| f.sender_bps).sum();
     let seconds = flows.iter().map(|f| f.seconds).fold(0.0, f64::max);
-    let sender_seconds = streams.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let sender_seconds = spec
+        .direction
+        .flows()
+        .iter()
+        .map(|&f| window_s(streams.iter().filter(|s| s.flow == f).map(|s| &s.sender)))
+        .fold(0.0, f64::max);
     let sum = |f: fn(&StreamResult) -> u64| -> u64 { streams.iter().map(f).sum() };
-    // bytes moved in no calls: the side did not count its calls (an iperf3 peer)
+    // calls and bytes of the counted window, over its seconds; bytes moved in no calls:
+    // the side did not count its calls (an iperf3 peer)
     let known = |calls: u64, bytes: u64, s: f64| {
         (calls > 0 || bytes == 0).then(|| io_stats(calls, bytes, s))
     };
     let io = IoSummary {
         sender: known(
-            sum(|s| s.sender.calls),
-            sum(|s| s.sender.bytes),
+            sum(|s| s.sender.counted_calls.unwrap_or(0)),
+            sum(|s| s.sender.counted_bytes),
             sender_seconds,
         ),
         receiver: known(
-            sum(|s| s.receiver.calls),
-            sum(|s| s.receiver.bytes),
+            sum(|s| s.receiver.counted_calls.unwrap_or(0)),
+            sum(|s| s.receiver.counted_bytes),
             seconds,
         ),
     };
@@ -406,6 +453,8 @@ mod tests {
             bytes,
             counted_bytes: bytes,
             calls: bytes / 1000,
+            counted_calls: bytes / 1000,
+            opened_s: None,
             seconds,
             user_s: 0.1,
             sys_s: 0.5,

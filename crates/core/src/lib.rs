@@ -24,6 +24,7 @@ pub mod synth;
 pub mod ttcp;
 pub mod udp;
 pub mod units;
+pub mod window;
 pub mod wire;
 
 pub use result::RunResult;

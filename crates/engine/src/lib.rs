@@ -17,6 +17,7 @@ mod control;
 mod driver;
 mod error;
 pub mod guard;
+mod intervals;
 pub mod iperf3;
 pub mod limits;
 mod login;

@@ -15,6 +15,7 @@ use std::io::Write;
 use wirerate_core::evidence::TcpSample;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
+use wirerate_core::window::{covers, is_tail};
 use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::Observer;
 use wirerate_render::intervals::{self, Columns};
@@ -104,15 +105,13 @@ impl Printer {
     fn drain(&mut self) {
         while let Some(head) = self.pending.front() {
             let key = |s: &TcpSample| {
-                s.flow == head.flow
-                    && s.stream == head.stream
-                    && (s.start_s - head.start_s).abs() < EPS
+                s.flow == head.flow && s.stream == head.stream && covers(head, s.start_s, s.end_s)
             };
             let found = self.samples.iter().position(key);
             let overtaken = self
                 .samples
                 .iter()
-                .any(|s| s.flow == head.flow && s.start_s > head.start_s + EPS);
+                .any(|s| s.flow == head.flow && s.start_s >= head.end_s - EPS);
             if found.is_none() && !overtaken && self.pending.len() <= 4 * self.per_tick {
                 return;
             }
@@ -137,6 +136,7 @@ impl Printer {
                 x.flow == iv.flow && x.stream == iv.stream && (x.start_s - iv.start_s).abs() < EPS
             })
         };
+        let period = r.spec.interval_s;
         while let Some(mut iv) = self.pending.pop_front() {
             if iv.tcp.is_none() {
                 iv.tcp = joined(&iv).and_then(|x| x.tcp.clone());
@@ -149,7 +149,8 @@ impl Printer {
                 .iter()
                 .find(|(f, _)| *f == iv.flow)
                 .is_some_and(|(_, s)| iv.start_s <= s + EPS);
-            if !seen && iv.rr.is_none() {
+            // a tail is no rate: a peer that made one has its bytes in the summary
+            if !seen && iv.rr.is_none() && !is_tail(iv.end_s - iv.start_s, period) {
                 self.print(iv);
             }
         }
