@@ -537,4 +537,99 @@ mod tests {
         assert_eq!(r.summary.flows.len(), 2);
         assert_eq!(r.summary.pi, None);
     }
+
+    /// A stream end of wirerate's: `bytes` moved, `counted` of them in a window that
+    /// opened at `opened_s` and lasted `seconds`, in `calls` calls of which `counted_calls`
+    /// in the window.
+    fn windowed(role: Role, bytes: u64, counted: u64, opened_s: f64, seconds: f64) -> StreamReport {
+        StreamReport {
+            counted_bytes: counted,
+            calls: 100,
+            counted_calls: 40,
+            opened_s: Some(opened_s),
+            ..stream(0, Flow::ClientToServer, role, bytes, seconds)
+        }
+    }
+
+    #[test]
+    fn a_sender_counts_from_the_lower_of_the_two_offsets() {
+        let spec = TestSpec {
+            omit_s: 1.0,
+            ..Default::default()
+        };
+        // the receiver's window opened at offset 3000, before the sender's (at 5000)
+        let client = SideReport {
+            streams: vec![windowed(Role::Sender, 10_000, 5000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 7000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        assert_eq!(r.summary.bytes, 7000);
+        assert_eq!(r.summary.sender_bytes, 7000);
+        // a receiver whose window opened later leaves the sender's own count
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 4000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        assert_eq!((r.summary.bytes, r.summary.sender_bytes), (4000, 5000));
+        // an end that does not say where its window opened (an iperf3 peer) is taken as is
+        let mut peer = server.clone();
+        peer.streams[0].opened_s = None;
+        peer.streams[0].counted_bytes = 10_000;
+        let r = assemble(&spec, &client, &peer, Context::default());
+        assert_eq!(r.summary.sender_bytes, 5000);
+    }
+
+    #[test]
+    fn io_calls_and_bytes_are_those_of_the_window() {
+        let spec = TestSpec::default();
+        let client = SideReport {
+            streams: vec![windowed(Role::Sender, 10_000, 4000, 1.0, 2.0)],
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 4000, 1.0, 2.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        let io = r.summary.io.sender.unwrap();
+        assert_eq!((io.calls, io.bytes), (40, 4000));
+        assert_eq!(io.calls_per_s, 20.0);
+        assert_eq!(r.streams[0].sender.counted_calls, Some(40));
+    }
+
+    #[test]
+    fn a_flows_seconds_run_from_its_first_opening_to_its_last_byte() {
+        let spec = TestSpec {
+            parallel: 2,
+            ..Default::default()
+        };
+        let mut a = windowed(Role::Receiver, 1000, 1000, 1.0, 2.0);
+        let mut b = windowed(Role::Receiver, 1000, 1000, 1.5, 1.6);
+        b.id = 1;
+        let server = SideReport {
+            streams: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &SideReport::default(), &server, Context::default());
+        // 1.0 to 3.1, not the longest stream's 2.0
+        assert!(
+            (r.summary.seconds - 2.1).abs() < 1e-12,
+            "{}",
+            r.summary.seconds
+        );
+        // without openings (an iperf3 peer), the longest stream
+        a.opened_s = None;
+        b.opened_s = None;
+        let server = SideReport {
+            streams: vec![a, b],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &SideReport::default(), &server, Context::default());
+        assert_eq!(r.summary.seconds, 2.0);
+    }
 }

@@ -62,6 +62,8 @@ struct Mark {
     span: u64,
     /// Counted bytes given to intervals so far.
     counted: u64,
+    /// Whether the row has had a counted interval.
+    started: bool,
 }
 
 pub(crate) struct IntervalClock {
@@ -108,6 +110,7 @@ impl IntervalClock {
                 packets: 0,
                 span: 0,
                 counted: 0,
+                started: false,
             })
     }
 
@@ -140,27 +143,29 @@ impl IntervalClock {
         }
     }
 
-    /// Where a row's interval `index` starts: on the schedule, but the first counted one
-    /// where the row's window opened.
-    fn start_of(&self, index: u64, r: &Received, end_s: f64) -> f64 {
-        let nominal = self.schedule.start(index);
-        if index == self.schedule.warm_up_intervals() {
-            r.opened.unwrap_or(nominal).min(end_s)
+    /// Where a row's interval `index` starts: on the schedule, but its first counted one
+    /// where its window opened (None while it is shut).
+    fn start_of(&self, index: u64, m: &Mark, r: &Received) -> Option<f64> {
+        if self.schedule.omitted(index) || m.started {
+            Some(self.schedule.start(index))
         } else {
-            nominal
+            r.opened
         }
     }
 
-    fn mark(&self, m: &Mark, r: &Received, omitted: bool) -> Mark {
+    /// The row's mark after an interval up to `r`; `counted` whether the interval was a
+    /// counted one.
+    fn mark(m: &Mark, r: &Received, counted: bool) -> Mark {
         Mark {
             bytes: r.bytes,
             packets: r.packets,
             span: r.span,
-            counted: if omitted {
-                m.counted
-            } else {
+            counted: if counted {
                 m.counted.max(r.counted)
+            } else {
+                m.counted
             },
+            started: m.started || counted,
             ..*m
         }
     }
@@ -178,8 +183,15 @@ impl IntervalClock {
         let mut marks = Vec::with_capacity(received.len());
         for r in received {
             let m = self.mark_of(&self.last, r);
-            out.push(self.interval(index, &m, r, self.start_of(index, r, end_s), end_s));
-            marks.push(self.mark(&m, r, omitted));
+            match self.start_of(index, &m, r) {
+                // a window that opened a tail before the boundary: its first interval runs
+                // to the next one
+                Some(start_s) if omitted || !window::is_tail(end_s - start_s, self.period()) => {
+                    out.push(self.interval(index, &m, r, start_s, end_s));
+                    marks.push(Self::mark(&m, r, !omitted));
+                }
+                _ => marks.push(Self::mark(&m, r, false)),
+            }
         }
         self.prev = std::mem::replace(&mut self.last, marks);
         self.index += 1;
@@ -197,16 +209,17 @@ impl IntervalClock {
         }
         let index = self.index;
         for r in received {
-            let Some(end_s) = r.end else { continue };
             let m = self.mark_of(&self.last, r);
-            let start_s = self.start_of(index, r, end_s);
+            let (Some(end_s), Some(start_s)) = (r.end, self.start_of(index, &m, r)) else {
+                continue;
+            };
             let fresh = self.interval(index, &m, r, start_s, end_s);
             let empty = fresh.bytes == 0 && fresh.packets.unwrap_or(0) == 0;
             let row_last = self
                 .done
                 .iter()
                 .rposition(|iv| iv.flow == r.flow && iv.stream == r.stream && !iv.omitted);
-            match row_last {
+            match row_last.filter(|_| m.started) {
                 Some(i) if empty || window::is_tail(end_s - start_s, self.schedule.period) => {
                     let from = self.done[i].start_s;
                     let m = self.mark_of(&self.prev, r);
@@ -310,5 +323,21 @@ mod tests {
         last.end = Some(3.0);
         let v = c.close(&[last]);
         assert_eq!(sums(&v).0, 5500);
+    }
+
+    #[test]
+    fn a_window_opening_a_tail_before_a_boundary_starts_with_the_next_interval() {
+        let t0 = Instant::now();
+        let mut c = IntervalClock::new(t0, 1.0, 1.0);
+        c.poll(at(t0, 1.0), &[rx(1000, 0, None)]);
+        // opened at 1.95: no 0.05 s interval of its own
+        assert!(c.poll(at(t0, 2.0), &[rx(2000, 100, Some(1.95))]).is_empty());
+        let v = c.poll(at(t0, 3.0), &[rx(3000, 1100, Some(1.95))]);
+        assert_eq!((v[0].start_s, v[0].end_s, v[0].bytes), (1.95, 3.0, 1100));
+        // a window still shut at the end has no counted interval
+        let mut c = IntervalClock::new(t0, 1.0, 1.0);
+        c.poll(at(t0, 1.0), &[rx(1000, 0, None)]);
+        assert!(c.poll(at(t0, 2.0), &[rx(2000, 0, None)]).is_empty());
+        assert_eq!(sums(&c.close(&[rx(2000, 0, None)])), (0, 0.0));
     }
 }
