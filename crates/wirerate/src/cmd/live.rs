@@ -38,6 +38,9 @@ pub struct Printer {
     per_tick: usize,
     /// The start of the last line printed, per flow: what the final result adds.
     last_start: Vec<(Flow, f64)>,
+    /// Lines that end where the test does: the result may fold a tail into them, so they
+    /// are printed from it.
+    last_lines: Vec<Interval>,
 }
 
 const EPS: f64 = 1e-6;
@@ -76,6 +79,7 @@ impl Printer {
             samples: VecDeque::new(),
             per_tick,
             last_start: Vec::new(),
+            last_lines: Vec::new(),
         }
     }
 
@@ -92,6 +96,14 @@ impl Printer {
     }
 
     fn print(&mut self, iv: &Interval) {
+        if self.total_s.is_some_and(|t| iv.end_s >= t - EPS) && iv.rr.is_none() {
+            self.last_lines.push(iv.clone());
+            return;
+        }
+        self.show(iv);
+    }
+
+    fn show(&mut self, iv: &Interval) {
         self.clear_progress();
         crate::say!("{}", intervals::line(iv, self.cols));
         match self.last_start.iter_mut().find(|(f, _)| *f == iv.flow) {
@@ -143,6 +155,14 @@ impl Printer {
             }
             self.print(&iv);
         }
+        // the last lines as the result has them, a tail folded in
+        for iv in std::mem::take(&mut self.last_lines) {
+            let mut last = joined(&iv).cloned().unwrap_or(iv);
+            if last.tcp.is_none() {
+                last.tcp = joined(&last).and_then(|x| x.tcp.clone());
+            }
+            self.show(&last);
+        }
         let last = self.last_start.clone();
         for iv in &r.intervals {
             let seen = last
@@ -151,7 +171,7 @@ impl Printer {
                 .is_some_and(|(_, s)| iv.start_s <= s + EPS);
             // a tail is no rate: a peer that made one has its bytes in the summary
             if !seen && iv.rr.is_none() && !is_tail(iv.end_s - iv.start_s, period) {
-                self.print(iv);
+                self.show(iv);
             }
         }
     }
