@@ -30,6 +30,7 @@ pub mod server;
 mod side;
 mod stream;
 mod sweep;
+mod tally;
 mod timer;
 pub mod tls;
 pub mod ttcp;
