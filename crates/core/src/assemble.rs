@@ -34,6 +34,9 @@ fn side_of(report: &StreamReport) -> StreamSide {
         bytes: report.bytes,
         counted_bytes: report.counted_bytes,
         calls: report.calls,
+        counted_calls: Some(report.counted_calls)
+            .filter(|_| report.opened_s.is_some() || report.counted_calls > 0),
+        opened_s: report.opened_s,
         seconds: report.seconds,
         user_s: report.user_s,
         sys_s: report.sys_s,
@@ -68,10 +71,14 @@ pub fn assemble(
             let s = senders.get(&id).copied();
             let r = receivers.get(&id).copied();
             let receiver = r.map(side_of).unwrap_or_default();
+            let mut sender = s.map(side_of).unwrap_or_default();
+            if spec.protocol == crate::spec::Protocol::Tcp && spec.test.is_stream() {
+                sender.counted_bytes = sent_in_window(&sender, &receiver);
+            }
             streams.push(StreamResult {
                 id,
                 flow,
-                sender: s.map(side_of).unwrap_or_default(),
+                sender,
                 receiver,
                 goodput_bps: bps(receiver.counted_bytes, receiver.seconds),
                 tcp_sender: s.and_then(|x| x.tcp.clone()),
@@ -139,12 +146,46 @@ pub fn assemble(
     result
 }
 
+/// A TCP stream's sent bytes in the counted window. Both ends' windows open at a byte
+/// offset of the stream: the receiver's where its window opened (what it had read and what
+/// was readable then), the sender's at what the receiver had acknowledged when the
+/// sender's window opened. The sender counts from the lower of the two, so it never counts
+/// less than the receiver did. Both offsets are known only where both ends are wirerate's
+/// (`opened_s` given); otherwise each end's count stands.
+fn sent_in_window(sender: &StreamSide, receiver: &StreamSide) -> u64 {
+    if sender.opened_s.is_none() || receiver.opened_s.is_none() {
+        return sender.counted_bytes;
+    }
+    let received_from = receiver.bytes.saturating_sub(receiver.counted_bytes);
+    sender
+        .counted_bytes
+        .max(sender.bytes.saturating_sub(received_from))
+}
+
+/// The span of one flow's counted windows on one side: from the first opening to the last
+/// byte. Where the side does not say where its windows opened (an iperf3 peer), the longest
+/// stream's seconds.
+fn window_s<'a>(sides: impl Iterator<Item = &'a StreamSide> + Clone) -> f64 {
+    let opened = sides
+        .clone()
+        .filter_map(|s| s.opened_s.map(|o| (o, o + s.seconds)));
+    let first = opened.clone().map(|(o, _)| o).fold(f64::INFINITY, f64::min);
+    let last = opened.map(|(_, e)| e).fold(f64::NEG_INFINITY, f64::max);
+    if first.is_finite() && last.is_finite() {
+        (last - first).max(0.0)
+    } else {
+        sides.map(|s| s.seconds).fold(0.0, f64::max)
+    }
+}
+
 /// Gives each received interval the TCP sample its flow's sender took over the same span
 /// (both sides cut intervals on the same schedule from their own start).
 fn attach_tcp_samples(intervals: &mut [crate::result::Interval], a: &SideReport, b: &SideReport) {
     for s in a.tcp_samples.iter().chain(&b.tcp_samples) {
         if let Some(iv) = intervals.iter_mut().find(|iv| {
-            iv.flow == s.flow && iv.stream == s.stream && (iv.start_s - s.start_s).abs() < 1e-6
+            iv.flow == s.flow
+                && iv.stream == s.stream
+                && crate::window::covers(iv, s.start_s, s.end_s)
         }) {
             iv.tcp = Some(s.tcp.clone());
         }
@@ -199,9 +240,9 @@ fn by_id(side: &SideReport, flow: Flow, role: Role) -> HashMap<u32, &StreamRepor
 fn flow_summary(flow: Flow, streams: &[StreamResult]) -> FlowSummary {
     let of_flow = || streams.iter().filter(move |s| s.flow == flow);
     let bytes: u64 = of_flow().map(|s| s.receiver.counted_bytes).sum();
-    let seconds = of_flow().map(|s| s.receiver.seconds).fold(0.0, f64::max);
+    let seconds = window_s(of_flow().map(|s| &s.receiver));
     let sent: u64 = of_flow().map(|s| s.sender.counted_bytes).sum();
-    let sent_s = of_flow().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let sent_s = window_s(of_flow().map(|s| &s.sender));
     FlowSummary {
         flow,
         goodput_bps: bps(bytes, seconds),
@@ -222,21 +263,27 @@ fn summarize(
     let goodput_bps: f64 = flows.iter().map(|f| f.goodput_bps).sum();
     let sender_bps: f64 = flows.iter().map(|f| f.sender_bps).sum();
     let seconds = flows.iter().map(|f| f.seconds).fold(0.0, f64::max);
-    let sender_seconds = streams.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let sender_seconds = spec
+        .direction
+        .flows()
+        .iter()
+        .map(|&f| window_s(streams.iter().filter(|s| s.flow == f).map(|s| &s.sender)))
+        .fold(0.0, f64::max);
     let sum = |f: fn(&StreamResult) -> u64| -> u64 { streams.iter().map(f).sum() };
-    // bytes moved in no calls: the side did not count its calls (an iperf3 peer)
+    // calls and bytes of the counted window, over its seconds; bytes moved in no calls:
+    // the side did not count its calls (an iperf3 peer)
     let known = |calls: u64, bytes: u64, s: f64| {
         (calls > 0 || bytes == 0).then(|| io_stats(calls, bytes, s))
     };
     let io = IoSummary {
         sender: known(
-            sum(|s| s.sender.calls),
-            sum(|s| s.sender.bytes),
+            sum(|s| s.sender.counted_calls.unwrap_or(0)),
+            sum(|s| s.sender.counted_bytes),
             sender_seconds,
         ),
         receiver: known(
-            sum(|s| s.receiver.calls),
-            sum(|s| s.receiver.bytes),
+            sum(|s| s.receiver.counted_calls.unwrap_or(0)),
+            sum(|s| s.receiver.counted_bytes),
             seconds,
         ),
     };
@@ -407,6 +454,8 @@ mod tests {
             bytes,
             counted_bytes: bytes,
             calls: bytes / 1000,
+            counted_calls: bytes / 1000,
+            opened_s: None,
             seconds,
             user_s: 0.1,
             sys_s: 0.5,
@@ -488,5 +537,100 @@ mod tests {
         assert_eq!(r.summary.goodput_bps, 24e6);
         assert_eq!(r.summary.flows.len(), 2);
         assert_eq!(r.summary.pi, None);
+    }
+
+    /// A stream end of wirerate's: `bytes` moved, `counted` of them in a window that
+    /// opened at `opened_s` and lasted `seconds`, in `calls` calls of which `counted_calls`
+    /// in the window.
+    fn windowed(role: Role, bytes: u64, counted: u64, opened_s: f64, seconds: f64) -> StreamReport {
+        StreamReport {
+            counted_bytes: counted,
+            calls: 100,
+            counted_calls: 40,
+            opened_s: Some(opened_s),
+            ..stream(0, Flow::ClientToServer, role, bytes, seconds)
+        }
+    }
+
+    #[test]
+    fn a_sender_counts_from_the_lower_of_the_two_offsets() {
+        let spec = TestSpec {
+            omit_s: 1.0,
+            ..Default::default()
+        };
+        // the receiver's window opened at offset 3000, before the sender's (at 5000)
+        let client = SideReport {
+            streams: vec![windowed(Role::Sender, 10_000, 5000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 7000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        assert_eq!(r.summary.bytes, 7000);
+        assert_eq!(r.summary.sender_bytes, 7000);
+        // a receiver whose window opened later leaves the sender's own count
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 4000, 1.0, 1.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        assert_eq!((r.summary.bytes, r.summary.sender_bytes), (4000, 5000));
+        // an end that does not say where its window opened (an iperf3 peer) is taken as is
+        let mut peer = server.clone();
+        peer.streams[0].opened_s = None;
+        peer.streams[0].counted_bytes = 10_000;
+        let r = assemble(&spec, &client, &peer, Context::default());
+        assert_eq!(r.summary.sender_bytes, 5000);
+    }
+
+    #[test]
+    fn io_calls_and_bytes_are_those_of_the_window() {
+        let spec = TestSpec::default();
+        let client = SideReport {
+            streams: vec![windowed(Role::Sender, 10_000, 4000, 1.0, 2.0)],
+            ..Default::default()
+        };
+        let server = SideReport {
+            streams: vec![windowed(Role::Receiver, 10_000, 4000, 1.0, 2.0)],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &client, &server, Context::default());
+        let io = r.summary.io.sender.unwrap();
+        assert_eq!((io.calls, io.bytes), (40, 4000));
+        assert_eq!(io.calls_per_s, 20.0);
+        assert_eq!(r.streams[0].sender.counted_calls, Some(40));
+    }
+
+    #[test]
+    fn a_flows_seconds_run_from_its_first_opening_to_its_last_byte() {
+        let spec = TestSpec {
+            parallel: 2,
+            ..Default::default()
+        };
+        let mut a = windowed(Role::Receiver, 1000, 1000, 1.0, 2.0);
+        let mut b = windowed(Role::Receiver, 1000, 1000, 1.5, 1.6);
+        b.id = 1;
+        let server = SideReport {
+            streams: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &SideReport::default(), &server, Context::default());
+        // 1.0 to 3.1, not the longest stream's 2.0
+        assert!(
+            (r.summary.seconds - 2.1).abs() < 1e-12,
+            "{}",
+            r.summary.seconds
+        );
+        // without openings (an iperf3 peer), the longest stream
+        a.opened_s = None;
+        b.opened_s = None;
+        let server = SideReport {
+            streams: vec![a, b],
+            ..Default::default()
+        };
+        let r = assemble(&spec, &SideReport::default(), &server, Context::default());
+        assert_eq!(r.summary.seconds, 2.0);
     }
 }

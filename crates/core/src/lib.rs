@@ -25,6 +25,7 @@ pub mod text;
 pub mod ttcp;
 pub mod udp;
 pub mod units;
+pub mod window;
 pub mod wire;
 
 pub use result::RunResult;

@@ -28,10 +28,17 @@ pub struct StreamReport {
     pub role: Role,
     /// All bytes moved, warm-up included.
     pub bytes: u64,
-    /// Bytes moved after the warm-up.
+    /// Bytes moved in the counted window (after the warm-up).
     pub counted_bytes: u64,
     pub calls: u64,
-    /// Seconds from the (post-warm-up) start to this stream's last byte.
+    /// Calls made in the counted window.
+    #[serde(default)]
+    pub counted_calls: u64,
+    /// Seconds from the side's start to where the counted window opened; None where the
+    /// window never opened (or the side does not say: an iperf3 peer).
+    #[serde(default)]
+    pub opened_s: Option<f64>,
+    /// Seconds from the window's opening to this stream's last byte.
     pub seconds: f64,
     pub user_s: f64,
     pub sys_s: f64,

@@ -313,7 +313,13 @@ pub struct StreamSide {
     /// Bytes counted after the warm-up.
     pub counted_bytes: u64,
     pub calls: u64,
-    /// From the first byte (after warm-up) to the last.
+    /// Calls made in the counted window; None where the side did not count them apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_calls: Option<u64>,
+    /// Where the counted window opened, in seconds from the side's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_s: Option<f64>,
+    /// From the counted window's opening to the last byte.
     pub seconds: f64,
     pub user_s: f64,
     pub sys_s: f64,

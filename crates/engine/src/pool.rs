@@ -581,7 +581,11 @@ impl Flow {
                 Ok(n) => {
                     now = Instant::now();
                     self.last_progress = now;
-                    self.tally.add(n, now, &self.plan.counters);
+                    if self.tally.add(n, now, &self.plan.counters) {
+                        let queued = crate::stream::unacked(&self.sock);
+                        self.tally
+                            .include_before_opening(queued, &self.plan.counters);
+                    }
                     self.remaining -= n as u64;
                     if self.blocks {
                         self.off = (off + n) % b.len;

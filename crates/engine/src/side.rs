@@ -27,6 +27,7 @@ use wirerate_probe::snmp;
 use wirerate_proto::Token;
 
 use crate::error::EngineError;
+use crate::intervals::{IntervalClock, Received};
 use crate::rr::{self, CrrRoute, SideMsg};
 use crate::stream::{run_receiver, run_sender, Counters, Plan};
 use crate::sweep;
@@ -37,6 +38,7 @@ use wirerate_core::latency::LatencyHistogram;
 use wirerate_core::rr::{RrInterval, RrMode};
 use wirerate_core::spec::TestKind;
 use wirerate_core::sweep::SweepSide;
+use wirerate_core::window;
 
 /// The socket of a stream.
 pub enum DataSock {
@@ -169,12 +171,16 @@ pub struct SideRun {
     evidence: EvidenceWindow,
     /// TCP_INFO of each worker's socket at the last interval boundary (senders only).
     tcp_prev: Vec<Option<TcpInfo>>,
+    /// The same, one boundary earlier: to fold a last, short sample into the one before.
+    tcp_before_last: Vec<Option<TcpInfo>>,
     tcp_samples: Vec<TcpSample>,
     /// TCP samples already handed out by [`SideRun::new_tcp_samples`].
     samples_given: usize,
     /// What rr and sweep workers send: interval and whole-test histograms, sweep figures.
     msgs: Receiver<SideMsg>,
     rr_pending: BTreeMap<u64, RrPending>,
+    /// The last rr interval made, by index: a last one too short to be a rate joins it.
+    rr_made: Option<(u64, RrPending)>,
     rr_total: Option<LatencyHistogram>,
     sweep: Option<SweepSide>,
     /// rr: how many flows report intervals (the client's workers).
@@ -373,11 +379,13 @@ impl SideRun {
             iface,
             clock,
             evidence,
+            tcp_before_last: tcp_prev.clone(),
             tcp_prev,
             tcp_samples: Vec::new(),
             samples_given: 0,
             msgs,
             rr_pending: BTreeMap::new(),
+            rr_made: None,
             rr_total: None,
             sweep: None,
             rr_flows,
@@ -422,37 +430,25 @@ impl SideRun {
             }
             let index = *entry.key();
             let p = entry.remove();
-            let start_s = index as f64 * period;
-            let span = p.end_s - start_s;
+            let span = p.end_s - index as f64 * period;
             // a last, partial interval of a sliver of the period (the final response
-            // arriving just after a boundary) says nothing; its transactions stay in the
-            // summary
-            if span < 0.05 * period && all {
+            // arriving just after a boundary) is no rate: it joins the interval before it
+            if let (true, Some((made, prev))) =
+                (window::is_tail(span, period), self.rr_made.as_mut())
+            {
+                prev.transactions += p.transactions;
+                prev.hist.merge(&p.hist);
+                prev.end_s = prev.end_s.max(p.end_s);
+                let iv = rr_interval(*made, prev, period, request);
+                if let Some(slot) = self.clock.done.iter_mut().rev().find(|x| x.rr.is_some()) {
+                    *slot = iv;
+                }
                 continue;
             }
-            let bytes = p.transactions * request;
-            out.push(Interval {
-                flow: Flow::ClientToServer,
-                stream: None,
-                start_s,
-                end_s: p.end_s,
-                bytes,
-                bps: bps(bytes, span),
-                omitted: false,
-                packets: None,
-                loss_percent: None,
-                tcp: None,
-                bottleneck: None,
-                rr: Some(Box::new(RrInterval {
-                    transactions: p.transactions,
-                    tps: if span > 0.0 {
-                        p.transactions as f64 / span
-                    } else {
-                        0.0
-                    },
-                    rtt: p.hist.stats(),
-                })),
-            });
+            let iv = rr_interval(index, &p, period, request);
+            self.clock.done.push(iv.clone());
+            out.push(iv);
+            self.rr_made = Some((index, p));
         }
         out
     }
@@ -481,16 +477,17 @@ impl SideRun {
             self.evidence.restart();
         }
         if self.rr_flows > 0 {
-            let out = self.rr_drain(false);
-            self.clock.done.extend(out.iter().cloned());
-            return out;
+            return self.rr_drain(false);
         }
-        let received = self.received_by_flow();
+        let received = self.received_by_flow(|w| match w.counters.counted() {
+            Some((counted, opened)) => (counted, Some(opened), None),
+            None => (0, None, None),
+        });
         let index = self.clock.index;
         let out = self.clock.poll(now, &received);
         if self.clock.index != index {
-            let p = self.clock.period;
-            self.sample_tcp(index as f64 * p, self.clock.index as f64 * p);
+            let s = self.clock.schedule;
+            self.sample_tcp(s.start(index), s.end(index));
         }
         out
     }
@@ -553,23 +550,56 @@ impl SideRun {
                 tcp: interval_tcp(&of_flow(&self.tcp_prev), &after),
             });
         }
-        self.tcp_prev = now;
+        self.tcp_before_last = std::mem::replace(&mut self.tcp_prev, now);
+    }
+
+    /// The senders' last TCP sample: from the last boundary to their last write, or, where
+    /// that is a tail, the sample before it grown to their last write.
+    fn sample_last_tcp(&mut self, streams: &[StreamReport]) {
+        let period = self.clock.period();
+        let sent_end = streams
+            .iter()
+            .filter(|s| s.role == Role::Sender)
+            .filter_map(|s| s.opened_s.map(|o| o + s.seconds))
+            .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+        let (Some(end), true) = (sent_end, period > 0.0) else {
+            return;
+        };
+        let (schedule, index) = (self.clock.schedule, self.clock.index);
+        let from = schedule.start(index);
+        if index > 0 && !schedule.omitted(index - 1) && window::is_tail(end - from, period) {
+            let before = schedule.start(index - 1);
+            self.tcp_samples
+                .retain(|t| (t.start_s - before).abs() > 1e-9);
+            self.tcp_prev = std::mem::take(&mut self.tcp_before_last);
+            self.sample_tcp(before, end.max(before));
+        } else if end > from + 1e-3 {
+            self.sample_tcp(from, end);
+        }
     }
 
     /// What each flow's receivers took in, summed; where streams report their own
-    /// intervals, each stream's count comes first, then its flow's sum.
-    fn received_by_flow(&self) -> Vec<Received> {
+    /// intervals, each stream's count comes first, then its flow's sum. `window` gives a
+    /// receiving worker's counted bytes, where its window opened and where it closed.
+    fn received_by_flow(
+        &self,
+        window: impl Fn(&Worker) -> (u64, Option<f64>, Option<f64>),
+    ) -> Vec<Received> {
         let per_stream = self.spec.per_stream_intervals();
         let mut streams: Vec<Received> = Vec::new();
         let mut out: Vec<Received> = Vec::new();
         for w in self.workers.iter().filter(|w| w.role == Role::Receiver) {
             let c = &w.counters;
+            let (counted, opened, end) = window(w);
             let r = Received {
                 flow: w.flow,
                 stream: None,
                 bytes: c.bytes.load(Ordering::Relaxed),
                 packets: c.packets.load(Ordering::Relaxed),
                 span: c.span.load(Ordering::Relaxed),
+                counted,
+                opened,
+                end,
             };
             if per_stream {
                 streams.push(Received {
@@ -578,11 +608,7 @@ impl SideRun {
                 });
             }
             match out.iter_mut().find(|x| x.flow == w.flow) {
-                Some(x) => {
-                    x.bytes += r.bytes;
-                    x.packets += r.packets;
-                    x.span += r.span;
-                }
+                Some(x) => x.add(&r),
                 None => out.push(r),
             }
         }
@@ -664,30 +690,21 @@ impl SideRun {
         let cpu = self
             .cpu
             .finish(threads, self.cpu_from.elapsed().as_secs_f64());
-        let last_end = self.spec.omit_s
-            + streams
+        self.sample_last_tcp(&streams);
+        let received = self.received_by_flow(|w| {
+            streams
                 .iter()
-                .filter(|s| s.role == Role::Receiver)
-                .map(|s| s.seconds)
-                .fold(0.0, f64::max);
-        if self.clock.period > 0.0 {
-            // the senders' last, partial interval: to their last write
-            let from = self.clock.index as f64 * self.clock.period;
-            let sent_end = self.spec.omit_s
-                + streams
-                    .iter()
-                    .filter(|s| s.role == Role::Sender)
-                    .map(|s| s.seconds)
-                    .fold(0.0, f64::max);
-            if sent_end > from + 1e-3 {
-                self.sample_tcp(from, sent_end);
-            }
-        }
-        let received = self.received_by_flow();
-        let rr_last = self.rr_drain(true);
-        let mut intervals = std::mem::take(&mut self.clock.done);
-        intervals.extend(rr_last);
-        intervals.extend(self.clock.close(last_end, &received));
+                .find(|s| s.role == Role::Receiver && s.flow == w.flow && s.id == w.id)
+                .map_or((0, None, None), |s| {
+                    (
+                        s.counted_bytes,
+                        s.opened_s,
+                        s.opened_s.map(|o| o + s.seconds),
+                    )
+                })
+        });
+        self.rr_drain(true);
+        let intervals = self.clock.close(&received);
         let mut host = host_env();
         let asked = (self.spec.window_bytes)
             .or(self.spec.sndbuf_bytes)
@@ -717,6 +734,36 @@ impl SideRun {
             rr_rtt: self.rr_total.as_ref().and_then(LatencyHistogram::stats),
             sweep: self.sweep.take(),
         }
+    }
+}
+
+/// The rr interval `index` of `period` seconds: its transactions over all flows and their
+/// round trips, to where its last flow reported it.
+fn rr_interval(index: u64, p: &RrPending, period: f64, request: u64) -> Interval {
+    let start_s = index as f64 * period;
+    let span = p.end_s - start_s;
+    let bytes = p.transactions * request;
+    Interval {
+        flow: Flow::ClientToServer,
+        stream: None,
+        start_s,
+        end_s: p.end_s,
+        bytes,
+        bps: bps(bytes, span),
+        omitted: false,
+        packets: None,
+        loss_percent: None,
+        tcp: None,
+        bottleneck: None,
+        rr: Some(Box::new(RrInterval {
+            transactions: p.transactions,
+            tps: if span > 0.0 {
+                p.transactions as f64 / span
+            } else {
+                0.0
+            },
+            rtt: p.hist.stats(),
+        })),
     }
 }
 
@@ -759,6 +806,8 @@ fn lost_stream(w: &Worker, start: Instant) -> StreamReport {
         bytes,
         counted_bytes: bytes,
         calls: w.counters.calls.load(Ordering::Relaxed),
+        counted_calls: 0,
+        opened_s: None,
         seconds: start.elapsed().as_secs_f64(),
         user_s: 0.0,
         sys_s: 0.0,
@@ -838,106 +887,6 @@ pub(crate) fn pin_thread(cpu: u32) -> std::io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
-}
-
-/// Cuts received byte counts into intervals of fixed length from the side's start.
-struct IntervalClock {
-    start: Instant,
-    period: f64,
-    omit_s: f64,
-    next: Option<Instant>,
-    index: u64,
-    last: Vec<Received>,
-    done: Vec<Interval>,
-}
-
-/// What the receivers of one flow have taken in so far.
-#[derive(Debug, Clone, Copy)]
-struct Received {
-    flow: Flow,
-    /// A stream's own count, or None for the flow's sum.
-    stream: Option<u32>,
-    bytes: u64,
-    packets: u64,
-    span: u64,
-}
-
-impl IntervalClock {
-    fn new(start: Instant, period: f64, omit_s: f64) -> IntervalClock {
-        IntervalClock {
-            start,
-            period,
-            omit_s,
-            next: (period > 0.0).then(|| start + Duration::from_secs_f64(period)),
-            index: 0,
-            last: Vec::new(),
-            done: Vec::new(),
-        }
-    }
-
-    fn cut(&mut self, start_s: f64, end_s: f64, received: &[Received]) -> Vec<Interval> {
-        let mut out = Vec::new();
-        for r in received {
-            let prev = self
-                .last
-                .iter()
-                .find(|x| x.flow == r.flow && x.stream == r.stream);
-            let bytes = r.bytes.saturating_sub(prev.map_or(0, |p| p.bytes));
-            let udp = (r.span > 0).then(|| {
-                let packets = r.packets.saturating_sub(prev.map_or(0, |p| p.packets));
-                let expected = r.span.saturating_sub(prev.map_or(0, |p| p.span));
-                (packets, wirerate_core::udp::loss(expected, packets).1)
-            });
-            out.push(Interval {
-                flow: r.flow,
-                stream: r.stream,
-                start_s,
-                end_s,
-                bytes,
-                bps: bps(bytes, end_s - start_s),
-                omitted: end_s <= self.omit_s + 1e-9,
-                packets: udp.map(|u| u.0),
-                loss_percent: udp.map(|u| u.1),
-                tcp: None,
-                bottleneck: None,
-                rr: None,
-            });
-        }
-        self.last = received.to_vec();
-        out
-    }
-
-    fn poll(&mut self, now: Instant, received: &[Received]) -> Vec<Interval> {
-        let Some(next) = self.next else {
-            return Vec::new();
-        };
-        if now < next {
-            return Vec::new();
-        }
-        let start_s = self.index as f64 * self.period;
-        self.index += 1;
-        let end_s = self.index as f64 * self.period;
-        self.next =
-            Some(self.start + Duration::from_secs_f64((self.index + 1) as f64 * self.period));
-        let out = self.cut(start_s, end_s, received);
-        self.done.extend(out.iter().cloned());
-        out
-    }
-
-    /// The last, partial interval up to `end_s`, if it holds anything.
-    fn close(&mut self, end_s: f64, received: &[Received]) -> Vec<Interval> {
-        if self.period <= 0.0 {
-            return Vec::new();
-        }
-        let start_s = self.index as f64 * self.period;
-        if end_s <= start_s + 1e-3 {
-            return Vec::new();
-        }
-        self.cut(start_s, end_s, received)
-            .into_iter()
-            .filter(|i| i.bytes > 0)
-            .collect()
-    }
 }
 
 #[cfg(test)]

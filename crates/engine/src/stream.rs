@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,15 +19,7 @@ use wirerate_probe::tcpinfo::tcp_info;
 
 use crate::zerocopy::Splicer;
 
-/// Progress of one stream, shared with the control thread.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub bytes: AtomicU64,
-    pub calls: AtomicU64,
-    /// UDP receivers: unique datagrams, and the highest sequence number + 1.
-    pub packets: AtomicU64,
-    pub span: AtomicU64,
-}
+pub use crate::tally::{unacked, Counters, Tally};
 
 /// What a worker needs to know.
 #[derive(Clone)]
@@ -64,184 +56,6 @@ impl Held {
     /// kernel less than twice its payload for full-sized segments.
     pub fn behind_a_hole(&self) -> bool {
         self.memory > 2 * self.in_order + 4096
-    }
-}
-
-/// Where a counted window opens: the bytes before it, its time and the thread's CPU times.
-#[derive(Clone, Copy)]
-struct Opening {
-    counted_from: u64,
-    at: Instant,
-    times: Option<ThreadTimes>,
-}
-
-/// Running tallies, turned into a report at the end.
-pub struct Tally {
-    bytes: u64,
-    calls: u64,
-    counted_from: u64,
-    omit_end: Instant,
-    /// Where the counted window starts: the test's start, or the end of the first call that
-    /// returned after the warm-up.
-    window_start: Instant,
-    /// This thread's CPU times when the counted window opened after a warm-up.
-    window_times: Option<ThreadTimes>,
-    omitted: bool,
-    /// A receiver's opening at its first read after the warm-up, used if no read found its
-    /// socket free of held segments.
-    fallback: Option<Opening>,
-    last: Instant,
-    /// Whether the window's opening reads this thread's CPU times (a worker serving many
-    /// flows keeps its own times instead).
-    thread_times: bool,
-    /// This thread's times when its last call returned ([`Tally::close`]), so what it does
-    /// after the window (a sender waiting for its peer to close) is not charged to it.
-    closed_times: Option<ThreadTimes>,
-}
-
-impl Tally {
-    pub fn new(plan: &Plan) -> Tally {
-        let omit_end = plan.start + Duration::from_secs_f64(plan.spec.omit_s);
-        Tally {
-            bytes: 0,
-            calls: 0,
-            counted_from: 0,
-            omit_end,
-            window_start: plan.start,
-            window_times: None,
-            omitted: plan.spec.omit_s > 0.0,
-            fallback: None,
-            last: plan.start,
-            thread_times: true,
-            closed_times: None,
-        }
-    }
-
-    /// A tally of one flow among many on a worker thread: no CPU times of its own.
-    pub fn pooled(plan: &Plan) -> Tally {
-        Tally {
-            thread_times: false,
-            ..Tally::new(plan)
-        }
-    }
-
-    /// Records one call; true when this call opened the counted window. A sender's window
-    /// opens at its first call after the warm-up.
-    #[inline]
-    pub fn add(&mut self, n: usize, now: Instant, c: &Counters) -> bool {
-        self.count(n, now, c);
-        let opened = self.omitted && now >= self.omit_end;
-        if opened {
-            self.open(now);
-        }
-        opened
-    }
-
-    /// Records one read of a TCP receiver. Its window opens at the first read after the
-    /// warm-up that leaves no segment held behind a hole, with the bytes then readable left
-    /// out: both arrived during the warm-up, and reading them later must not count them.
-    ///
-    /// On a path that keeps losing, that read may come late or never. The first read after
-    /// the warm-up is then the opening, with all the receive memory then in use left out: a
-    /// bound above the bytes held, so the figure errs low, never above what crossed. It is
-    /// used when the window of the first hole-free read spans less than half of its own.
-    #[inline]
-    pub fn add_received(
-        &mut self,
-        n: usize,
-        now: Instant,
-        c: &Counters,
-        held: impl FnOnce() -> Held,
-    ) {
-        self.count(n, now, c);
-        if self.omitted && now >= self.omit_end {
-            let held = held();
-            if !held.behind_a_hole() {
-                self.open(now);
-                self.counted_from += held.in_order;
-            } else if self.fallback.is_none() {
-                self.fallback = Some(Opening {
-                    counted_from: self.bytes + held.in_order.max(held.memory),
-                    at: now,
-                    times: self.thread_times.then(ThreadTimes::now),
-                });
-            }
-        }
-    }
-
-    #[inline]
-    fn count(&mut self, n: usize, now: Instant, c: &Counters) {
-        self.bytes += n as u64;
-        self.calls += 1;
-        self.last = now;
-        c.bytes.fetch_add(n as u64, Ordering::Relaxed);
-        c.calls.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Opens the counted window when the call that ends at `now` returns: that call may carry
-    /// bytes that arrived (or left) during the warm-up, so it still belongs to the warm-up.
-    fn open(&mut self, now: Instant) {
-        self.omitted = false;
-        self.counted_from = self.bytes;
-        self.window_start = now;
-        if self.thread_times {
-            self.window_times = Some(ThreadTimes::now());
-        }
-    }
-
-    /// Ends the window's CPU and scheduler times now, at its last call.
-    pub fn close(&mut self) {
-        if self.thread_times {
-            self.closed_times = Some(ThreadTimes::now());
-        }
-    }
-
-    /// The stream's report; `t0` are the thread's CPU times when it started, and only the
-    /// CPU spent inside the counted window is charged.
-    pub fn report(&self, plan: &Plan, t0: ThreadTimes, error: Option<String>) -> StreamReport {
-        let opened = (!self.omitted).then_some(Opening {
-            counted_from: self.counted_from,
-            at: self.window_start,
-            times: self.window_times,
-        });
-        let window = match (opened, self.fallback) {
-            (Some(o), Some(f))
-                if 2 * self.last.saturating_duration_since(o.at)
-                    < self.last.saturating_duration_since(f.at) =>
-            {
-                Some(f)
-            }
-            (Some(o), _) => Some(o),
-            (None, f) => f,
-        };
-        let times = if self.thread_times {
-            let end = self.closed_times.unwrap_or_else(ThreadTimes::now);
-            end.since(window.and_then(|w| w.times).unwrap_or(t0))
-        } else {
-            ThreadTimes::default()
-        };
-        let counted = window.map_or(0, |w| self.bytes.saturating_sub(w.counted_from));
-        let window_start = window.map_or(self.window_start, |w| w.at);
-        StreamReport {
-            id: plan.id,
-            flow: plan.flow,
-            role: plan.role,
-            bytes: self.bytes,
-            counted_bytes: counted,
-            calls: self.calls,
-            seconds: self
-                .last
-                .saturating_duration_since(window_start)
-                .as_secs_f64(),
-            user_s: times.user_s,
-            sys_s: times.sys_s,
-            tcp: None,
-            udp: None,
-            error,
-            sched: times.sched(),
-            worker: None,
-            rr: None,
-        }
     }
 }
 
@@ -326,7 +140,9 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
             Ok(0) => break,
             Ok(n) => {
                 last_progress = Instant::now();
-                t.add(n, last_progress, &plan.counters);
+                if t.add(n, last_progress, &plan.counters) {
+                    t.include_before_opening(unacked(&sock), &plan.counters);
+                }
                 remaining -= n as u64;
                 if let Some(f) = source.as_mut() {
                     f.consumed(n);
@@ -681,117 +497,5 @@ pub(crate) fn describe(e: &io::Error, what: &str) -> String {
             format!("{STALLED} while {what}: no progress within the idle timeout")
         }
         _ => format!("{what}: {e}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn receiver_plan(omit_s: f64) -> Plan {
-        Plan {
-            id: 0,
-            flow: Flow::ClientToServer,
-            role: Role::Receiver,
-            spec: Arc::new(TestSpec {
-                omit_s,
-                ..TestSpec::default()
-            }),
-            start: Instant::now(),
-            idle: Duration::from_secs(5),
-            counters: Arc::default(),
-            stop: Arc::default(),
-            peer_done: Arc::default(),
-            file: None,
-        }
-    }
-
-    const CLEAN: Held = Held {
-        in_order: 0,
-        memory: 0,
-    };
-    /// Segments held out of order: nothing readable, 96 KiB of memory in use.
-    const HOLE: Held = Held {
-        in_order: 0,
-        memory: 96 * 1024,
-    };
-
-    #[test]
-    fn memory_that_readable_bytes_explain_is_no_hole() {
-        assert!(!CLEAN.behind_a_hole());
-        assert!(HOLE.behind_a_hole());
-        // a reader behind on loopback: 3 MB readable in about as much memory
-        let behind = Held {
-            in_order: 3_000_000,
-            memory: 3_300_000,
-        };
-        assert!(!behind.behind_a_hole());
-        let both = Held {
-            in_order: 14_480,
-            memory: 166_768,
-        };
-        assert!(both.behind_a_hole());
-    }
-
-    #[test]
-    fn a_receivers_window_waits_for_the_hole_to_be_filled() {
-        let plan = receiver_plan(0.001);
-        let mut t = Tally::new(&plan);
-        let c = Counters::default();
-        let t1 = plan.start + Duration::from_millis(2);
-        t.add_received(1000, plan.start, &c, || unreachable!("inside the warm-up"));
-        // after the warm-up, segments wait behind a hole: the window stays shut
-        t.add_received(1000, t1, &c, || HOLE);
-        assert!(t.omitted);
-        // the hole is filled: 50 000 bytes that crossed during the warm-up become readable
-        // at once and are left out, with the read that found them
-        let t2 = t1 + Duration::from_millis(100);
-        t.add_received(8000, t2, &c, || Held {
-            in_order: 50_000,
-            memory: 60_000,
-        });
-        assert!(!t.omitted);
-        t.add_received(50_000, t2 + Duration::from_millis(1), &c, || CLEAN);
-        t.add_received(4000, t2 + Duration::from_secs(1), &c, || unreachable!());
-        let r = t.report(&plan, ThreadTimes::now(), None);
-        assert_eq!(r.bytes, 64_000);
-        assert_eq!(r.counted_bytes, 4000);
-        assert!((r.seconds - 1.0).abs() < 1e-9, "{}", r.seconds);
-    }
-
-    #[test]
-    fn holes_all_test_long_open_the_window_at_the_first_read_without_what_was_held() {
-        let plan = receiver_plan(0.001);
-        let mut t = Tally::new(&plan);
-        let c = Counters::default();
-        let t1 = plan.start + Duration::from_millis(2);
-        t.add_received(1000, t1, &c, || Held {
-            in_order: 500,
-            memory: 96 * 1024,
-        });
-        t.add_received(2000, t1 + Duration::from_millis(500), &c, || HOLE);
-        assert!(t.omitted);
-        let r = t.report(&plan, ThreadTimes::now(), None);
-        // the 96 KiB of memory in use at the first read are left out, more than was read since
-        assert_eq!(r.counted_bytes, 0);
-        assert!((r.seconds - 0.5).abs() < 1e-9, "{}", r.seconds);
-        // a hole-free read at the very end opens a window too short to prefer
-        let end = t1 + Duration::from_secs(2);
-        t.add_received(200_000, end - Duration::from_millis(10), &c, || HOLE);
-        t.add_received(1000, end, &c, || CLEAN);
-        let r = t.report(&plan, ThreadTimes::now(), None);
-        assert_eq!(r.counted_bytes, 204_000 - 1000 - 96 * 1024);
-        assert!((r.seconds - 2.0).abs() < 1e-9, "{}", r.seconds);
-    }
-
-    #[test]
-    fn a_sender_opens_at_its_first_call_after_the_warm_up() {
-        let plan = receiver_plan(0.001);
-        let mut t = Tally::new(&plan);
-        let c = Counters::default();
-        assert!(!t.add(10, plan.start, &c));
-        assert!(t.add(10, plan.start + Duration::from_millis(2), &c));
-        assert!(!t.add(10, plan.start + Duration::from_millis(3), &c));
-        assert_eq!(t.report(&plan, ThreadTimes::now(), None).counted_bytes, 10);
     }
 }

@@ -189,7 +189,11 @@ impl UdpTx {
                 let bytes: usize = lens[..k].iter().sum();
                 self.seq += k as u64;
                 self.remaining = self.remaining.saturating_sub(bytes as u64);
-                self.tally.add(bytes, now, &self.plan.counters);
+                if self.tally.add(bytes, now, &self.plan.counters) {
+                    // stamped after the warm-up: the receiver counts them
+                    self.tally
+                        .include_before_opening(bytes as u64, &self.plan.counters);
+                }
                 if let Some(p) = self.pace.as_mut() {
                     p.advance(&lens[..k.max(1)]);
                 }
@@ -446,7 +450,9 @@ impl UdpRx {
         let plan = &self.plan;
         // one clock read per batch: its datagrams were queued together
         let arrival = now.saturating_duration_since(plan.start).as_secs_f64();
-        let mut bytes = 0usize;
+        // bytes of datagrams stamped inside the warm-up, and after it
+        let omit_ns = plan.spec.omit_s * 1e9;
+        let (mut warm, mut bytes) = (0usize, 0usize);
         let mut ended = false;
         // a GRO read may hold several datagrams of one segment size each
         let datagrams = (0..got).filter_map(|i| batch.get(i)).flat_map(|d| {
@@ -466,7 +472,10 @@ impl UdpRx {
                             self.last_heard = now;
                             let before = self.stats.packets;
                             self.stats.on_data(h.seq, h.send_ns as f64 / 1e9, arrival);
-                            if self.stats.packets > before {
+                            if self.stats.packets > before && (h.send_ns as f64) < omit_ns {
+                                warm += data.len();
+                                plan.counters.packets.fetch_add(1, Ordering::Relaxed);
+                            } else if self.stats.packets > before {
                                 bytes += data.len();
                                 plan.counters.packets.fetch_add(1, Ordering::Relaxed);
                             }
@@ -481,8 +490,8 @@ impl UdpRx {
                 _ => self.extra.foreign += 1,
             }
         }
-        if bytes > 0 {
-            self.tally.add(bytes, now, &plan.counters);
+        if warm + bytes > 0 {
+            self.tally.add_stamped(warm, bytes, now, &plan.counters);
             let span = self.stats.max_seq.map_or(0, |m| m.saturating_add(1));
             plan.counters.span.store(span, Ordering::Relaxed);
         }

@@ -239,10 +239,10 @@ fn flow_figures(r: &RunResult, flow: Flow, only_flow: bool) -> (SideFigures, Sid
     };
     for st in streams {
         tx.bytes += st.sender.counted_bytes;
-        tx.calls += st.sender.calls;
+        tx.calls += st.sender.counted_calls.unwrap_or(st.sender.calls);
         tx.seconds = tx.seconds.max(st.sender.seconds);
         rx.bytes += st.receiver.counted_bytes;
-        rx.calls += st.receiver.calls;
+        rx.calls += st.receiver.counted_calls.unwrap_or(st.receiver.calls);
         rx.seconds = rx.seconds.max(st.receiver.seconds);
     }
     (tx, rx)

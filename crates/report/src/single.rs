@@ -14,8 +14,13 @@ use crate::html::{Block, Cell, Figure, Section, Table};
 use crate::svg::{self, Mark, RefLine, Series, StackedBars, XyChart, PALETTE};
 use crate::RateUnit;
 
-/// The section of one run; `id` prefixes its charts' ids.
+/// The section of one run; `id` prefixes its charts' ids. A last interval too short to be
+/// a rate (a result saved before intervals were folded, or made by a peer) is charted
+/// folded into the one before it.
 pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
+    let mut folded = run.clone();
+    wirerate_core::window::fold_tails(&mut folded.intervals, run.spec.interval_s);
+    let run = &folded;
     let s = &run.summary;
     let verdict = s.diagnosis.as_ref().map(|d| d.verdict.clone());
     let mut blocks = vec![Block::Para(describe(run))];

@@ -69,6 +69,31 @@ fn one_run_has_its_time_series_with_a_table_and_no_external_reference() {
 }
 
 #[test]
+fn a_tail_interval_is_charted_folded_into_the_one_before() {
+    let mut run = synth::run(1, 9.4e9, 3);
+    let mut tail = run.intervals.last().unwrap().clone();
+    let last_end = tail.end_s;
+    tail.start_s = last_end;
+    tail.end_s = last_end + 0.02;
+    tail.bytes = 1_000_000;
+    tail.bps = 4e8;
+    run.intervals.push(tail);
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run.clone()])],
+        find_max: vec![],
+        matrix: None,
+    })
+    .unwrap();
+    // the tail's own rate is nowhere; the interval before it ends where the tail ended
+    assert!(!r.html.contains("data-value=\"400000000\""));
+    let mut folded = run.intervals.clone();
+    wirerate_core::window::fold_tails(&mut folded, run.spec.interval_s);
+    assert_eq!(folded.len(), run.intervals.len() - 1);
+    let grown = folded.last().unwrap();
+    assert!(r.html.contains(&format!("data-value=\"{}\"", grown.bps)));
+}
+
+#[test]
 fn streams_get_a_fairness_chart() {
     let mut run = synth::run(1, 2e9, 3);
     let stream = |id, bps| wirerate_core::result::StreamResult {

@@ -59,6 +59,8 @@ pub(super) fn side(cpu_s: f64) -> StreamSide {
         bytes: 1 << 30,
         counted_bytes: 1 << 30,
         calls: 1024,
+        counted_calls: None,
+        opened_s: None,
         seconds: 10.0,
         user_s: cpu_s * 0.2,
         sys_s: cpu_s * 0.8,

@@ -374,6 +374,8 @@ fn report(
         bytes,
         counted_bytes: bytes,
         calls,
+        counted_calls: calls,
+        opened_s: None,
         seconds: last.saturating_duration_since(plan.start).as_secs_f64(),
         user_s: times.user_s,
         sys_s: times.sys_s,

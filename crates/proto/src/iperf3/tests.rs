@@ -32,6 +32,8 @@ fn report(map: &StreamMap, side: Side, bytes: u64) -> SideReport {
                 bytes,
                 counted_bytes: bytes,
                 calls: 1,
+                counted_calls: 1,
+                opened_s: None,
                 seconds: 1.0,
                 user_s: 0.0,
                 sys_s: 0.0,

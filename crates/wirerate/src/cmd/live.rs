@@ -15,6 +15,7 @@ use std::io::Write;
 use wirerate_core::evidence::TcpSample;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
+use wirerate_core::window::{covers, is_tail};
 use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::Observer;
 use wirerate_render::intervals::{self, Columns};
@@ -37,6 +38,9 @@ pub struct Printer {
     per_tick: usize,
     /// The start of the last line printed, per flow: what the final result adds.
     last_start: Vec<(Flow, f64)>,
+    /// Lines that end where the test does: the result may fold a tail into them, so they
+    /// are printed from it.
+    last_lines: Vec<Interval>,
 }
 
 const EPS: f64 = 1e-6;
@@ -75,6 +79,7 @@ impl Printer {
             samples: VecDeque::new(),
             per_tick,
             last_start: Vec::new(),
+            last_lines: Vec::new(),
         }
     }
 
@@ -91,6 +96,14 @@ impl Printer {
     }
 
     fn print(&mut self, iv: &Interval) {
+        if self.total_s.is_some_and(|t| iv.end_s >= t - EPS) && iv.rr.is_none() {
+            self.last_lines.push(iv.clone());
+            return;
+        }
+        self.show(iv);
+    }
+
+    fn show(&mut self, iv: &Interval) {
         self.clear_progress();
         crate::say!("{}", intervals::line(iv, self.cols));
         match self.last_start.iter_mut().find(|(f, _)| *f == iv.flow) {
@@ -104,15 +117,13 @@ impl Printer {
     fn drain(&mut self) {
         while let Some(head) = self.pending.front() {
             let key = |s: &TcpSample| {
-                s.flow == head.flow
-                    && s.stream == head.stream
-                    && (s.start_s - head.start_s).abs() < EPS
+                s.flow == head.flow && s.stream == head.stream && covers(head, s.start_s, s.end_s)
             };
             let found = self.samples.iter().position(key);
             let overtaken = self
                 .samples
                 .iter()
-                .any(|s| s.flow == head.flow && s.start_s > head.start_s + EPS);
+                .any(|s| s.flow == head.flow && s.start_s >= head.end_s - EPS);
             if found.is_none() && !overtaken && self.pending.len() <= 4 * self.per_tick {
                 return;
             }
@@ -137,11 +148,20 @@ impl Printer {
                 x.flow == iv.flow && x.stream == iv.stream && (x.start_s - iv.start_s).abs() < EPS
             })
         };
+        let period = r.spec.interval_s;
         while let Some(mut iv) = self.pending.pop_front() {
             if iv.tcp.is_none() {
                 iv.tcp = joined(&iv).and_then(|x| x.tcp.clone());
             }
             self.print(&iv);
+        }
+        // the last lines as the result has them, a tail folded in
+        for iv in std::mem::take(&mut self.last_lines) {
+            let mut last = joined(&iv).cloned().unwrap_or(iv);
+            if last.tcp.is_none() {
+                last.tcp = joined(&last).and_then(|x| x.tcp.clone());
+            }
+            self.show(&last);
         }
         let last = self.last_start.clone();
         for iv in &r.intervals {
@@ -149,8 +169,9 @@ impl Printer {
                 .iter()
                 .find(|(f, _)| *f == iv.flow)
                 .is_some_and(|(_, s)| iv.start_s <= s + EPS);
-            if !seen && iv.rr.is_none() {
-                self.print(iv);
+            // a tail is no rate: a peer that made one has its bytes in the summary
+            if !seen && iv.rr.is_none() && !is_tail(iv.end_s - iv.start_s, period) {
+                self.show(iv);
             }
         }
     }

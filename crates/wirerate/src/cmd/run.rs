@@ -170,7 +170,8 @@ pub struct Args {
     #[command(flatten)]
     pub tls: crate::cmd::tls::ClientTlsArgs,
     /// Seconds of warm-up sent at the start and not counted; what crossed during it and is
-    /// read later (held behind a loss, or queued) is not counted either
+    /// read later (held behind a loss, or queued) is not counted either. Every figure,
+    /// intervals and I/O calls included, counts the same window after it
     #[arg(
         short = 'O',
         long,
@@ -179,7 +180,8 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub omit: f64,
-    /// Seconds between interval reports; 0 for none
+    /// Seconds between interval reports; 0 for none. A last interval shorter than a tenth
+    /// of this is folded into the one before
     #[arg(
         short = 'i',
         long,
