@@ -325,12 +325,12 @@ fn affinity_pins_the_threads_or_says_why_not() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json(&out)["spec"]["server_cpu"], 0);
-    // a CPU this host does not have: the test fails, saying so in one line
+    // a CPU this host does not have: refused before the test, in one line
     let out = run(&["run", "-t", "0.5", "-A", "1023", "--no-store"], LIMIT);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("cannot pin") && err.lines().count() == 1,
+        err.contains("no such CPU") && err.lines().count() == 1,
         "{err}"
     );
 }
