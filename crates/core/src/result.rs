@@ -225,6 +225,33 @@ pub struct WireSummary {
     /// The emulated path the test crossed (a lab's delay line); absent for any other link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<WirePath>,
+    /// On such a path, what TCP can reach there: the wire model bounded by the window the
+    /// receiver advertised over the round trip, and by the path's loss (Mathis, for a
+    /// loss-based sender); absent without a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_model: Option<PathModel>,
+}
+
+/// What TCP can reach on an emulated path, and what bounds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PathModel {
+    pub goodput_bps: f64,
+    /// "wire", "window" or "loss": the lowest bound.
+    pub limit: PathLimit,
+    /// Goodput ÷ this model.
+    pub efficiency: Option<f64>,
+    /// The round trip the bounds use: the senders' minimum RTT, else the path's delays.
+    pub rtt_ms: f64,
+    pub window_bps: Option<f64>,
+    pub loss_bps: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathLimit {
+    Wire,
+    Window,
+    Loss,
 }
 
 /// What a lab's delay line did to each direction of a test's path, as it was asked to.

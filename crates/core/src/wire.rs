@@ -312,6 +312,7 @@ pub fn run_summary(
         mtu_bytes: Some(p.mtu),
         link_source: link_source.map(str::to_string),
         path: None,
+        path_model: None,
     }
 }
 
@@ -353,7 +354,7 @@ pub fn complete(r: &mut crate::RunResult) {
         tcp_timestamps: tcp.and_then(|t| t.timestamps).unwrap_or(true),
         payload,
     };
-    r.summary.wire = WireSummary {
+    let mut w = WireSummary {
         path: known.path,
         ..run_summary(
             Some(&params),
@@ -361,6 +362,72 @@ pub fn complete(r: &mut crate::RunResult) {
             r.summary.goodput_bps,
         )
     };
+    w.path_model = path_model(r, &w);
+    r.summary.wire = w;
+}
+
+/// TCP's reach on an emulated path: the wire model, the window the senders saw advertised
+/// over the round trip, and for a loss-based sender the Mathis bound of the path's loss in
+/// the data's direction (one flow: the client's data, or the server's with -R).
+pub fn path_model(r: &crate::RunResult, w: &WireSummary) -> Option<crate::result::PathModel> {
+    use crate::result::{PathLimit, PathModel};
+    let path = w.path?;
+    let wire_bps = w.model_goodput_bps?;
+    if r.spec.protocol != crate::Protocol::Tcp {
+        return None;
+    }
+    let senders: Vec<&crate::result::TcpInfo> = r
+        .streams
+        .iter()
+        .filter_map(|s| s.tcp_sender.as_ref())
+        .collect();
+    let streams = senders.len().max(1) as f64;
+    let min_rtt_ms = senders
+        .iter()
+        .filter_map(|t| t.min_rtt_us)
+        .min()
+        .map(|us| us as f64 / 1e3);
+    let rtt_ms = min_rtt_ms.unwrap_or_else(|| path.added_rtt_ms());
+    if !(rtt_ms > 0.0) {
+        return None;
+    }
+    let window_bps = senders
+        .iter()
+        .filter_map(|t| t.snd_wnd)
+        .max()
+        .map(|wnd| wnd as f64 * 8.0 / (rtt_ms / 1e3) * streams);
+    let data_dir = match r.spec.direction {
+        crate::spec::Direction::Reverse => path.server_to_client,
+        _ => path.client_to_server,
+    };
+    let loss_based = senders.iter().all(|t| {
+        !t.congestion
+            .as_deref()
+            .is_some_and(|c| c.starts_with("bbr"))
+    });
+    let mss = senders
+        .iter()
+        .filter_map(|t| t.snd_mss)
+        .max()
+        .unwrap_or(1448) as f64;
+    let p = data_dir.loss_percent / 100.0;
+    let loss_bps = (loss_based && p > 0.0)
+        .then(|| mss * 8.0 / (rtt_ms / 1e3 * p.sqrt()) * 1.5f64.sqrt() * streams);
+    let mut best = (wire_bps, PathLimit::Wire);
+    for (b, limit) in [(window_bps, PathLimit::Window), (loss_bps, PathLimit::Loss)] {
+        if let Some(b) = b.filter(|b| b.is_finite() && *b > 0.0 && *b < best.0) {
+            best = (b, limit);
+        }
+    }
+    let g = r.summary.goodput_bps;
+    Some(PathModel {
+        goodput_bps: best.0,
+        limit: best.1,
+        efficiency: (g.is_finite() && g >= 0.0).then(|| g / best.0),
+        rtt_ms,
+        window_bps,
+        loss_bps,
+    })
 }
 
 #[cfg(test)]

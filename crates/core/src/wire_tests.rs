@@ -376,3 +376,86 @@ proptest! {
         }
     }
 }
+
+/// A run across a lab path: 50 Mbit/s, 25 ms each way, the sender's TCP_INFO given.
+fn path_run(snd_wnd: u64, loss_percent: f64, cc: &str) -> crate::RunResult {
+    use crate::result::{PathDirection, TcpInfo, WirePath};
+    let mut r = crate::synth::run(1, 10e6, 1);
+    let dir = PathDirection {
+        delay_ms: 25.0,
+        loss_percent,
+        ..Default::default()
+    };
+    r.summary.goodput_bps = 10e6;
+    r.summary.wire = WireSummary {
+        link_bps: Some(50e6),
+        link_source: Some("lab pw".into()),
+        mtu_bytes: Some(1500),
+        path: Some(WirePath {
+            client_to_server: dir,
+            server_to_client: PathDirection {
+                loss_percent: 0.0,
+                ..dir
+            },
+        }),
+        ..Default::default()
+    };
+    r.streams = vec![crate::result::StreamResult {
+        id: 0,
+        flow: crate::spec::Flow::ClientToServer,
+        sender: Default::default(),
+        receiver: Default::default(),
+        goodput_bps: 10e6,
+        tcp_sender: Some(TcpInfo {
+            snd_wnd: Some(snd_wnd),
+            snd_mss: Some(1448),
+            min_rtt_us: Some(50_000),
+            congestion: Some(cc.into()),
+            timestamps: Some(true),
+            ..Default::default()
+        }),
+        tcp_receiver: None,
+    }];
+    r
+}
+
+#[test]
+fn a_delayed_path_is_bounded_by_the_window_over_the_round_trip_and_by_its_loss() {
+    use crate::result::PathLimit;
+    // 64 KiB over 50 ms: 10.49 Mbit/s, under the wire's 47 Mbit/s
+    let mut r = path_run(65_536, 0.0, "cubic");
+    complete(&mut r);
+    let m = r.summary.wire.path_model.expect("a path model");
+    assert_eq!(m.limit, PathLimit::Window);
+    close(m.goodput_bps, 65_536.0 * 8.0 / 0.05, "window bound");
+    close(m.efficiency.unwrap(), 10e6 / m.goodput_bps, "efficiency");
+    // a window of 4 MiB: the wire bounds it
+    let mut r = path_run(4 << 20, 0.0, "cubic");
+    complete(&mut r);
+    let m = r.summary.wire.path_model.unwrap();
+    assert_eq!(m.limit, PathLimit::Wire);
+    close(
+        m.goodput_bps,
+        r.summary.wire.model_goodput_bps.unwrap(),
+        "the wire model",
+    );
+    // 0.5 % loss, cubic: Mathis 1448 B × 8 / (50 ms × √0.005) × √1.5 = 4.01 Mbit/s
+    let mut r = path_run(4 << 20, 0.5, "cubic");
+    complete(&mut r);
+    let m = r.summary.wire.path_model.unwrap();
+    assert_eq!(m.limit, PathLimit::Loss);
+    close(
+        m.goodput_bps,
+        1448.0 * 8.0 / (0.05 * 0.005f64.sqrt()) * 1.5f64.sqrt(),
+        "Mathis",
+    );
+    // bbr does not take loss as congestion: no loss bound
+    let mut r = path_run(4 << 20, 0.5, "bbr");
+    complete(&mut r);
+    assert_eq!(r.summary.wire.path_model.unwrap().limit, PathLimit::Wire);
+    // no path, no path model
+    let mut r = path_run(65_536, 0.0, "cubic");
+    r.summary.wire.path = None;
+    complete(&mut r);
+    assert!(r.summary.wire.path_model.is_none());
+}

@@ -386,6 +386,26 @@ pub fn summary(r: &RunResult) -> String {
     if let Some(p) = &w.path {
         let _ = writeln!(o, "  {:<22} {}", "path", path_words(p));
     }
+    if let Some(m) = &w.path_model {
+        let bound = match m.limit {
+            wirerate_core::result::PathLimit::Wire => "the wire".to_string(),
+            wirerate_core::result::PathLimit::Window => {
+                format!("the advertised window over {:.1} ms", m.rtt_ms)
+            }
+            wirerate_core::result::PathLimit::Loss => {
+                format!("the path's loss over {:.1} ms (Mathis)", m.rtt_ms)
+            }
+        };
+        let eff = m.efficiency.map_or(String::new(), |e| {
+            format!(", efficiency {:.1} %", e * 100.0)
+        });
+        let _ = writeln!(
+            o,
+            "  {:<22} {} at most, bounded by {bound}{eff}",
+            "path model",
+            format_bps(m.goodput_bps)
+        );
+    }
     if let Some(d) = &s.diagnosis {
         o.push_str(&why(d));
         o.push_str(&interval_changes(&r.intervals));
