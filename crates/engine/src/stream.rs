@@ -233,10 +233,9 @@ impl Tally {
     }
 }
 
-/// `len` bytes of the pattern starting on a page boundary. The kernel copies to and from
-/// page-aligned user memory fastest, and a zero-copy sender hands it whole pages: a heap
-/// buffer of a megabyte starts 16 bytes past a page, which made a 1 MiB loopback ping-pong
-/// markedly slower (see docs/latency.md).
+/// `len` bytes of the pattern starting on a page boundary (a large heap buffer starts 16
+/// bytes past one): a zero-copy sender hands the kernel whole pages, and sweeps use their
+/// buffers as NetPIPE aligns its own.
 pub(crate) struct PageBuf {
     backing: Vec<u8>,
     at: usize,
