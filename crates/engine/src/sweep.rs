@@ -85,10 +85,10 @@ pub fn run_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> Strea
     let stop_after = sw.stop_after_s();
     let result = (|| -> io::Result<()> {
         // warm-up, untimed: also the first estimate of the time per message
-        let first = schedule(sw.min_bytes, sw.max_bytes, sw.perturbation_bytes);
-        let warm = first.first().map_or(1, |&s| s as usize);
+        let sizes = schedule(sw.min_bytes, sw.max_bytes, sw.perturbation_bytes);
+        let warm = sizes.first().map_or(1, |&s| s as usize);
         let mut prev = (warm, trial(&mut sock, buf, warm, 10, sw.stream)? / 10.0);
-        for size in first {
+        for size in sizes {
             let size = size as usize;
             let mut times = Vec::with_capacity(sw.trials as usize);
             let mut messages = 0u64;
