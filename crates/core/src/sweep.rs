@@ -16,11 +16,14 @@ pub struct SweepSpec {
     pub stream: bool,
     /// The largest message.
     pub max_bytes: u64,
+    /// The smallest message: the schedule starts there (NetPIPE's `-l`).
+    pub min_bytes: u64,
     /// The time each trial of a size aims at.
     pub point_time_s: f64,
     /// Trials per size.
     pub trials: u32,
-    /// Sizes b − p and b + p are measured beside each size b of the schedule.
+    /// Sizes b − p and b + p are measured beside each size b of the schedule whose step to
+    /// the next size exceeds p + 1 (NetPIPE's `-p`).
     pub perturbation_bytes: u64,
 }
 
@@ -29,14 +32,19 @@ impl Default for SweepSpec {
         SweepSpec {
             stream: false,
             max_bytes: DEFAULT_MAX_BYTES,
-            point_time_s: 0.25,
-            trials: 3,
-            perturbation_bytes: 3,
+            min_bytes: 1,
+            point_time_s: DEFAULT_POINT_TIME_S,
+            trials: DEFAULT_TRIALS,
+            perturbation_bytes: DEFAULT_PERTURBATION_BYTES,
         }
     }
 }
 
 pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
+/// NetPIPE's defaults as it is built: 3 trials of about 0.1 s, ±3 bytes.
+pub const DEFAULT_POINT_TIME_S: f64 = 0.1;
+pub const DEFAULT_TRIALS: u32 = 3;
+pub const DEFAULT_PERTURBATION_BYTES: u64 = 3;
 
 /// Limits of sweeps.
 pub mod limits {
@@ -55,6 +63,11 @@ impl SweepSpec {
                 "the largest message must be 1 byte to {} MiB",
                 limits::MAX_BYTES >> 20
             )));
+        }
+        if !(1..=self.max_bytes).contains(&self.min_bytes) {
+            return Err(invalid(
+                "the smallest message must be 1 byte to the largest message",
+            ));
         }
         if !(self.point_time_s.is_finite()
             && (0.001..=limits::MAX_POINT_TIME_S).contains(&self.point_time_s))
@@ -79,43 +92,54 @@ impl SweepSpec {
         Ok(())
     }
 
-    /// A trial that takes longer than this ends the sweep after its size (NetPIPE stops at
-    /// 10 s with its 0.25 s target: 40 times).
+    /// A trial that takes longer than this ends the sweep after its size (NetPIPE stops
+    /// once one message takes a second; a trial here is at least 3 messages).
     pub fn stop_after_s(&self) -> f64 {
         self.point_time_s * 40.0
     }
 }
 
-/// The next size of the unperturbed schedule: 1, 2, 3, 4, 6, 8, 12, 16, 24 …
-fn next_base(b: u64) -> u64 {
-    match b {
-        0 => 1,
-        1 => 2,
-        b if b.is_power_of_two() => b + b / 2,
-        b => b + b / 3,
-    }
-}
-
-/// NetPIPE's schedule up to `max`: powers of two and 1.5 × powers of two, each with the
-/// sizes `perturb` below and above once the step to the next size exceeds 4 bytes; `max`
-/// itself ends the schedule when it is not on it.
-pub fn schedule(max: u64, perturb: u64) -> Vec<u64> {
+/// NetPIPE's schedule from `min` to `max`. From 1 it runs 1, 2, 3, 4, 6, 8, 12, 16, 24 …
+/// (powers of two and 1.5 × powers of two); from any other start `min` it steps by `min` / 2,
+/// then by a step that doubles every second size (1024, 1536, 2048, 3072, 4096 …). Each size
+/// whose step to the next exceeds `perturb` + 1 is measured with the sizes `perturb` below
+/// and above it. Sizes stay within `min` … `max` (NetPIPE measures its start − p and its
+/// end + p too), in increasing order, and `max` ends the
+/// schedule when it is not on it.
+pub fn schedule(min: u64, max: u64, perturb: u64) -> Vec<u64> {
+    let min = min.max(1);
     let mut out: Vec<u64> = Vec::new();
-    let mut b = 1u64;
-    while b <= max {
-        let next = next_base(b);
-        let sizes = if perturb > 0 && next - b > 4 {
-            [b.saturating_sub(perturb), b, b.saturating_add(perturb)]
-        } else {
-            [b, b, b]
-        };
-        for s in sizes {
-            if s >= 1 && s <= max && out.last().is_none_or(|&l| s > l) {
-                out.push(s);
-            }
+    let mut push = |s: u64| {
+        if (min..=max).contains(&s) {
+            out.push(s);
         }
-        b = next;
+    };
+    let (mut len, mut step, mut n) = if min > 1 {
+        (min, min / 2, 1u32)
+    } else {
+        (1, 1, 0)
+    };
+    while len <= max {
+        if n > 2 && n % 2 == 1 {
+            step = step.saturating_mul(2);
+        }
+        if perturb > 0 && step > perturb.saturating_add(1) {
+            push(len.saturating_sub(perturb));
+            push(len);
+            push(len.saturating_add(perturb));
+        } else {
+            push(len);
+        }
+        len = match len.checked_add(step) {
+            Some(l) => l,
+            None => break,
+        };
+        n += 1;
     }
+    // a perturbation wider than half a step puts b + p past the next b − p: measured all
+    // the same, in order
+    out.sort_unstable();
+    out.dedup();
     if out.last().is_some_and(|&l| l < max) {
         out.push(max);
     }
@@ -234,24 +258,62 @@ pub struct SweepResult {
     /// "pingpong" or "stream".
     pub mode: String,
     pub points: Vec<SweepPoint>,
+    /// Hockney's fit on each size's best trial, when it describes the sizes measured.
     pub fit: Option<HockneyFit>,
+    /// Why there is no fit, in words (absent with a fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_note: Option<String>,
     /// The sweep ended before the largest size because a trial took too long.
     pub stopped_early: bool,
 }
 
 impl SweepResult {
+    /// The result of the points measured, with Hockney's fit on their minimum times
+    /// (NetPIPE keeps each size's best trial: the one the machine disturbed least).
     pub fn new(stream: bool, points: Vec<SweepPoint>, stopped_early: bool) -> SweepResult {
         let data: Vec<(f64, f64)> = points
             .iter()
-            .map(|p| (p.bytes as f64, p.one_way_mean_us / 1e6))
+            .map(|p| (p.bytes as f64, p.one_way_min_us / 1e6))
             .collect();
+        let (fit, fit_note) = match judge_fit(&data) {
+            Ok(f) => (Some(f), None),
+            Err(why) => (None, Some(why)),
+        };
         SweepResult {
             mode: if stream { "stream" } else { "pingpong" }.into(),
-            fit: fit_hockney(&data),
+            fit,
+            fit_note,
             points,
             stopped_early,
         }
     }
+}
+
+/// Hockney's fit of `points` when it describes them: n½ must lie within the sizes measured,
+/// else t0 (and so n½) is an extrapolation the data cannot support, e.g. a sweep that starts
+/// above n½ sees only the bandwidth-bound part of the curve. Otherwise why not, in words.
+pub fn judge_fit(points: &[(f64, f64)]) -> Result<HockneyFit, String> {
+    let sizes = points
+        .iter()
+        .map(|p| p.0)
+        .filter(|n| n.is_finite() && *n > 0.0);
+    let (lo, hi) = sizes.fold((f64::INFINITY, 0.0f64), |(l, h), n| (l.min(n), h.max(n)));
+    let Some(f) = fit_hockney(points) else {
+        return Err(if points.len() < 3 {
+            "fewer than three sizes to fit".into()
+        } else {
+            "the times do not follow T = t0 + N / r∞ (the fit's t0 or r∞ is not positive)".into()
+        });
+    };
+    if f.n_half_bytes < lo || f.n_half_bytes > hi {
+        return Err(format!(
+            "the fit's n½ ({:.0} B) lies outside the sizes measured ({lo:.0} to {hi:.0} B), so \
+             its t0 and n½ are extrapolated: measure from smaller sizes (--min) or up to \
+             larger ones (--max)",
+            f.n_half_bytes
+        ));
+    }
+    Ok(f)
 }
 
 /// What the client's side of a sweep measured.
@@ -267,7 +329,7 @@ mod tests {
 
     #[test]
     fn schedule_follows_netpipe() {
-        let s = schedule(131, 3);
+        let s = schedule(1, 131, 3);
         assert_eq!(
             s,
             vec![
@@ -276,19 +338,93 @@ mod tests {
             ]
         );
         // strictly increasing, ends at the maximum, no perturbation without a step
-        let big = schedule(8 << 20, 3);
+        let big = schedule(1, 8 << 20, 3);
         assert!(big.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(*big.last().unwrap(), 8 << 20);
-        assert_eq!(schedule(1, 3), vec![1]);
-        assert_eq!(schedule(5, 3), vec![1, 2, 3, 4, 5]);
-        assert_eq!(schedule(16, 0), vec![1, 2, 3, 4, 6, 8, 12, 16]);
+        assert_eq!(schedule(1, 1, 3), vec![1]);
+        assert_eq!(schedule(1, 5, 3), vec![1, 2, 3, 4, 5]);
+        assert_eq!(schedule(1, 16, 0), vec![1, 2, 3, 4, 6, 8, 12, 16]);
+    }
+
+    #[test]
+    fn schedule_starts_at_the_minimum_as_netpipe_l() {
+        // NetPIPE -l 1024: steps of 512, then doubling every second size
+        assert_eq!(
+            schedule(1024, 8192, 0),
+            vec![1024, 1536, 2048, 3072, 4096, 6144, 8192]
+        );
+        assert_eq!(
+            schedule(1024, 2048, 3),
+            vec![1024, 1027, 1533, 1536, 1539, 2045, 2048]
+        );
+        // a start off the powers of two keeps its own steps
+        assert_eq!(schedule(1000, 4000, 0), vec![1000, 1500, 2000, 3000, 4000]);
+        // nothing below the minimum, even a perturbation
+        assert!(schedule(16, 1 << 20, 3).iter().all(|&s| s >= 16));
+        assert_eq!(schedule(7, 7, 3), vec![7]);
+    }
+
+    #[test]
+    fn perturbation_needs_a_step_above_it() {
+        // ±10 only where the step to the next size exceeds 11 bytes (16 and 24 step by 8,
+        // 32 and 48 by 16, 64 by 32); 32 + 10 passes 48 − 10, and both are measured
+        let s = schedule(1, 64, 10);
+        assert_eq!(
+            s,
+            vec![1, 2, 3, 4, 6, 8, 12, 16, 22, 24, 32, 38, 42, 48, 54, 58, 64]
+        );
+        // the default ±3 appears where the step exceeds 4 (the step after 16 is 8)
+        assert!(schedule(1, 32, 3).starts_with(&[1, 2, 3, 4, 6, 8, 12, 13, 16, 19]));
+        assert_eq!(schedule(1, 32, 0).len(), 10);
+    }
+
+    #[test]
+    fn a_fit_whose_n_half_lies_outside_the_sizes_is_refused() {
+        // t0 = 10 µs, r∞ = 1 GB/s: n½ = 10 000 B
+        let curve = |sizes: &[u64]| -> Vec<(f64, f64)> {
+            sizes
+                .iter()
+                .map(|&n| (n as f64, 10e-6 + n as f64 / 1e9))
+                .collect()
+        };
+        let inside = judge_fit(&curve(&schedule(1, 1 << 20, 3))).unwrap();
+        assert!((inside.n_half_bytes / 10_000.0 - 1.0).abs() < 1e-6);
+        let above = judge_fit(&curve(&schedule(65536, 1 << 20, 3))).unwrap_err();
+        assert!(above.contains("outside the sizes measured"), "{above}");
+        let below = judge_fit(&curve(&schedule(1, 1024, 3))).unwrap_err();
+        assert!(below.contains("n½ (10000 B)"), "{below}");
+        assert!(judge_fit(&curve(&[1, 2]))
+            .unwrap_err()
+            .contains("fewer than three"));
+        // the result keeps the reason in place of the fit
+        let pts: Vec<SweepPoint> = curve(&schedule(65536, 1 << 20, 0))
+            .iter()
+            .map(|&(n, t)| SweepPoint::from_trials(n as u64, 3, &[t]).unwrap())
+            .collect();
+        let r = SweepResult::new(false, pts, false);
+        assert!(r.fit.is_none() && r.fit_note.is_some());
+    }
+
+    #[test]
+    fn the_fit_uses_each_sizes_best_trial() {
+        // every size has a clean trial and one twice as slow: the fit follows the clean ones
+        let pts: Vec<SweepPoint> = schedule(1, 1 << 20, 3)
+            .into_iter()
+            .map(|n| {
+                let t = 5e-6 + n as f64 / 2.5e9;
+                SweepPoint::from_trials(n, 6, &[2.0 * t, t, 2.0 * t]).unwrap()
+            })
+            .collect();
+        let f = SweepResult::new(false, pts, false).fit.unwrap();
+        assert!((f.t0_us - 5.0).abs() < 1e-6, "{f:?}");
+        assert!((f.r_inf_bps / 2e10 - 1.0).abs() < 1e-9, "{f:?}");
     }
 
     #[test]
     fn fit_recovers_a_synthetic_curve() {
         // r∞ = 1.25 GB/s (10 Gbit/s), t0 = 12 µs: n½ = 15 000 bytes
         let (r_inf, t0) = (1.25e9, 12e-6);
-        let clean: Vec<(f64, f64)> = schedule(8 << 20, 3)
+        let clean: Vec<(f64, f64)> = schedule(1, 8 << 20, 3)
             .into_iter()
             .map(|n| (n as f64, t0 + n as f64 / r_inf))
             .collect();

@@ -388,7 +388,7 @@ pub fn path_model(r: &crate::RunResult, w: &WireSummary) -> Option<crate::result
         .min()
         .map(|us| us as f64 / 1e3);
     let rtt_ms = min_rtt_ms.unwrap_or_else(|| path.added_rtt_ms());
-    if !(rtt_ms > 0.0) {
+    if rtt_ms.is_nan() || rtt_ms <= 0.0 {
         return None;
     }
     let window_bps = senders

@@ -12,6 +12,7 @@ use wirerate_core::evidence::TcpSample;
 use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::{stream_order, Side};
+use wirerate_core::sweep::SweepPoint;
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_proto::data::DataHello;
 use wirerate_proto::msg::UdpProof;
@@ -88,6 +89,8 @@ pub trait Observer {
     fn tcp_sample(&mut self, _sample: &TcpSample) {}
     /// Called about every 20 ms while the test runs.
     fn tick(&mut self, _elapsed_s: f64) {}
+    /// A sweep finished a size (each size once, in order).
+    fn sweep_point(&mut self, _point: &SweepPoint) {}
 }
 
 /// Both sides' measurements.
@@ -264,10 +267,15 @@ impl Handler<ClientSession> for ClientRun<'_> {
         for sample in s.new_tcp_samples() {
             self.obs.tcp_sample(&sample);
         }
+        // done is read first: a sweep's last size is sent before its worker returns
+        let done = s.is_done();
+        for p in s.new_sweep_points() {
+            self.obs.sweep_point(&p);
+        }
         if let Some(t0) = self.started {
             self.obs.tick(now.duration_since(t0).as_secs_f64());
         }
-        if s.is_done() {
+        if done {
             let given = s.given_tcp_samples();
             if let Some(s) = self.side.take() {
                 let report = s.finish();

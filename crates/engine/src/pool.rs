@@ -22,7 +22,7 @@ use wirerate_core::spec::{End, RecvMode};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;
 
-use crate::stream::{describe, held, pattern, Batching, Deadline, Plan, Tally};
+use crate::stream::{describe, held, Batching, Deadline, PageBuf, Plan, Tally};
 
 /// The most data workers one side may run (`-T`).
 pub const MAX_THREADS: usize = wirerate_core::spec::limits::MAX_WORKERS as usize;
@@ -268,8 +268,7 @@ struct Flow {
 /// What one worker shares among its flows.
 struct Buffers {
     /// The send pattern, `len` bytes from a page boundary.
-    send: Vec<u8>,
-    send_at: usize,
+    send: PageBuf,
     len: usize,
     recv: Vec<u8>,
     discard: bool,
@@ -370,11 +369,8 @@ fn run_worker(flows: Vec<PoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
     let (mut clock, mut pin_error) = WorkerTimes::start(&first.plan, cpu);
     let spec = first.plan.spec.clone();
     let len = spec.len_bytes as usize;
-    let backing = pattern(len + 4096);
-    let send_at = backing.as_ptr().align_offset(4096).min(4096);
     let mut bufs = Buffers {
-        send: backing,
-        send_at,
+        send: PageBuf::new(len),
         len,
         recv: vec![0u8; len.max(64 << 10)],
         discard: spec.recv_mode == RecvMode::Discard,
@@ -575,7 +571,7 @@ impl Flow {
                 .unwrap_or(usize::MAX)
                 .min(self.size.next(&self.sock));
             let off = self.off;
-            let data = &b.send[b.send_at + off..b.send_at + off + (b.len - off).min(max)];
+            let data = &b.send.get()[off..off + (b.len - off).min(max)];
             match (&*self.sock).write(data) {
                 Ok(0) => return self.close_sending(),
                 Ok(n) => {

@@ -37,7 +37,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use wirerate_core::latency::LatencyHistogram;
 use wirerate_core::rr::{RrInterval, RrMode};
 use wirerate_core::spec::TestKind;
-use wirerate_core::sweep::SweepSide;
+use wirerate_core::sweep::{SweepPoint, SweepSide};
 use wirerate_core::window;
 
 /// The socket of a stream.
@@ -183,6 +183,8 @@ pub struct SideRun {
     rr_made: Option<(u64, RrPending)>,
     rr_total: Option<LatencyHistogram>,
     sweep: Option<SweepSide>,
+    /// Sweep sizes handed out as progress.
+    sweep_given: usize,
     /// rr: how many flows report intervals (the client's workers).
     rr_flows: usize,
 }
@@ -388,6 +390,7 @@ impl SideRun {
             rr_made: None,
             rr_total: None,
             sweep: None,
+            sweep_given: 0,
             rr_flows,
         })
     }
@@ -451,6 +454,25 @@ impl SideRun {
             self.rr_made = Some((index, p));
         }
         out
+    }
+
+    /// The sweep sizes the client's worker finished since the last call (progress).
+    pub fn new_sweep_points(&mut self) -> Vec<SweepPoint> {
+        if self.spec.test.sweep().is_none() {
+            return Vec::new();
+        }
+        // a sweep has no rr flows: the drain only takes in the sweep's figures
+        let _ = self.rr_drain(false);
+        let Some(sw) = &self.sweep else {
+            return Vec::new();
+        };
+        let new = sw
+            .points
+            .get(self.sweep_given..)
+            .unwrap_or_default()
+            .to_vec();
+        self.sweep_given = sw.points.len();
+        new
     }
 
     /// True once every stream thread has returned.

@@ -59,6 +59,33 @@ impl Held {
     }
 }
 
+/// `len` bytes of the pattern starting on a page boundary (a large heap buffer starts 16
+/// bytes past one): a zero-copy sender hands the kernel whole pages, and sweeps use their
+/// buffers as NetPIPE aligns its own.
+pub(crate) struct PageBuf {
+    backing: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl PageBuf {
+    const PAGE: usize = 4096;
+
+    pub(crate) fn new(len: usize) -> PageBuf {
+        let backing = pattern(len + Self::PAGE);
+        let at = backing.as_ptr().align_offset(Self::PAGE).min(Self::PAGE);
+        PageBuf { backing, at, len }
+    }
+
+    pub(crate) fn get(&self) -> &[u8] {
+        &self.backing[self.at..self.at + self.len]
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut [u8] {
+        &mut self.backing[self.at..self.at + self.len]
+    }
+}
+
 pub(crate) fn pattern(len: usize) -> Vec<u8> {
     // A non-trivial pattern, so nothing on the path can compress it to nothing.
     (0..len)
@@ -72,10 +99,8 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let t0 = ThreadTimes::now();
     let spec = &plan.spec;
     let len = spec.len_bytes as usize;
-    // page-aligned, so a zero-copy sender hands the kernel whole pages
-    let backing = pattern(len + 4096);
-    let skip = backing.as_ptr().align_offset(4096).min(4096);
-    let buf = &backing[skip..skip + len];
+    let backing = PageBuf::new(len);
+    let buf = backing.get();
     let mut size = crate::net::WriteSize::new(spec);
     let mut t = Tally::new(&plan);
     let end_at = spec

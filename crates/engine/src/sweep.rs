@@ -14,7 +14,7 @@ use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::sweep::{SweepHeader, SWEEP_HEADER_LEN};
 
 use crate::rr::SideMsg;
-use crate::stream::{Plan, Tally};
+use crate::stream::{PageBuf, Plan, Tally};
 
 fn sweep_of(plan: &Plan) -> SweepSpec {
     plan.spec.test.sweep().cloned().unwrap_or_default()
@@ -30,11 +30,11 @@ fn describe(e: &io::Error) -> String {
     }
 }
 
-/// One trial: `repeats` messages of `size` bytes; returns the seconds they took.
+/// One trial: `repeats` messages of `size` bytes; returns the seconds they took. Ping-pong
+/// messages go out of and come back into the same buffer, as NetPIPE's do.
 fn trial(
     sock: &mut TcpStream,
-    out: &[u8],
-    inb: &mut [u8],
+    buf: &mut [u8],
     size: usize,
     repeats: u32,
     stream: bool,
@@ -45,23 +45,32 @@ fn trial(
         stream,
     };
     sock.write_all(&h.emit())?;
+    let msg = &mut buf[..size];
     let t0 = Instant::now();
     if stream {
         for _ in 0..repeats {
-            sock.write_all(&out[..size])?;
+            sock.write_all(msg)?;
         }
-        sock.read_exact(&mut inb[..1])?;
+        sock.read_exact(&mut msg[..1])?;
     } else {
         for _ in 0..repeats {
-            sock.write_all(&out[..size])?;
-            sock.read_exact(&mut inb[..size])?;
+            sock.write_all(msg)?;
+            sock.read_exact(msg)?;
         }
     }
     Ok(t0.elapsed().as_secs_f64())
 }
 
-/// The client: every size of the schedule, `trials` times, each trial aiming at the point
-/// time by the previous trial's time per message (at least 3 messages, as NetPIPE).
+/// Messages for a trial of about `target` seconds at `per` seconds a message, at least 3.
+fn repeats_for(target: f64, per: f64) -> u32 {
+    let want = (target / per.max(1e-9)).round();
+    (want as u32).clamp(3, limits::MAX_REPEATS)
+}
+
+/// The client: every size of the schedule, `trials` times. A size's first trial guesses its
+/// time per message from the previous size's best, scaled by the sizes (NetPIPE's rule: no
+/// trial overshoots much as sizes grow); its other trials from its own best so far. The
+/// side hears the figures after every size, for progress.
 pub fn run_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> StreamReport {
     let t0 = ThreadTimes::now();
     let sw = sweep_of(&plan);
@@ -69,30 +78,33 @@ pub fn run_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> Strea
     let _ = sock.set_read_timeout(Some(plan.idle));
     let _ = sock.set_write_timeout(Some(plan.idle));
     let max = sw.max_bytes as usize;
-    let out: Vec<u8> = (0..max).map(|i| (i as u8).wrapping_mul(29)).collect();
-    let mut inb = vec![0u8; max.max(1)];
+    let mut page = PageBuf::new(max.max(1));
+    let buf = page.get_mut();
     let mut tally = Tally::new(&plan);
     let mut side = SweepSide::default();
     let stop_after = sw.stop_after_s();
     let result = (|| -> io::Result<()> {
         // warm-up, untimed: also the first estimate of the time per message
-        let mut per = trial(&mut sock, &out, &mut inb, 1, 10, sw.stream)? / 10.0;
-        for size in schedule(sw.max_bytes, sw.perturbation_bytes) {
+        let sizes = schedule(sw.min_bytes, sw.max_bytes, sw.perturbation_bytes);
+        let warm = sizes.first().map_or(1, |&s| s as usize);
+        let mut prev = (warm, trial(&mut sock, buf, warm, 10, sw.stream)? / 10.0);
+        for size in sizes {
             let size = size as usize;
             let mut times = Vec::with_capacity(sw.trials as usize);
             let mut messages = 0u64;
             let mut slow = false;
+            let mut best = prev.1 * size as f64 / prev.0.max(1) as f64;
             for _ in 0..sw.trials {
-                let want = (sw.point_time_s / per.max(1e-9)).round();
-                let repeats = (want as u32).clamp(3, limits::MAX_REPEATS);
-                let t = trial(&mut sock, &out, &mut inb, size, repeats, sw.stream)?;
+                let repeats = repeats_for(sw.point_time_s, best);
+                let t = trial(&mut sock, buf, size, repeats, sw.stream)?;
                 let moved = size as u64 * u64::from(repeats) * if sw.stream { 1 } else { 2 };
                 tally.add(
                     usize::try_from(moved).unwrap_or(usize::MAX),
                     Instant::now(),
                     &plan.counters,
                 );
-                per = t / f64::from(repeats);
+                let per = t / f64::from(repeats);
+                best = if times.is_empty() { per } else { best.min(per) };
                 messages += u64::from(repeats);
                 // one-way: half a round trip, or the time per streamed message
                 times.push(if sw.stream { per } else { per / 2.0 });
@@ -101,8 +113,10 @@ pub fn run_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> Strea
                     return Ok(());
                 }
             }
+            prev = (size, best);
             if let Some(p) = SweepPoint::from_trials(size as u64, messages, &times) {
                 side.points.push(p);
+                let _ = tx.send(SideMsg::Sweep(side.clone()));
             }
             if slow {
                 side.stopped_early = size < max;
@@ -115,7 +129,7 @@ pub fn run_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> Strea
     if error.is_none() {
         let _ = sock.write_all(&SweepHeader::END.emit());
         let _ = sock.shutdown(Shutdown::Write);
-        let _ = sock.read(&mut inb[..1]);
+        let _ = sock.read(&mut buf[..1]);
     }
     let seconds = plan.start.elapsed().as_secs_f64();
     let _ = tx.send(SideMsg::Sweep(side));
@@ -132,7 +146,8 @@ pub fn run_server(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let _ = sock.set_nodelay(true);
     let _ = sock.set_read_timeout(Some(plan.idle));
     let _ = sock.set_write_timeout(Some(plan.idle));
-    let mut buf = vec![0u8; (sw.max_bytes as usize).max(1)];
+    let mut page = PageBuf::new((sw.max_bytes as usize).max(1));
+    let buf = page.get_mut();
     let mut tally = Tally::new(&plan);
     let result = (|| -> Result<(), String> {
         loop {

@@ -291,6 +291,155 @@ fn stream_sweep_against_a_server() {
     assert_eq!(pts.last().unwrap()["bytes"], 65536);
 }
 
+// ---- sweep: --min, --perturbation, progress, the fit's n½ rule ----
+
+/// A short sweep (2 ms trials) on the embedded server; its JSON document.
+fn sweep_json(extra: &[&str]) -> Value {
+    let mut a = vec!["sweep", "--point-time", "0.002", "--trials", "2"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--json", "--no-store"]);
+    let out = run(&a, LIMIT);
+    assert!(out.status.success(), "sweep failed: {}", stderr(&out));
+    json(&out)
+}
+
+fn sweep_sizes(j: &Value) -> Vec<u64> {
+    j["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bytes"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn sweep_min_starts_the_schedule_as_netpipe_l() {
+    let j = sweep_json(&["--min", "1K", "--max", "8K", "--perturbation", "0"]);
+    assert_eq!(
+        sweep_sizes(&j),
+        vec![1024, 1536, 2048, 3072, 4096, 6144, 8192]
+    );
+}
+
+#[test]
+fn sweep_perturbation_measures_the_sizes_around_each_step() {
+    // ±5 where the step exceeds 6 bytes; 1024 − 5 lies below --min and is not measured
+    let j = sweep_json(&["--min", "1K", "--max", "8K", "--perturbation", "5"]);
+    assert_eq!(
+        sweep_sizes(&j),
+        vec![
+            1024, 1029, 1531, 1536, 1541, 2043, 2048, 2053, 3067, 3072, 3077, 4091, 4096, 4101,
+            6139, 6144, 6149, 8187, 8192
+        ]
+    );
+    // from 1 byte, ±20 only once the step exceeds 21 (the step after 32 is 16, after 64 is 32)
+    let j = sweep_json(&["--max", "100", "--perturbation", "20"]);
+    assert_eq!(
+        sweep_sizes(&j),
+        vec![1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 44, 48, 64, 76, 84, 96, 100]
+    );
+}
+
+#[test]
+fn sweep_prints_a_progress_line_per_size_on_stderr() {
+    let out = run(
+        &[
+            "sweep",
+            "--max",
+            "4K",
+            "--min",
+            "256",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "1",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let e = stderr(&out);
+    let lines: Vec<&str> = e
+        .lines()
+        .filter(|l| l.starts_with("wirerate: sweep "))
+        .collect();
+    // 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096 and their ±3
+    let sizes = [
+        256u64, 259, 381, 384, 387, 509, 512, 515, 765, 768, 771, 1021, 1024, 1027, 1533, 1536,
+        1539, 2045, 2048, 2051, 3069, 3072, 3075, 4093, 4096,
+    ];
+    assert_eq!(lines.len(), sizes.len(), "{e}");
+    for (i, (l, size)) in lines.iter().zip(sizes).enumerate() {
+        let head = format!("wirerate: sweep {:>3}/{}: ", i + 1, sizes.len());
+        assert!(l.starts_with(&head), "{l}");
+        assert!(l.contains(&format!(" {size} B ")), "{l}");
+    }
+    // the report itself stays on stdout, once, after the sweep
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(!o.contains("wirerate: sweep "), "{o}");
+    assert!(o.contains("Hockney fit"), "{o}");
+    // machine formats keep stderr quiet
+    let j = run(
+        &[
+            "sweep",
+            "--max",
+            "64",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(j.status.success());
+    assert!(!stderr(&j).contains("wirerate: sweep "), "{}", stderr(&j));
+}
+
+#[test]
+fn sweep_gives_a_fit_only_with_n_half_among_the_sizes() {
+    // whatever loopback's n½ is today: a fit lies within the sizes, or there is a reason
+    for range in [
+        ["--min", "1", "--max", "64K"],
+        ["--min", "256K", "--max", "1M"],
+    ] {
+        let j = sweep_json(&range);
+        let sizes = sweep_sizes(&j);
+        let (lo, hi) = (sizes[0] as f64, *sizes.last().unwrap() as f64);
+        let sw = &j["sweep"];
+        match sw["fit"].as_object() {
+            Some(fit) => {
+                let n = f(&fit["n_half_bytes"]);
+                assert!(lo <= n && n <= hi, "{range:?}: n½ {n} outside {lo}..{hi}");
+                assert!(sw.get("fit_note").is_none());
+            }
+            None => {
+                let why = sw["fit_note"].as_str().unwrap();
+                assert!(!why.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn sweep_bad_min_and_perturbation_are_usage_errors() {
+    for args in [
+        vec!["sweep", "--min", "0"],
+        vec!["sweep", "--min", "2K", "--max", "1K"],
+        vec!["sweep", "--perturbation", "1025"],
+        vec!["sweep", "--perturbation", "-1"],
+    ] {
+        let out = run(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+        assert!(e.starts_with("wirerate: "), "{args:?}: {e}");
+    }
+}
+
+// ---- end of the sweep block ----
+
 #[test]
 fn bad_values_get_one_line_usage_errors() {
     for args in [

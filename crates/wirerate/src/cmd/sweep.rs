@@ -7,8 +7,13 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use wirerate_core::spec::{End, TestKind};
-use wirerate_core::sweep::{schedule, SweepSpec, DEFAULT_MAX_BYTES};
+use wirerate_core::sweep::{
+    schedule, SweepPoint, SweepSpec, DEFAULT_MAX_BYTES, DEFAULT_PERTURBATION_BYTES,
+    DEFAULT_POINT_TIME_S, DEFAULT_TRIALS,
+};
+use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
+use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
@@ -29,12 +34,18 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Sizes follow NetPIPE's schedule: powers of two and 1.5 × powers of \
-two (1, 2, 3, 4, 6, 8, 12, 16, 24 …), each with sizes 3 bytes below and above once the step \
-to the next size exceeds 4 bytes. Each size runs --trials trials of about --point-time \
-seconds (at least 3 messages each); the sweep stops early after a trial takes over 40 × the \
-point time.\n\nLatency is one-way (fields one_way_*_us): half a ping-pong's round trip, or \
-with --stream the time per message. Throughput is bytes × 8 ÷ one-way time.\n\n\
+    after_help = "Sizes follow NetPIPE's schedule: from 1, powers of two and 1.5 × powers of \
+two (1, 2, 3, 4, 6, 8, 12, 16, 24 …); from --min SIZE, steps of SIZE/2 that double every \
+second size (1024, 1536, 2048, 3072, 4096 …), as NetPIPE's -l. Each size whose step to the \
+next exceeds --perturbation + 1 is measured with the sizes --perturbation bytes below and \
+above it (NetPIPE's -p; 0: none). Sizes stay within --min … --max.\n\n\
+Each size runs --trials trials (default 3) of about --point-time seconds (default 0.1; at \
+least 3 messages each), NetPIPE's defaults; the sweep stops early after a trial takes over \
+40 × the point time. A line per size goes to stderr while it runs (text format).\n\n\
+Latency is one-way (fields one_way_*_us): half a ping-pong's round trip, or with --stream \
+the time per message. Throughput is bytes × 8 ÷ one-way time. Hockney's fit and the \
+netpipe format use each size's best trial (NetPIPE's rule); a fit whose n½ lies outside the \
+sizes measured is not given, and the output says why.\n\n\
 Sizes take K, M as powers of 1024 (8M = 8388608 bytes).\n\n\
 Exit status: 0 success, 1 the test failed, 2 bad usage."
 )]
@@ -47,16 +58,22 @@ pub struct Args {
     /// The largest message, in bytes (at most 64M)
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = DEFAULT_MAX_BYTES)]
     pub max: u64,
+    /// The smallest message, where the schedule starts (NetPIPE's -l)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value_t = 1)]
+    pub min: u64,
+    /// Also measure this many bytes below and above each size (NetPIPE's -p; 0 to 1024)
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_PERTURBATION_BYTES)]
+    pub perturbation: u64,
     /// Seconds each trial of a size aims at
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = 0.25,
+        default_value_t = DEFAULT_POINT_TIME_S,
         allow_negative_numbers = true
     )]
     pub point_time: f64,
-    /// Trials per size (throughput mean, min and max are over them)
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Trials per size (the fit and the netpipe format use the best)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TRIALS)]
     pub trials: u32,
     /// Print JSON (same as --format json)
     #[arg(long, conflicts_with_all = ["csv", "format"])]
@@ -78,12 +95,13 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
     let sw = SweepSpec {
         stream: a.stream,
         max_bytes: a.max,
+        min_bytes: a.min,
         point_time_s: a.point_time,
         trials: a.trials,
-        ..Default::default()
+        perturbation_bytes: a.perturbation,
     };
     // the longest the sweep may take: every trial cut at the early-stop limit (capped)
-    let points = schedule(sw.max_bytes.clamp(1, 1 << 30), sw.perturbation_bytes).len() as f64;
+    let points = sizes(&sw).len() as f64;
     let longest = (points * f64::from(sw.trials.max(1)) * sw.point_time_s.abs() * 2.0 + 60.0)
         .min(wirerate_core::spec::limits::MAX_SECONDS);
     let spec = TestSpec {
@@ -103,6 +121,43 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
     Ok(spec)
 }
 
+/// The sizes the sweep will measure (bounded, for a spec not yet validated).
+fn sizes(sw: &SweepSpec) -> Vec<u64> {
+    let max = sw.max_bytes.clamp(1, 1 << 30);
+    schedule(
+        sw.min_bytes.clamp(1, max),
+        max,
+        sw.perturbation_bytes.min(1 << 20),
+    )
+}
+
+/// A line per size on stderr while the sweep runs: how far it is, and the size's best trial.
+struct Progress {
+    total: usize,
+    done: usize,
+    started: std::time::Instant,
+}
+
+impl Observer for Progress {
+    fn sweep_point(&mut self, p: &SweepPoint) {
+        self.done += 1;
+        let best_bps = if p.one_way_min_us > 0.0 {
+            p.bytes as f64 * 8.0 / (p.one_way_min_us / 1e6)
+        } else {
+            0.0
+        };
+        eprintln!(
+            "wirerate: sweep {:>3}/{}: {:>9} B  one-way {:>10.2} µs  {:>15}  ({:.1} s)",
+            self.done,
+            self.total,
+            p.bytes,
+            p.one_way_min_us,
+            format_bps(best_bps),
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let spec = spec_from(&a)?;
     let format = match (a.json, a.csv, a.format) {
@@ -115,7 +170,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if format == Format::Text {
         crate::say!("{}", text::header(&spec, &t.describe()));
     }
-    let (result, errors) = execute(&t, &spec, &mut Silent, Duration::ZERO)?;
+    let (result, errors) = if format == Format::Text {
+        let total = spec.test.sweep().map_or(0, |sw| sizes(sw).len());
+        let mut progress = Progress {
+            total,
+            done: 0,
+            started: std::time::Instant::now(),
+        };
+        execute(&t, &spec, &mut progress, Duration::ZERO)?
+    } else {
+        execute(&t, &spec, &mut Silent, Duration::ZERO)?
+    };
     let sweep = result
         .sweep
         .clone()
