@@ -155,6 +155,8 @@ fn a_find_max_search_marks_the_rate_found() {
         goodput_bps: offered.unwrap_or(900e6) * (1.0 - loss / 100.0),
         loss_percent: loss,
         pass,
+        sent_bps: offered,
+        phase: Default::default(),
     };
     let fm = FindMax {
         loss_limit_percent: 0.1,
