@@ -41,8 +41,10 @@ pub struct Step {
 }
 
 /// A trial whose sender put out less than this share of its offered rate did not offer it:
-/// it counts at the rate it sent.
-pub const UNREACHED: f64 = 0.95;
+/// it counts at the rate it sent. Pacing that misses its target by a few percent stays
+/// above it (the search runs over offered rates, and reports what was sent beside them); a
+/// sender that cannot produce the rate at all (its CPU) falls below it.
+pub const UNREACHED: f64 = 0.8;
 
 #[derive(Debug, Clone)]
 pub struct RateSearch {
@@ -80,6 +82,9 @@ pub struct Confidence {
     pub passed: usize,
     /// Goodput per stream over the passing trials at the rate found: its spread.
     pub goodput: Option<Summary>,
+    /// What the sender put out in those trials, per stream.
+    #[serde(default)]
+    pub sent: Option<Summary>,
 }
 
 impl RateSearch {
@@ -145,8 +150,9 @@ impl RateSearch {
     ) {
         let pass = loss_percent <= self.loss_limit;
         let sent_ok = sent.filter(|s| s.is_finite() && *s >= 0.0);
+        let short = offered.zip(sent_ok).filter(|(o, s)| *s < UNREACHED * o);
         let rate = match (offered, sent_ok) {
-            (Some(o), Some(s)) if s < UNREACHED * o => s,
+            (Some(_), _) if short.is_some() => short.map_or(0.0, |(_, s)| s),
             (Some(o), _) => o,
             (None, Some(s)) if pass => s.max(goodput_bps),
             (None, _) => goodput_bps,
@@ -165,19 +171,22 @@ impl RateSearch {
             pass,
             phase,
         });
-        match (phase, pass, self.pass) {
+        let lower_fail = |f: Option<f64>, r: f64| Some(f.map_or(r, |f| f.min(r)));
+        match (phase, pass && short.is_none(), self.pass) {
             (Phase::Confirm, true, _) => self.confirmed += 1,
+            // failed, or never reached the rate: the candidate is not confirmed
             (Phase::Confirm, false, Some(candidate)) => {
-                self.fail = Some(self.fail.map_or(candidate, |f| f.min(candidate)));
+                self.fail = lower_fail(self.fail, candidate);
                 self.pass = self.highest_pass_below(candidate);
                 self.confirmed = 0;
             }
-            (_, true, _) => {
-                self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
-            }
-            (_, false, _) => {
-                self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
-            }
+            _ if pass => match (short, self.pass) {
+                // short of the rate and below what passed already: the rate offered did not
+                // pass either (else the search would offer it again and again)
+                (Some((o, _)), Some(p)) if rate <= p => self.fail = lower_fail(self.fail, o),
+                _ => self.pass = Some(self.pass.map_or(rate, |p| p.max(rate))),
+            },
+            _ => self.fail = lower_fail(self.fail, rate),
         }
     }
 
@@ -217,16 +226,15 @@ impl RateSearch {
             })
             .map(|(_, (s, _))| s)
             .collect();
-        let goodputs: Vec<f64> = at_found
-            .iter()
-            .filter(|s| s.pass)
-            .map(|s| s.goodput_bps)
-            .collect();
+        let passed: Vec<&&Step> = at_found.iter().filter(|s| s.pass).collect();
+        let goodputs: Vec<f64> = passed.iter().map(|s| s.goodput_bps).collect();
+        let sent: Vec<f64> = passed.iter().filter_map(|s| s.sent_bps).collect();
         Confidence {
             lowest_fail_bps: self.fail,
             trials: at_found.len(),
             passed: at_found.iter().filter(|s| s.pass).count(),
             goodput: Summary::of(&goodputs),
+            sent: Summary::of(&sent),
         }
     }
 }
@@ -296,11 +304,28 @@ mod tests {
         assert_eq!(s.result(), Some(1.6e9));
         // the next trials confirm it
         assert_eq!(s.next(Some(20e9)), Next::Rate(1.6e9));
+        // ... and a confirmation that falls as short does not confirm it
+        s.record(Some(1.6e9), Some(1.2e9), 1.2e9, 0.0);
+        assert_eq!(s.result(), Some(1.2e9));
+        assert_eq!(s.confidence().lowest_fail_bps, Some(1.6e9));
         // a failing trial counts at what was sent, not at what was asked
         let mut s = RateSearch::new(0.1, 0.01, 20);
         s.record(Some(35.77e9), Some(22.1e9), 20.54e9, 7.2);
         assert_eq!(s.confidence().lowest_fail_bps, Some(22.1e9));
         assert_eq!(s.next(None), Next::Rate(11.05e9));
+        // a trial short of its rate and below what passed narrows the range from above
+        let mut s = RateSearch::new(0.1, 0.01, 20);
+        s.record(Some(10e9), Some(10e9), 8e9, 20.0);
+        s.record(Some(5e9), Some(5e9), 5e9, 0.0);
+        assert_eq!(s.next(None), Next::Rate(7.5e9));
+        s.record(Some(7.5e9), Some(4e9), 4e9, 0.0);
+        assert_eq!(s.next(None), Next::Rate(6.25e9));
+        // a pacer a few percent short keeps the offered rate: the search runs over offered
+        // rates, with what was sent reported beside them
+        let mut s = RateSearch::new(0.1, 0.01, 20);
+        s.record(Some(7.2e9), Some(6.9e9), 6.9e9, 0.0);
+        assert_eq!(s.result(), Some(7.2e9));
+        assert_eq!(s.confidence().sent.unwrap().mean, 6.9e9);
         // a paced trial that carried its rate keeps the offered figure
         let mut s = RateSearch::new(0.1, 0.01, 20);
         s.record(Some(10e6), Some(9.99e6), 9.98e6, 0.05);

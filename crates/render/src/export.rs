@@ -148,9 +148,12 @@ fn find_max_text(f: &FindMaxResult<'_>) -> String {
         None => format!("no rate tried kept loss ≤ {} %\n", f.loss_limit_percent),
     };
     if let (Some(c), Some(_)) = (&f.confidence, f.max_rate_bps) {
-        let spread = c.goodput.map_or_else(String::new, |g| {
-            format!(", received {} .. {}", format_bps(g.min), format_bps(g.max))
-        });
+        let range = |what: &str, s: Option<wirerate_core::stats::Summary>| {
+            s.map_or_else(String::new, |s| {
+                format!(", {what} {} .. {}", format_bps(s.min), format_bps(s.max))
+            })
+        };
+        let spread = range("sent", c.sent) + &range("received", c.goodput);
         let _ = writeln!(
             s,
             "  passed {} of {} trials at that rate{spread}",

@@ -11,7 +11,7 @@ use wirerate_core::search::{Next, Phase, RateSearch, Step};
 use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
 use wirerate_render::export::{exporter, FindMaxResult};
-use wirerate_store::{new_group_id, Store};
+use wirerate_store::{new_group_id, Store, StoredRun};
 
 use super::run::{execute, Format, Silent, Target};
 use crate::exit::usage;
@@ -42,7 +42,8 @@ pub fn run(
             spec.len_bytes
         );
     }
-    let group = new_group_id();
+    // the prefix tells a search's trials from a `--repeat` set wherever the group is shown
+    let group = format!("find-max-{}", new_group_id());
     let mut search = RateSearch::new(loss_limit, RESOLUTION, MAX_STEPS);
     // each trial's verdict and stored run, beside the search's steps
     let mut why: Vec<Option<wirerate_core::diagnosis::Bottleneck>> = Vec::new();
@@ -127,4 +128,44 @@ fn progress(n: usize, s: &Step, why: Option<wirerate_core::diagnosis::Bottleneck
             ""
         }
     )
+}
+
+/// The prefix of a find-max search's repeat group.
+const GROUP_PREFIX: &str = "find-max-";
+
+/// Stored runs to compare, with find-max trials cut to those at each search's rate found:
+/// its last trial's offered rate (a search ends on the confirmations of the rate it found)
+/// and every trial of the search offered the same. Other runs stay. The words say what was
+/// kept (empty when no run is a find-max trial).
+pub fn at_found_rates(rows: Vec<StoredRun>) -> (Vec<StoredRun>, String) {
+    let search_of = |r: &StoredRun| r.row.group.clone().filter(|g| g.starts_with(GROUP_PREFIX));
+    let offered = |r: &StoredRun| r.result().ok().and_then(|x| x.spec.rate_bps);
+    let mut found: Vec<(String, Option<f64>)> = Vec::new();
+    for r in rows.iter().rev() {
+        if let Some(g) = search_of(r) {
+            if !found.iter().any(|(s, _)| *s == g) {
+                found.push((g, offered(r)));
+            }
+        }
+    }
+    if found.is_empty() {
+        return (rows, String::new());
+    }
+    let total = rows.len();
+    let kept: Vec<StoredRun> = rows
+        .into_iter()
+        .filter(|r| match search_of(r) {
+            None => true,
+            Some(g) => found
+                .iter()
+                .any(|(s, rate)| *s == g && rate.is_some() && offered(r) == *rate),
+        })
+        .collect();
+    let words = format!(
+        " ({} of {total} runs: the trials at the rate found of {} find-max search{})",
+        kept.len(),
+        found.len(),
+        if found.len() == 1 { "" } else { "es" }
+    );
+    (kept, words)
 }
