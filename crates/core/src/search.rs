@@ -151,11 +151,11 @@ impl RateSearch {
         let pass = loss_percent <= self.loss_limit;
         let sent_ok = sent.filter(|s| s.is_finite() && *s >= 0.0);
         let short = offered.zip(sent_ok).filter(|(o, s)| *s < UNREACHED * o);
-        let rate = match (offered, sent_ok) {
-            (Some(_), _) if short.is_some() => short.map_or(0.0, |(_, s)| s),
-            (Some(o), _) => o,
-            (None, Some(s)) if pass => s.max(goodput_bps),
-            (None, _) => goodput_bps,
+        let rate = match (offered, short, sent_ok) {
+            (Some(_), Some((_, s)), _) => s,
+            (Some(o), None, _) => o,
+            (None, _, Some(s)) if pass => s.max(goodput_bps),
+            (None, _, _) => goodput_bps,
         };
         let phase = if self.confirming() {
             Phase::Confirm

@@ -41,8 +41,17 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                 vertical: true,
                 color: PALETTE[2],
             });
+            let trust = fm.confidence.map_or_else(String::new, |c| {
+                let fail = c.lowest_fail_bps.map_or_else(String::new, |f| {
+                    format!("; lowest failing rate {}", format_bps(f))
+                });
+                format!(
+                    " (passed {} of {} trials at that rate{fail})",
+                    c.passed, c.trials
+                )
+            });
             format!(
-                "Highest rate with loss ≤ {} %: {} per stream, after {} steps",
+                "Highest rate with loss ≤ {} %: {} per stream, after {} steps{trust}",
                 fm.loss_limit_percent,
                 format_bps(r),
                 fm.steps.len()
