@@ -80,6 +80,10 @@ pub struct Confidence {
     /// of them passed.
     pub trials: usize,
     pub passed: usize,
+    /// The rate found passed its bisection step and all [`CONFIRM`] confirmations; false
+    /// when the search's trial limit came first.
+    #[serde(default)]
+    pub confirmed: bool,
     /// Goodput per stream over the passing trials at the rate found: its spread.
     pub goodput: Option<Summary>,
     /// What the sender put out in those trials, per stream.
@@ -229,10 +233,12 @@ impl RateSearch {
         let passed: Vec<&&Step> = at_found.iter().filter(|s| s.pass).collect();
         let goodputs: Vec<f64> = passed.iter().map(|s| s.goodput_bps).collect();
         let sent: Vec<f64> = passed.iter().filter_map(|s| s.sent_bps).collect();
+        let passed_n = at_found.iter().filter(|s| s.pass).count();
         Confidence {
             lowest_fail_bps: self.fail,
             trials: at_found.len(),
-            passed: at_found.iter().filter(|s| s.pass).count(),
+            passed: passed_n,
+            confirmed: found.is_some() && self.confirmed >= CONFIRM,
             goodput: Summary::of(&goodputs),
             sent: Summary::of(&sent),
         }
@@ -271,6 +277,7 @@ mod tests {
             assert_eq!(confirms, CONFIRM, "{upper:?}");
             let c = s.confidence();
             assert_eq!((c.trials, c.passed), (CONFIRM + 1, CONFIRM + 1));
+            assert!(c.confirmed);
             let fail = c.lowest_fail_bps.unwrap();
             assert!(fail > r && (fail - r) / fail <= 0.01, "{r} .. {fail}");
             assert_eq!(c.goodput.unwrap().n, CONFIRM + 1);
@@ -302,6 +309,7 @@ mod tests {
         let mut s = RateSearch::new(0.1, 0.01, 20);
         s.record(Some(20e9), Some(1.6e9), 1.6e9, 0.0);
         assert_eq!(s.result(), Some(1.6e9));
+        assert!(!s.confidence().confirmed, "not yet");
         // the next trials confirm it
         assert_eq!(s.next(Some(20e9)), Next::Rate(1.6e9));
         // ... and a confirmation that falls as short does not confirm it

@@ -159,6 +159,13 @@ fn find_max_text(f: &FindMaxResult<'_>) -> String {
             "  passed {} of {} trials at that rate{spread}",
             c.passed, c.trials
         );
+        if !c.confirmed {
+            let _ = writeln!(
+                s,
+                "  not confirmed: the search ended (at its trial limit) before the rate passed \
+                 every confirmation"
+            );
+        }
         if let Some(fail) = c.lowest_fail_bps {
             let _ = writeln!(s, "  lowest failing rate: {}", format_bps(fail));
         }

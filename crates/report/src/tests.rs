@@ -172,6 +172,7 @@ fn a_find_max_search_marks_the_rate_found() {
             lowest_fail_bps: Some(900e6),
             trials: 3,
             passed: 3,
+            confirmed: true,
             goodput: None,
             sent: None,
         }),
