@@ -315,8 +315,10 @@ fn lab_find_max_converges_on_the_udp_model() {
             "--find-max",
             "--link",
             "12M",
+            // 1 s trials: a search with its confirmations (24 trials at most) stays within
+            // the client's time limit
             "-t",
-            "2",
+            "1",
             "--loss",
             "0.5",
         ],
