@@ -103,6 +103,8 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                 Cell::text(match (s.pass, s.phase) {
                     (true, Phase::Confirm) => "pass (confirmation)",
                     (false, Phase::Confirm) => "fail (confirmation)",
+                    (true, Phase::Recheck) => "pass (recheck)",
+                    (false, Phase::Recheck) => "fail (recheck)",
                     (true, Phase::Search) => "pass",
                     (false, Phase::Search) => "fail",
                 }),

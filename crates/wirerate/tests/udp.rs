@@ -333,11 +333,9 @@ fn find_max_stores_its_trials_with_the_label_and_reports_offered_and_sent() {
     let c = &doc["confidence"];
     assert!(c["trials"].as_u64().unwrap() >= 3, "{c}");
     assert!(c["passed"].as_u64().unwrap() <= c["trials"].as_u64().unwrap());
-    assert_eq!(
-        c["confirmed"] == true,
-        c["passed"] == c["trials"] && c["trials"].as_u64().unwrap() >= 3,
-        "{c}"
-    );
+    if c["confirmed"] == true {
+        assert!(c["passed"].as_u64().unwrap() >= 3, "{c}");
+    }
     // history lists exactly the search's trials under its label, in its group
     let h = run(
         &["history", "--db", db_s, "--label", "fm-it", "--json"],

@@ -122,10 +122,10 @@ fn progress(n: usize, s: &Step, why: Option<wirerate_core::diagnosis::Bottleneck
         s.sent_bps.map_or_else(|| "-".into(), format_bps),
         format_bps(s.goodput_bps),
         s.loss_percent,
-        if s.phase == Phase::Confirm {
-            " (confirmation)"
-        } else {
-            ""
+        match s.phase {
+            Phase::Confirm => " (confirmation)",
+            Phase::Recheck => " (recheck)",
+            Phase::Search => "",
         }
     )
 }
