@@ -5,9 +5,11 @@
 //!
 //! The formats supply syntax only; the figures come from the model (`wirerate_core`).
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use wirerate_core::diagnosis::Bottleneck;
-use wirerate_core::search::Step;
+use wirerate_core::search::{Confidence, Step};
 use wirerate_core::units::format_bps;
 use wirerate_core::{RunResult, TestSpec};
 
@@ -83,9 +85,17 @@ pub struct FindMaxResult<'a> {
     pub kind: &'static str,
     pub loss_limit_percent: f64,
     pub max_rate_bps: Option<f64>,
+    /// The bracket around the rate found and the spread of the trials at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+    /// The repeat group and label the trials were stored under (None: not stored).
+    pub group: Option<&'a str>,
+    pub label: Option<&'a str>,
     pub steps: &'a [Step],
     /// Each trial's bottleneck, beside the steps: where a failing rate lost its excess.
     pub step_bottlenecks: &'a [Option<Bottleneck>],
+    /// Each trial's id in the results database, beside the steps (None: not stored).
+    pub step_run_ids: &'a [Option<i64>],
     pub spec: &'a TestSpec,
 }
 
@@ -101,11 +111,75 @@ impl<'a> FindMaxResult<'a> {
             kind: "find_max",
             loss_limit_percent,
             max_rate_bps,
+            confidence: None,
+            group: None,
+            label: None,
             steps,
             step_bottlenecks,
+            step_run_ids: &[],
             spec,
         }
     }
+
+    /// With the search's confidence and where its trials were stored.
+    pub fn with_search(
+        mut self,
+        confidence: Confidence,
+        group: Option<&'a str>,
+        label: Option<&'a str>,
+        step_run_ids: &'a [Option<i64>],
+    ) -> Self {
+        self.confidence = Some(confidence);
+        self.group = group;
+        self.label = label;
+        self.step_run_ids = step_run_ids;
+        self
+    }
+}
+
+/// The text lines of a find-max outcome: the rate found, how it held up, where it is stored.
+fn find_max_text(f: &FindMaxResult<'_>) -> String {
+    let mut s = match f.max_rate_bps {
+        Some(b) => format!(
+            "highest rate with loss ≤ {} %: {} per stream\n",
+            f.loss_limit_percent,
+            format_bps(b)
+        ),
+        None => format!("no rate tried kept loss ≤ {} %\n", f.loss_limit_percent),
+    };
+    if let (Some(c), Some(_)) = (&f.confidence, f.max_rate_bps) {
+        let range = |what: &str, s: Option<wirerate_core::stats::Summary>| {
+            s.map_or_else(String::new, |s| {
+                format!(", {what} {} .. {}", format_bps(s.min), format_bps(s.max))
+            })
+        };
+        let spread = range("sent", c.sent) + &range("received", c.goodput);
+        let _ = writeln!(
+            s,
+            "  passed {} of {} trials at that rate{spread}",
+            c.passed, c.trials
+        );
+        if !c.confirmed {
+            let _ = writeln!(
+                s,
+                "  not confirmed: the search ended (at its trial limit) before the rate passed \
+                 every confirmation"
+            );
+        }
+        if let Some(fail) = c.lowest_fail_bps {
+            let _ = writeln!(s, "  lowest failing rate: {}", format_bps(fail));
+        }
+    }
+    if let Some(g) = f.group {
+        let _ = writeln!(
+            s,
+            "{} trials stored as group {g}{}",
+            f.steps.len(),
+            f.label
+                .map_or_else(String::new, |l| format!(", label '{l}'"))
+        );
+    }
+    s
 }
 
 /// One format's syntax for every output. Each method returns the whole text to print.
@@ -151,14 +225,7 @@ impl Exporter for TextExporter {
     }
 
     fn find_max(&self, f: &FindMaxResult<'_>) -> Result<String, Unsupported> {
-        Ok(match f.max_rate_bps {
-            Some(b) => format!(
-                "highest rate with loss ≤ {} %: {} per stream\n",
-                f.loss_limit_percent,
-                format_bps(b)
-            ),
-            None => format!("no rate tried kept loss ≤ {} %\n", f.loss_limit_percent),
-        })
+        Ok(find_max_text(f))
     }
 }
 
@@ -240,9 +307,11 @@ mod tests {
         let spec = TestSpec::default();
         let steps = [Step {
             offered_bps: Some(1e6),
-            goodput_bps: 1e6,
+            sent_bps: Some(0.99e6),
+            goodput_bps: 0.98e6,
             loss_percent: 0.0,
             pass: true,
+            phase: Default::default(),
         }];
         let f = FindMaxResult::new(0.1, Some(1e6), &steps, &[None], &spec);
         let text = exporter(Format::Json).find_max(&f).unwrap();

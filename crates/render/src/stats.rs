@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use wirerate_core::stats::{
     rank_test_can_reach, summarize_runs, Change, Comparison, Metric, Summary, TestKind, ALPHA,
+    RETRANSMIT_MIN_COUNT,
 };
 use wirerate_core::RunResult;
 
@@ -168,6 +169,11 @@ pub fn verdict(metric: Metric, c: &Comparison) -> String {
     let (subject, up, down) = words(metric);
     let change = c.change_percent;
     let p = c.test.map(|t| format_p(t.p_value));
+    if metric == Metric::Retransmits {
+        if let Some(v) = few_retransmits(c, p.as_deref()) {
+            return v;
+        }
+    }
     match (c.change, change, p) {
         (Change::Higher, Some(ch), Some(p)) => format!("{subject} {:.1} % {up} A ({p})", ch.abs()),
         (Change::Lower, Some(ch), Some(p)) => format!("{subject} {:.1} % {down} A ({p})", ch.abs()),
@@ -202,6 +208,34 @@ pub fn verdict(metric: Metric, c: &Comparison) -> String {
         }
         _ => untestable(metric, c),
     }
+}
+
+/// Retransmits too few on A's side for a change in percent (see `compare_metric`): the
+/// verdict in counts, or no verdict when both sides are below the minimum.
+fn few_retransmits(c: &Comparison, p: Option<&str>) -> Option<String> {
+    let (a, b, p) = (c.a?, c.b?, p?);
+    if c.change_percent.is_some() {
+        return None;
+    }
+    let total = |s: Summary| (s.mean * s.n as f64).round();
+    let counts = format!(
+        "A {:.0} in {} runs, B {:.0} in {}",
+        total(a),
+        a.n,
+        total(b),
+        b.n
+    );
+    Some(match c.change {
+        Change::Untestable => format!(
+            "too few retransmits to judge a change ({counts}; {:.0} on a side are needed)",
+            RETRANSMIT_MIN_COUNT
+        ),
+        Change::Higher => format!("B has more retransmits than A ({counts}; {p})"),
+        Change::Lower => format!("B has fewer retransmits than A ({counts}; {p})"),
+        Change::NoSignificantChange => {
+            format!("no significant difference in retransmits between A and B ({counts}; {p})")
+        }
+    })
 }
 
 fn untestable(metric: Metric, c: &Comparison) -> String {

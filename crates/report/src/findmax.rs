@@ -1,6 +1,7 @@
 //! A find-max search: the loss at each offered rate, passing and failing steps apart, the
 //! loss limit and the rate found marked.
 
+use wirerate_core::search::Phase;
 use wirerate_core::units::format_bps;
 
 use crate::html::{Block, Cell, Figure, Section, Table};
@@ -40,8 +41,17 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                 vertical: true,
                 color: PALETTE[2],
             });
+            let trust = fm.confidence.map_or_else(String::new, |c| {
+                let fail = c.lowest_fail_bps.map_or_else(String::new, |f| {
+                    format!("; lowest failing rate {}", format_bps(f))
+                });
+                format!(
+                    " (passed {} of {} trials at that rate{fail})",
+                    c.passed, c.trials
+                )
+            });
             format!(
-                "Highest rate with loss ≤ {} %: {} per stream, after {} steps",
+                "Highest rate with loss ≤ {} %: {} per stream, after {} steps{trust}",
                 fm.loss_limit_percent,
                 format_bps(r),
                 fm.steps.len()
@@ -87,9 +97,17 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                     Some(_) => Cell::num(s.offered_bps, |v| unit.show(v)),
                     None => Cell::text("unpaced"),
                 },
+                Cell::num(s.sent_bps, |v| unit.show(v)),
                 Cell::num(Some(s.goodput_bps), |v| unit.show(v)),
                 Cell::num(Some(s.loss_percent), |v| format!("{v:.3}")),
-                Cell::text(if s.pass { "pass" } else { "fail" }),
+                Cell::text(match (s.pass, s.phase) {
+                    (true, Phase::Confirm) => "pass (confirmation)",
+                    (false, Phase::Confirm) => "fail (confirmation)",
+                    (true, Phase::Recheck) => "pass (recheck)",
+                    (false, Phase::Recheck) => "fail (recheck)",
+                    (true, Phase::Search) => "pass",
+                    (false, Phase::Search) => "fail",
+                }),
                 Cell::text(why),
             ]
         })
@@ -117,6 +135,7 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                 head: vec![
                     "step".into(),
                     format!("offered ({})", unit.name),
+                    format!("sent ({})", unit.name),
                     format!("received ({})", unit.name),
                     "loss (%)".into(),
                     "result".into(),

@@ -4,7 +4,7 @@
 
 use wirerate_core::diagnosis::{differences, Diagnosis};
 use wirerate_core::metrics::jain_fairness;
-use wirerate_core::stats::{compare, Change, Comparison, Metric};
+use wirerate_core::stats::{compare_metric, Change, Comparison, Metric};
 use wirerate_core::RunResult;
 use wirerate_render::stats::{format_p, metric_name, verdict};
 
@@ -67,7 +67,12 @@ fn comparisons(groups: &[&Group]) -> Vec<(usize, Vec<(Metric, Comparison)>)> {
         .map(|(i, g)| {
             let rows = Metric::ALL
                 .into_iter()
-                .map(|m| (m, compare(&m.values(&base.runs), &m.values(&g.runs))))
+                .map(|m| {
+                    (
+                        m,
+                        compare_metric(m, &m.values(&base.runs), &m.values(&g.runs)),
+                    )
+                })
                 .filter(|(_, c)| c.a.is_some() || c.b.is_some())
                 .collect();
             (i, rows)

@@ -45,6 +45,9 @@ pub struct FindMax {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub step_bottlenecks: Vec<Option<Bottleneck>>,
+    /// Absent from searches saved before it was reported.
+    #[serde(default)]
+    pub confidence: Option<wirerate_core::search::Confidence>,
 }
 
 /// What a report is made of.

@@ -180,6 +180,8 @@ fn a_find_max_search_marks_the_rate_found() {
         goodput_bps: offered.unwrap_or(900e6) * (1.0 - loss / 100.0),
         loss_percent: loss,
         pass,
+        sent_bps: offered,
+        phase: Default::default(),
     };
     let fm = FindMax {
         loss_limit_percent: 0.1,
@@ -191,6 +193,14 @@ fn a_find_max_search_marks_the_rate_found() {
             step(Some(500e6), 0.05, true),
         ],
         step_bottlenecks: vec![],
+        confidence: Some(wirerate_core::search::Confidence {
+            lowest_fail_bps: Some(900e6),
+            trials: 3,
+            passed: 3,
+            confirmed: true,
+            goodput: None,
+            sent: None,
+        }),
     };
     let r = render(&Input {
         groups: vec![],
@@ -205,6 +215,11 @@ fn a_find_max_search_marks_the_rate_found() {
     assert!(svg.contains("offered rate per stream (Mbit/s)"));
     assert!(r.html.contains("unpaced"));
     assert!(r.html.contains("data-value=\"900000000\""));
+    assert!(
+        r.html
+            .contains("(passed 3 of 3 trials at that rate; lowest failing rate 900.00 Mbit/s)"),
+        "the rate found says how far it is trusted"
+    );
 }
 
 #[test]

@@ -315,12 +315,25 @@ fn lab_find_max_converges_on_the_udp_model() {
             "--find-max",
             "--link",
             "12M",
+            // 1 s trials: a search with its confirmations (24 trials at most) stays within
+            // the client's time limit
             "-t",
-            "2",
+            "1",
             "--loss",
             "0.5",
         ],
     );
+    for s in report["steps"].as_array().unwrap() {
+        println!(
+            "  offered {} sent {} received {} loss {} {} {}",
+            s["offered_bps"],
+            s["sent_bps"],
+            s["goodput_bps"],
+            s["loss_percent"],
+            s["pass"],
+            s["phase"]
+        );
+    }
     let best = report["max_rate_bps"].as_f64().expect("a rate passed");
     let steps = report["steps"].as_array().unwrap().len();
     // the offered rate counts UDP payload; the wire carries it at the model's goodput

@@ -263,3 +263,109 @@ fn unpaced_small_datagrams_report_packets_per_second() {
     assert!(text.contains("UDP packets/s"), "{text}");
     assert!(text.contains("pps sent,"), "{text}");
 }
+
+/// A find-max search used to be printed and forgotten, `--label` and all, and its "offered"
+/// was only the target: now every trial is a stored run under the search's group and label,
+/// and offered and sent are reported apart.
+#[test]
+fn find_max_stores_its_trials_with_the_label_and_reports_offered_and_sent() {
+    let db = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("findmax-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&db);
+    let db_s = db.to_str().unwrap();
+    // a link of 40 Mbit/s tops the search: loopback carries it, so the top passes and is
+    // confirmed, three short trials in all
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "--find-max",
+            "--link",
+            "40M",
+            "-l",
+            "1400",
+            "-t",
+            "0.4",
+            "--label",
+            "fm-it",
+            "--db",
+            db_s,
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../schema/find-max.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "find-max JSON breaks its schema: {errors:?}\n{doc}"
+    );
+    assert_eq!(doc["kind"], "find_max");
+    assert!(
+        doc["group"].as_str().unwrap().starts_with("find-max-"),
+        "{doc}"
+    );
+    assert_eq!(doc["label"], "fm-it");
+    let group = doc["group"].as_str().expect("a group").to_string();
+    let steps = doc["steps"].as_array().unwrap();
+    let ids: Vec<i64> = doc["step_run_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().expect("every trial stored"))
+        .collect();
+    assert!(steps.len() >= 3, "{doc}");
+    assert_eq!(ids.len(), steps.len());
+    for s in steps {
+        let offered = s["offered_bps"].as_f64().unwrap();
+        let sent = s["sent_bps"].as_f64().unwrap();
+        assert!(offered > 0.0 && offered <= 40e6, "{s}");
+        // paced: the sender put out close to what was asked, and it is its own figure
+        assert!((sent / offered - 1.0).abs() < 0.2, "{s}");
+        assert_ne!(sent, offered, "{s}");
+    }
+    let confirmations = steps.iter().filter(|s| s["phase"] == "confirm").count();
+    assert!(confirmations >= 2, "{doc}");
+    let c = &doc["confidence"];
+    assert!(c["trials"].as_u64().unwrap() >= 3, "{c}");
+    assert!(c["passed"].as_u64().unwrap() <= c["trials"].as_u64().unwrap());
+    if c["confirmed"] == true {
+        assert!(c["passed"].as_u64().unwrap() >= 3, "{c}");
+    }
+    // history lists exactly the search's trials under its label, in its group
+    let h = run(
+        &["history", "--db", db_s, "--label", "fm-it", "--json"],
+        LIMIT,
+    );
+    assert!(h.status.success(), "{}", stderr(&h));
+    let rows = json(&h);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), steps.len());
+    for (row, (id, step)) in rows.iter().zip(ids.iter().zip(steps)) {
+        assert_eq!(row["id"].as_i64(), Some(*id));
+        assert_eq!(row["group"], group.as_str());
+        assert_eq!(row["result"]["spec"]["rate_bps"], step["offered_bps"]);
+    }
+    let h = run(&["history", "--db", db_s, "--group", &group], LIMIT);
+    let listed = String::from_utf8_lossy(&h.stdout);
+    assert_eq!(listed.matches("fm-it").count(), steps.len(), "{listed}");
+    // compare takes a search by its trials at the rate found, not by every rate it tried
+    let c = run(
+        &["compare", "--db", db_s, "fm-it", "fm-it", "--json"],
+        LIMIT,
+    );
+    assert!(c.status.success(), "{}", stderr(&c));
+    let c = json(&c);
+    let last = steps.last().unwrap()["offered_bps"].clone();
+    let at_found = steps.iter().filter(|s| s["offered_bps"] == last).count();
+    assert_eq!(c["a"]["runs"], at_found, "{c}");
+    let source = c["a"]["source"].as_str().unwrap();
+    assert!(source.contains("1 find-max search"), "{source}");
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{db_s}{ext}"));
+    }
+}

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{mann_whitney, skewness, welch, Summary, ALPHA};
+use super::{mann_whitney, shift_interval, skewness, welch, Summary, ALPHA};
 use crate::metrics::max_opt;
 use crate::result::RunResult;
 
@@ -81,6 +81,15 @@ impl Metric {
         .filter(|v| v.is_finite())
     }
 
+    /// What the metric can be: every one is at least 0; CPU (`system_percent`, busy time
+    /// over all cores) and UDP loss are at most 100 %.
+    pub fn bounds(self) -> (f64, Option<f64>) {
+        match self {
+            Metric::Cpu | Metric::UdpLoss => (0.0, Some(100.0)),
+            _ => (0.0, None),
+        }
+    }
+
     /// The known values of this metric over runs.
     pub fn values(self, runs: &[RunResult]) -> Vec<f64> {
         runs.iter().filter_map(|r| self.of(r)).collect()
@@ -92,7 +101,12 @@ impl Metric {
 pub fn summarize_runs(runs: &[RunResult]) -> Vec<(Metric, Option<Summary>)> {
     [Metric::Goodput, Metric::Cpu, Metric::Pi]
         .into_iter()
-        .map(|m| (m, Summary::of(&m.values(runs))))
+        .map(|m| {
+            (
+                m,
+                Summary::of(&m.values(runs)).map(|s| s.clipped(m.bounds())),
+            )
+        })
         .collect()
 }
 
@@ -168,7 +182,11 @@ pub struct Comparison {
     pub b: Option<Summary>,
     /// (mean B − mean A) ÷ |mean A| × 100.
     pub change_percent: Option<f64>,
-    /// mean B − mean A and its 95 % confidence interval (Welch).
+    /// mean B − mean A, and the 95 % confidence interval of the difference that goes with
+    /// the test: Welch's for Welch's t-test, Hodges and Lehmann's shift for Mann–Whitney.
+    /// The interval leaves out 0 exactly when the change is higher or lower; where it would
+    /// not agree with the change (ties, or a rank test and means that point different ways)
+    /// there is none.
     pub diff: Option<f64>,
     pub diff_ci95_low: Option<f64>,
     pub diff_ci95_high: Option<f64>,
@@ -185,14 +203,15 @@ pub fn compare(a: &[f64], b: &[f64]) -> Comparison {
     let b = super::finite(b);
     let (sa, sb) = (Summary::of(&a), Summary::of(&b));
     let diff = sa.zip(sb).map(|(x, y)| y.mean - x.mean);
-    let base = sa.map(|s| s.mean.abs()).filter(|m| *m > 0.0);
-    let pct = |v: Option<f64>| v.zip(base).map(|(v, m)| v / m * 100.0);
-    let w = welch(&a, &b);
-    let (lo, hi) = (w.map(|w| w.ci95_low), w.map(|w| w.ci95_high));
     let test = if a.len() < 2 || b.len() < 2 {
         None
     } else {
         run_test(choose_test(&a, &b), &a, &b)
+    };
+    let interval = match test.map(|t| t.kind) {
+        Some(TestKind::Welch) => welch(&a, &b).map(|w| (w.ci95_low, w.ci95_high)),
+        Some(TestKind::MannWhitney) => shift_interval(&a, &b),
+        None => None,
     };
     let change = match (test, diff) {
         (Some(t), Some(d)) if t.p_value < ALPHA && d != 0.0 => {
@@ -206,17 +225,78 @@ pub fn compare(a: &[f64], b: &[f64]) -> Comparison {
         (Some(_), _) => Change::NoSignificantChange,
         (None, _) => Change::Untestable,
     };
-    Comparison {
+    let mut c = Comparison {
         a: sa,
         b: sb,
-        change_percent: pct(diff),
+        change_percent: None,
         diff,
-        diff_ci95_low: lo,
-        diff_ci95_high: hi,
-        change_ci95_low_percent: pct(lo),
-        change_ci95_high_percent: pct(hi),
+        diff_ci95_low: None,
+        diff_ci95_high: None,
+        change_ci95_low_percent: None,
+        change_ci95_high_percent: None,
         test,
         change,
+    };
+    c.set_interval(interval);
+    c
+}
+
+/// Fewest retransmits, over all of a side's runs, for a relative change in retransmits: by
+/// Poisson counting alone a count of 20 varies by about ±22 %, and a change from 1 to 26 is
+/// "+2500 %" of nothing. Below it on A's side the change is given in counts only; below it on
+/// both sides there is no verdict.
+pub const RETRANSMIT_MIN_COUNT: f64 = 20.0;
+
+/// [`compare`] of one metric, with the intervals held to what the metric can be ([`Metric::
+/// bounds`]): neither mean's interval leaves the bounds and B's mean cannot go below the
+/// lower bound, so a change is never below −100 %. Retransmits are judged on their counts
+/// ([`RETRANSMIT_MIN_COUNT`]).
+pub fn compare_metric(metric: Metric, a: &[f64], b: &[f64]) -> Comparison {
+    let mut c = compare(a, b);
+    let bounds = metric.bounds();
+    c.a = c.a.map(|s| s.clipped(bounds));
+    c.b = c.b.map(|s| s.clipped(bounds));
+    if let Some(ma) = c.a.map(|s| s.mean) {
+        let (lo, hi) = bounds;
+        let clip = |x: f64| hi.map_or(x, |h| x.min(h - ma)).max(lo - ma);
+        let interval = c.diff_ci95_low.zip(c.diff_ci95_high);
+        c.set_interval(interval.map(|(l, h)| (clip(l), clip(h))));
+    }
+    if metric == Metric::Retransmits {
+        let total = |s: Option<Summary>| s.map_or(0.0, |s| s.mean * s.n as f64);
+        let (ta, tb) = (total(c.a), total(c.b));
+        if ta < RETRANSMIT_MIN_COUNT {
+            c.change_percent = None;
+            c.change_ci95_low_percent = None;
+            c.change_ci95_high_percent = None;
+            if tb < RETRANSMIT_MIN_COUNT && c.test.is_some() {
+                c.change = Change::Untestable;
+                c.diff_ci95_low = None;
+                c.diff_ci95_high = None;
+            }
+        }
+    }
+    c
+}
+
+impl Comparison {
+    /// Sets the change in percent and the interval of the difference (and its percent
+    /// form), leaving the interval out when it does not agree with the change.
+    fn set_interval(&mut self, interval: Option<(f64, f64)>) {
+        let base = self.a.map(|s| s.mean.abs()).filter(|m| *m > 0.0);
+        let pct = |v: Option<f64>| v.zip(base).map(|(v, m)| v / m * 100.0);
+        let agrees = |&(lo, hi): &(f64, f64)| match self.change {
+            Change::Higher => lo > 0.0,
+            Change::Lower => hi < 0.0,
+            Change::NoSignificantChange => lo <= 0.0 && hi >= 0.0,
+            Change::Untestable => false,
+        };
+        let interval = interval.filter(|i| i.0 <= i.1 && agrees(i));
+        self.change_percent = pct(self.diff);
+        self.diff_ci95_low = interval.map(|i| i.0);
+        self.diff_ci95_high = interval.map(|i| i.1);
+        self.change_ci95_low_percent = pct(self.diff_ci95_low);
+        self.change_ci95_high_percent = pct(self.diff_ci95_high);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{compare, Change, Summary};
+use super::{compare_metric, Change, Metric, Summary};
 
 /// One run as the matrix sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,14 +90,14 @@ pub fn pair_matrix(runs: &[PairRun], period_s: f64, end_unix_s: f64) -> PairMatr
         };
         let cur = in_period(end_unix_s - period_s, end_unix_s);
         let prev = in_period(end_unix_s - 2.0 * period_s, end_unix_s - period_s);
-        let c = compare(&prev, &cur);
+        let c = compare_metric(Metric::Goodput, &prev, &cur);
         cells.push(PairCell {
             client_host: client,
             server_host: server,
             latest_goodput_bps,
             latest_unix_s,
-            current: Summary::of(&cur),
-            previous: Summary::of(&prev),
+            current: c.b,
+            previous: c.a,
             change_percent: c.change_percent,
             p_value: c.test.map(|t| t.p_value),
             change: c.change,

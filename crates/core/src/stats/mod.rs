@@ -12,11 +12,11 @@ mod rank;
 mod welch;
 
 pub use compare::{
-    choose_test, compare, summarize_runs, Change, Comparison, Metric, TestKind, TestResult,
-    SKEW_LIMIT, WELCH_MIN_N,
+    choose_test, compare, compare_metric, summarize_runs, Change, Comparison, Metric, TestKind,
+    TestResult, RETRANSMIT_MIN_COUNT, SKEW_LIMIT, WELCH_MIN_N,
 };
 pub use matrix::{pair_matrix, PairCell, PairMatrix, PairRun, UNKNOWN_HOST};
-pub use rank::{mann_whitney, rank_test_can_reach, MannWhitney};
+pub use rank::{mann_whitney, rank_test_can_reach, shift_interval, MannWhitney};
 pub use welch::{welch, Welch};
 
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,17 @@ impl Summary {
             ci95_high: half.map(|h| m + h),
             ci95_half_width: half,
         })
+    }
+
+    /// The summary with its interval clipped to what the figure can be, `lo` up to `hi` (no
+    /// limit when None): the mean of values that are never negative is never negative, so
+    /// neither is a bound of its interval. The half-width stays the t interval's, so
+    /// [`until_ci_reached`] judges the spread and not where it was cut.
+    pub fn clipped(mut self, (lo, hi): (f64, Option<f64>)) -> Summary {
+        let clip = |x: f64| hi.map_or(x, |h| x.min(h)).max(lo);
+        self.ci95_low = self.ci95_low.map(clip);
+        self.ci95_high = self.ci95_high.map(clip);
+        self
     }
 
     /// The half-width of the interval as a percentage of the mean's magnitude; None when
@@ -178,5 +189,7 @@ pub(crate) fn variance(v: &[f64]) -> Option<f64> {
     Some(ss / (v.len() - 1) as f64)
 }
 
+#[cfg(test)]
+mod bounds_tests;
 #[cfg(test)]
 mod tests;

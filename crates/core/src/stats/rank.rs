@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{finite, normal_two_sided_p};
+use statrs::distribution::{ContinuousCDF, Normal};
+
+use super::{finite, normal_two_sided_p, ALPHA};
 
 /// Largest nA + nB for which the exact distribution of U is computed (its counts stay far
 /// inside i128 and the work is a few thousand operations).
@@ -101,6 +103,68 @@ pub fn rank_test_can_reach(n_a: usize, n_b: usize, alpha: f64) -> bool {
     2.0 / c < alpha
 }
 
+/// Most pairs (nA × nB) for which [`shift_interval`] sorts every difference.
+pub const SHIFT_MAX_PAIRS: usize = 250_000;
+
+/// The 95 % confidence interval of the shift of B against A that goes with the Mann–Whitney
+/// test (Hodges and Lehmann's): the k-th smallest and the k-th largest of the nA × nB
+/// differences b − a, where k is the count of U values in the test's rejection tail (from
+/// U's exact distribution where the test uses it, else its normal approximation). The
+/// interval leaves out 0 exactly when the test finds p < 0.05, ties aside. None when the
+/// samples are too small for the test ever to reach p < 0.05 (the interval is unbounded),
+/// or have more than [`SHIFT_MAX_PAIRS`] pairs.
+pub fn shift_interval(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    let a = finite(a);
+    let b = finite(b);
+    let (na, nb) = (a.len(), b.len());
+    let pairs = na.checked_mul(nb)?;
+    if pairs == 0 || pairs > SHIFT_MAX_PAIRS {
+        return None;
+    }
+    let (_, tie_term) = rank_sum_of_second(&a, &b);
+    let k = if tie_term == 0.0 && na + nb <= EXACT_MAX_N {
+        exact_tail_count(na, nb)?
+    } else {
+        let n = (na + nb) as f64;
+        let var = pairs as f64 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
+        let z = Normal::new(0.0, 1.0).ok()?.inverse_cdf(1.0 - ALPHA / 2.0);
+        let k = (pairs as f64 / 2.0 - z * var.max(0.0).sqrt() + 0.5).floor();
+        if k < 1.0 {
+            return None;
+        }
+        k as usize
+    };
+    if k == 0 || k > pairs {
+        return None;
+    }
+    let mut d: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    Some((d[k - 1], d[pairs - k]))
+}
+
+/// How many of the lowest U values the exact two-sided test rejects at [`ALPHA`]: the
+/// count of u with 2·P(U ≤ u) < α.
+fn exact_tail_count(m: usize, n: usize) -> Option<usize> {
+    let counts = u_counts(m, n);
+    let total: i128 = counts.iter().sum();
+    if total <= 0 {
+        return None;
+    }
+    let mut tail = 0i128;
+    let mut k = 0;
+    for c in &counts {
+        tail += c;
+        if 2.0 * tail as f64 / total as f64 >= ALPHA {
+            break;
+        }
+        k += 1;
+    }
+    Some(k)
+}
+
 /// Sum of the ranks of `b` in the pooled sample (mid-ranks for ties) and the tie term
 /// Σ(t³ − t) over groups of t equal values.
 fn rank_sum_of_second(a: &[f64], b: &[f64]) -> (f64, f64) {
@@ -135,6 +199,17 @@ fn rank_sum_of_second(a: &[f64], b: &[f64]) -> (f64, f64) {
 /// after each step the partial product is itself a Gaussian binomial, so every division is
 /// exact.
 fn exact_two_sided_p(m: usize, n: usize, u_min: usize) -> Option<f64> {
+    let poly = u_counts(m, n);
+    let total: i128 = poly.iter().sum();
+    if total <= 0 {
+        return None;
+    }
+    let tail: i128 = poly.iter().take(u_min + 1).sum();
+    Some((2.0 * tail as f64 / total as f64).min(1.0))
+}
+
+/// How many of the C(m+n, m) arrangements give each value of U, 0 to m·n.
+fn u_counts(m: usize, n: usize) -> Vec<i128> {
     let (m, n) = (m.min(n), m.max(n));
     let deg = m * n;
     let mut poly = vec![0i128; deg + 1];
@@ -150,12 +225,7 @@ fn exact_two_sided_p(m: usize, n: usize, u_min: usize) -> Option<f64> {
             poly[k] += poly[k - i];
         }
     }
-    let total: i128 = poly.iter().sum();
-    if total <= 0 {
-        return None;
-    }
-    let tail: i128 = poly.iter().take(u_min.min(deg) + 1).sum();
-    Some((2.0 * tail as f64 / total as f64).min(1.0))
+    poly
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wirerate_core::diagnosis::Diagnosis;
-use wirerate_core::stats::{compare, Change, Comparison, Metric};
+use wirerate_core::stats::{compare_metric, Change, Comparison, Metric};
 use wirerate_core::units::format_bps;
 use wirerate_core::RunResult;
 use wirerate_render::stats::{compare_table, verdict};
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let b = b_op.load(store.as_ref())?;
     let rows: Vec<(Metric, Comparison)> = Metric::ALL
         .into_iter()
-        .map(|m| (m, compare(&m.values(&a.runs), &m.values(&b.runs))))
+        .map(|m| (m, compare_metric(m, &m.values(&a.runs), &m.values(&b.runs))))
         .filter(|(_, c)| c.a.is_some() || c.b.is_some())
         .collect();
     let gate = args.fail_if_slower.map(|pct| gate(pct, &rows));

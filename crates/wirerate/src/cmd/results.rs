@@ -161,12 +161,14 @@ fn load_label(store: &Store, label: &str) -> anyhow::Result<Sample> {
             store.location()
         );
     }
+    // a find-max search's trials are at many rates: it is compared by those at the rate found
+    let (rows, searches) = super::findmax::at_found_rates(rows);
     let runs = rows
         .iter()
         .map(|r| r.result())
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Sample {
-        description: format!("label '{label}'"),
+        description: format!("label '{label}'{searches}"),
         runs,
     })
 }

@@ -93,8 +93,10 @@ pub struct Args {
     /// UDP instead of TCP
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// Search for the highest UDP rate whose loss stays within --loss (RFC 2544 style);
-    /// each trial lasts -t seconds (default 2)
+    /// Search for the highest UDP rate whose loss stays within --loss (RFC 2544 style),
+    /// then try the rate found twice more (a rate that fails one is not reported); each
+    /// trial lasts -t seconds (default 2) and is stored as a run with --label, the search's
+    /// trials under one group
     #[arg(long)]
     pub find_max: bool,
     /// Loss limit in percent for --find-max
@@ -719,7 +721,14 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         if a.time.is_none() && a.bytes.is_none() && a.blocks.is_none() {
             spec.end = End::Time { seconds: 2.0 };
         }
-        return super::findmax::run(&t, spec, a.loss, format);
+        return super::findmax::run(
+            &t,
+            spec,
+            a.loss,
+            format,
+            store.as_mut(),
+            a.store.label.as_deref(),
+        );
     }
     let text_out = format == Format::Text;
     if text_out {
