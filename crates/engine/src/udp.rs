@@ -31,7 +31,8 @@ const MAX_DEBT: Duration = Duration::from_millis(5);
 /// A paced sender wakes at most this often and sends every datagram whose slot has ended in
 /// one call. Waking for each datagram's slot (45 000 wake-ups a second for 500 Mbit/s of
 /// 1400-byte datagrams) cost 8.8 µs of CPU per datagram over loopback, four times iperf3's;
-/// at 250 µs it cost 2.0, at 500 µs 1.9 and at 1 ms 1.5 (iperf3: 2.0-2.1). The slots stay
+/// at 250 µs it cost 2.0, at 500 µs 1.9 and at 1 ms 1.5 (iperf3: 2.0-2.1; medians of three
+/// 3 s runs, `bench/udp.sh`). The slots stay
 /// where they were, so the rate is kept; a burst is at most the quantum's worth of the rate
 /// (22 datagrams at 500 Mbit/s).
 const WAKE_QUANTUM: Duration = Duration::from_micros(500);
