@@ -4,7 +4,12 @@
 use serde::{Deserialize, Serialize};
 
 mod flow;
+mod pace;
 pub use flow::{stream_order, Side};
+pub use pace::{
+    default_datagram, DatagramChoice, DatagramRule, DEFAULT_DATAGRAMS_PER_S, MAX_DATAGRAM,
+    MIN_DEFAULT_DATAGRAM, TCP_PACED_BURST,
+};
 
 /// Transport under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -146,6 +151,10 @@ pub struct TestSpec {
     /// written as given.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fit_writes: bool,
+    /// How a UDP test's datagram size was chosen when the user gave none (`-l`): the rule
+    /// that decided and what the path carries (see [`default_datagram`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagram: Option<DatagramChoice>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -248,6 +257,7 @@ impl Default for TestSpec {
             gso: false,
             gro: false,
             fit_writes: false,
+            datagram: None,
         }
     }
 }
@@ -372,7 +382,8 @@ impl TestSpec {
                 limits::MAX_BUFFERS >> 20
             )));
         }
-        if self.protocol == Protocol::Udp && !(UDP_MIN_LEN..=65_507).contains(&self.len_bytes) {
+        if self.protocol == Protocol::Udp && !(UDP_MIN_LEN..=MAX_DATAGRAM).contains(&self.len_bytes)
+        {
             return Err(invalid(format!(
                 "a UDP datagram must carry {UDP_MIN_LEN} to 65507 bytes"
             )));

@@ -155,13 +155,12 @@ impl Watchdog {
         let min_bytes_per_s = asked.map_or(MIN_PROGRESS_BYTES_PER_S, |a| {
             MIN_PROGRESS_BYTES_PER_S.min(a / 4.0)
         });
-        // a paced stream may legitimately pause between datagrams: three gaps of silence
-        let gap = spec
-            .rate_bps
-            .map_or(0.0, |r| spec.len_bytes as f64 * 8.0 / r);
         // a sender's counters move when a write returns, and a blocked write returns within
-        // the idle timeout (its own stall rule, which ends the test sooner): twice that here
-        let silence = (2 * idle).max(Duration::from_secs_f64((3.0 * gap).min(3600.0)));
+        // the idle timeout (its own stall rule, which ends the test sooner): twice that here;
+        // a slowly paced stream may pause longer between its datagrams or bursts, by its
+        // streams' own rule
+        let paced = spec.stall_after_s(idle.as_secs_f64());
+        let silence = (2 * idle).max(Duration::from_secs_f64(paced));
         let hard_end = match spec.end {
             End::Time { .. } => None,
             _ => Some(now + caps.max_duration),
@@ -361,6 +360,34 @@ mod tests {
             .observe(t0 + Duration::from_secs(5), 30_000_000)
             .unwrap_err()
             .contains("maximum duration"));
+    }
+
+    #[test]
+    fn a_paced_tcp_test_may_pause_between_bursts_but_not_stop() {
+        let t0 = Instant::now();
+        let s = TestSpec {
+            len_bytes: 1 << 20,
+            rate_bps: Some(20e3),
+            ..Default::default()
+        };
+        let mut w = Watchdog::new(&s, &Caps::default(), Duration::from_secs(2), t0);
+        // the kernel's unpaced first segments, then one 64 KiB burst every 26.2 s
+        let mut total = 458_374;
+        assert!(w.observe(t0, total).is_ok());
+        let burst = |i: u64| t0 + Duration::from_millis(26_214 * i);
+        for i in 1..=8u64 {
+            assert!(w
+                .observe(burst(i) - Duration::from_millis(100), total)
+                .is_ok());
+            total += 65_483;
+            assert!(w.observe(burst(i), total).is_ok(), "burst {i}");
+        }
+        // then nothing: stalled after three bursts' time, not after an hour
+        assert!(w.observe(burst(8) + Duration::from_secs(70), total).is_ok());
+        let e = w
+            .observe(burst(8) + Duration::from_secs(79), total)
+            .unwrap_err();
+        assert!(e.contains("stalled"), "{e}");
     }
 
     #[test]

@@ -260,6 +260,10 @@ struct Flow {
     end_at: Option<Instant>,
     deadline: Deadline,
     last_progress: Instant,
+    /// How long the flow may go without progress ([`Plan::stall_after`]).
+    stall_after: Duration,
+    /// A receiver of paced streams stops reading here ([`Plan::paced_receive_end`]).
+    paced_end: Option<Instant>,
     error: Option<String>,
     batch: Option<Batching>,
     report: Option<StreamReport>,
@@ -492,6 +496,8 @@ impl Flow {
             blocks: matches!(spec.end, End::Blocks { .. }),
             end_at,
             last_progress: Instant::now(),
+            stall_after: plan.stall_after(),
+            paced_end: plan.paced_receive_end(),
             error: None,
             batch: None,
             report: None,
@@ -511,6 +517,7 @@ impl Flow {
             }
             Role::Receiver => {
                 let len = self.plan.spec.len_bytes.max(64 << 10);
+                let len = Batching::max_for(&self.plan.spec, len);
                 self.batch = Some(Batching::new(&self.sock, len));
             }
         }
@@ -660,7 +667,7 @@ impl Flow {
     /// The clocks: a sender's end time and stop flag, the idle rule on both roles, a
     /// closing sender's bound.
     fn check(&mut self, now: Instant) {
-        let idle = now.saturating_duration_since(self.last_progress) >= self.plan.idle;
+        let idle = now.saturating_duration_since(self.last_progress) >= self.stall_after;
         let stop = self.plan.stop.load(Ordering::Relaxed);
         match self.state {
             State::Sending => {
@@ -675,6 +682,10 @@ impl Flow {
                 }
             }
             State::Closing(until) if now >= until => self.done(),
+            State::Receiving if self.paced_end.is_some_and(|e| now >= e) => {
+                let _ = self.sock.shutdown(Shutdown::Both);
+                self.done();
+            }
             State::Receiving if idle => {
                 if !stop {
                     self.error = Some(describe(&io::ErrorKind::TimedOut.into(), "receiving"));

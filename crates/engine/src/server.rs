@@ -901,7 +901,7 @@ fn on_event(
                 }
                 run.crr = Some(route);
             }
-            run.spec = Some(spec);
+            run.spec = Some(*spec);
             sess.accept(ports, Instant::now());
         }
         ServerEvent::UdpProof(proofs) => attach_udp(sess, run, &proofs)?,

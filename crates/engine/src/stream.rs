@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirerate_core::report::{Role, StreamReport};
-use wirerate_core::spec::{End, Flow, RecvMode, SendMode};
+use wirerate_core::spec::{End, Flow, RecvMode, SendMode, TCP_PACED_BURST};
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;
@@ -39,6 +39,32 @@ pub struct Plan {
     /// instead of the pattern; a TCP receiver appends what it reads to it.
     pub file: Option<Arc<PathBuf>>,
 }
+
+impl Plan {
+    /// How long this stream may go without moving a byte before it is stalled: the idle
+    /// timeout, or three of its pace's gaps when it is paced slowly
+    /// ([`TestSpec::stall_after_s`]). A stream keeping its pace is never stalled.
+    pub fn stall_after(&self) -> Duration {
+        Duration::from_secs_f64(self.spec.stall_after_s(self.idle.as_secs_f64()))
+    }
+
+    /// When a receiver of a timed test of paced TCP streams stops reading: the senders' end
+    /// and [`PACED_TAIL`]. A paced sender's socket still holds a burst or more of its pace at
+    /// the end (26 s of it at 20 kbit/s over loopback), and its end of stream comes after
+    /// that; an unpaced stream's comes at once.
+    pub fn paced_receive_end(&self) -> Option<Instant> {
+        self.spec.rate_bps?;
+        let s = self.spec.send_seconds()?;
+        Some(self.start + Duration::from_secs_f64(s) + PACED_TAIL)
+    }
+}
+
+/// How long after the senders' end a receiver of paced TCP streams keeps reading.
+pub const PACED_TAIL: Duration = Duration::from_millis(500);
+
+/// How often a receiver of paced TCP streams wakes, when nothing arrives, to look at its
+/// clocks.
+const PACED_POLL: Duration = Duration::from_millis(100);
 
 /// What a TCP socket still holds for its reader after a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -180,7 +206,7 @@ pub fn run_sender(mut sock: TcpStream, plan: Plan) -> StreamReport {
                 if timed_out(&e)
                     && !plan.stop.load(Ordering::Relaxed)
                     && !deadline.cut(&e)
-                    && last_progress.elapsed() < plan.idle => {}
+                    && last_progress.elapsed() < plan.stall_after() => {}
             Err(e) => {
                 // a write cut short by an ordered stop (abort) or by the end time is the
                 // end, not a failure
@@ -379,13 +405,19 @@ fn wait_for_close(sock: &mut TcpStream, idle: Duration) {
     }
 }
 
-/// Reads until EOF. A stream silent for longer than the idle timeout ends with an error.
+/// Reads until EOF. A stream silent for longer than its stall limit (the idle timeout, or
+/// longer for a slow pace: [`Plan::stall_after`]) ends with an error.
 pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
     let t0 = ThreadTimes::now();
     let len = plan.spec.len_bytes.max(64 << 10) as usize;
     let mut buf = vec![0u8; len];
-    let mut batch = Batching::new(&sock, len as u64);
-    let _ = sock.set_read_timeout(Some(plan.idle));
+    let mut batch = Batching::new(&sock, Batching::max_for(&plan.spec, len as u64));
+    let stall_after = plan.stall_after();
+    let paced_end = plan.paced_receive_end();
+    let _ = sock.set_read_timeout(Some(match paced_end {
+        Some(_) => PACED_POLL.min(stall_after),
+        None => stall_after,
+    }));
     let mut t = Tally::new(&plan);
     let mut error = None;
     let discard = plan.spec.recv_mode == RecvMode::Discard;
@@ -420,8 +452,13 @@ pub fn run_receiver(mut sock: TcpStream, plan: Plan) -> StreamReport {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if timed_out(&e)
+                    && paced_end.is_some_and(|end| Instant::now() < end)
+                    && t.since_last_call() < stall_after => {}
             Err(e) => {
-                if !plan.stop.load(Ordering::Relaxed) {
+                let over = paced_end.is_some_and(|end| Instant::now() >= end);
+                if !plan.stop.load(Ordering::Relaxed) && !over {
                     error = Some(describe(&e, "receiving"));
                 }
                 break;
@@ -446,6 +483,16 @@ pub(crate) struct Batching {
 
 impl Batching {
     const MIN: u64 = 16 << 10;
+
+    /// The highest mark for a reader of `len`-byte reads: `len`, or for a slowly paced
+    /// stream what its pace moves in 10 ms (at least one paced burst), so a read never
+    /// waits longer for its mark than the stream may be silent ([`Plan::stall_after`]).
+    pub(crate) fn max_for(spec: &TestSpec, len: u64) -> u64 {
+        match spec.rate_bps {
+            Some(r) => len.min(((r / 8.0 * 0.01) as u64).max(TCP_PACED_BURST)),
+            None => len,
+        }
+    }
 
     pub(crate) fn new(sock: &TcpStream, len: u64) -> Batching {
         let max = len.clamp(1, super::net::MAX_RCVLOWAT);

@@ -229,6 +229,11 @@ impl Tally {
         self.window = Some(o);
     }
 
+    /// How long ago the stream's last call moved data.
+    pub fn since_last_call(&self) -> Duration {
+        self.last.elapsed()
+    }
+
     /// Ends the window's CPU and scheduler times now, at its last call.
     pub fn close(&mut self) {
         if self.thread_times {

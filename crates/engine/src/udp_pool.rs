@@ -251,7 +251,7 @@ fn run_worker(flows: Vec<UdpPoolFlow>, cpu: Option<u32>) -> Vec<StreamReport> {
                         // a full socket buffer: the same slot is tried again at the next tick
                         let _ = tx.send(&f.sock, batch, now, &mut lens);
                     }
-                    let next = tx.due_at().unwrap_or(now).max(now);
+                    let next = tx.next_wake().unwrap_or(now).max(now);
                     f.schedule(&mut due, next, i);
                 }
                 State::Ending(tx, sent) => {

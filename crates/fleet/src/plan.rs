@@ -524,6 +524,7 @@ fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
         None if udp => Some(DEFAULT_UDP_RATE_BPS),
         None => None,
     };
+    let datagram = wirerate_core::spec::default_datagram(1472, rate_bps);
     let spec = TestSpec {
         protocol: if udp { Protocol::Udp } else { Protocol::Tcp },
         direction: if t.reverse.unwrap_or(false) {
@@ -532,8 +533,9 @@ fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
             Direction::Forward
         },
         end: End::Time { seconds },
+        // a plan cannot ask the path: Ethernet's datagram, fitted to the rate as `run` does
         len_bytes: if udp {
-            1472
+            datagram.0
         } else {
             wirerate_core::spec::DEFAULT_TCP_LEN
         },
@@ -542,9 +544,12 @@ fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
         rate_bps,
         // the default write size, cut to whole segments as `run` does
         fit_writes: !udp,
+        datagram: udp.then_some(datagram.1),
         ..TestSpec::default()
     };
     spec.validate().map_err(|e| bad(format!("test: {e}")))?;
+    spec.check_datagram_fits_time()
+        .map_err(|e| bad(format!("test: {e}")))?;
     Ok(spec)
 }
 

@@ -78,7 +78,7 @@ pub enum ServerEvent {
     /// The client proved it knows the user's password.
     LoggedIn(String),
     /// A valid spec arrived: prepare the streams, then call `accept` (or `refuse`).
-    Spec(TestSpec),
+    Spec(Box<TestSpec>),
     /// The client's answers to the UDP challenges: check them, then attach the streams.
     UdpProof(Vec<UdpProof>),
     /// Every data stream is attached and `Start` is queued: start the workers.
@@ -237,7 +237,7 @@ impl ServerSession {
                 self.spec = Some(spec.clone());
                 self.c.state = ServerState::Preparing;
                 self.c.deadline = Some(now + self.idle);
-                Ok(ServerEvent::Spec(spec))
+                Ok(ServerEvent::Spec(Box::new(spec)))
             }
             (ServerState::AwaitStreams, Msg::UdpProof { proofs })
                 if proofs.len() <= self.expected.len() =>

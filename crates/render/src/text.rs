@@ -37,9 +37,11 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
             format_bytes(spec.len_bytes)
         ),
         (Protocol::Udp, rate) => format!(
-            "UDP to {target}, {dir}, {} stream(s), {end}{omit}, {} B datagrams, {}",
+            "UDP to {target}, {dir}, {} stream(s), {end}{omit}, {} B datagrams{}, {}",
             spec.parallel,
             spec.len_bytes,
+            spec.datagram
+                .map_or_else(String::new, |d| format!(" ({})", d.describe())),
             rate.map_or_else(
                 || "unpaced".into(),
                 |r| format!("paced at {} per stream", format_bps(r))

@@ -156,6 +156,27 @@ fn a_reader_that_stops_reading_frees_the_slot_within_the_idle_timeout() {
     );
 }
 
+/// A paced stream may be silent for three of its pace's gaps (64 KiB at 1 Mbit/s: 0.5 s),
+/// but one that really stops is still a stall.
+#[test]
+fn a_paced_stream_whose_reader_stops_is_still_stalled() {
+    let srv = ServerProc::start(&["--idle-timeout", "1"]);
+    let p = srv.port.to_string();
+    let client = spawn_client(&["run", "127.0.0.1", "-p", &p, "-R", "-b", "1M", "-t", "60"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    freeze(&client);
+    let waited = seconds_until_served(srv.port, Duration::from_secs(15));
+    kill(client);
+    // the reader's buffer fills at the pace, then the stall limit (1.57 s) and the
+    // watchdog's two idle timeouts
+    assert!(
+        waited < 10.0,
+        "slot held {waited:.1} s by a paced reader that stopped"
+    );
+    let log = srv.stop();
+    assert!(log.contains("stalled"), "{log}");
+}
+
 #[test]
 fn a_reverse_reader_at_760_bytes_per_second_is_ended_as_stalled() {
     let srv = ServerProc::start(&["--idle-timeout", "1"]);

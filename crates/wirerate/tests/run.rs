@@ -59,6 +59,8 @@ fn json_output_validates_against_the_checked_in_schema() {
             "run", "-n", "8M", "--bidir", "-P", "2", "--link", "10G", "-w", "256K", "--json",
         ],
         vec!["run", "-u", "-b", "0", "-l", "64", "-t", "0.5", "--json"],
+        // the default datagram, with the rule that chose it
+        vec!["run", "-u", "-t", "0.5", "--json"],
     ] {
         let out = run(&args, LIMIT);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -80,6 +82,11 @@ fn json_output_validates_against_the_checked_in_schema() {
         if doc["summary"]["udp"].is_object() {
             let mut broken = doc.clone();
             broken["summary"]["udp"]["received_pps"] = serde_json::json!(-1.0);
+            assert!(!validator.is_valid(&broken));
+        }
+        if doc["spec"]["datagram"].is_object() {
+            let mut broken = doc.clone();
+            broken["spec"]["datagram"]["rule"] = serde_json::json!("mtu");
             assert!(!validator.is_valid(&broken));
         }
         let mut broken = doc;
@@ -659,4 +666,40 @@ fn bidir_text_names_each_stream_line_by_its_flow() {
     // one direction: as before
     let out = run(&["run", "-t", "0.3", "--no-store"], LIMIT);
     assert!(String::from_utf8_lossy(&out.stdout).contains("s0 tx"));
+}
+
+/// A paced stream is judged against its pace, not ended as stalled: over loopback a stream
+/// paced at 8 kbit/s (below the stall rule's 1 KiB/s) moves one 64 KiB segment a minute,
+/// far longer than the idle timeout. On a stream thread and on the pooled workers (-P).
+#[test]
+fn a_slowly_paced_tcp_stream_is_not_a_stall() {
+    for extra in [&[][..], &["-P", "3"][..]] {
+        let mut args = vec![
+            "run",
+            "-b",
+            "8K",
+            "-t",
+            "3",
+            "--idle-timeout",
+            "1",
+            "-i",
+            "0",
+            "--json",
+            "--no-store",
+        ];
+        args.extend(extra);
+        let t0 = Instant::now();
+        let out = run(&args, LIMIT);
+        let took = t0.elapsed();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        // the test's 3 s and the end of a paced stream's last burst
+        assert!(took < Duration::from_secs(8), "{args:?} took {took:?}");
+        let j = json(&out);
+        for s in j["streams"].as_array().unwrap() {
+            for end in ["sender", "receiver"] {
+                assert!(s[end]["error"].is_null(), "{args:?}: {s}");
+                assert!(s[end]["bytes"].as_u64().unwrap() > 0, "{args:?}: {s}");
+            }
+        }
+    }
 }

@@ -188,6 +188,8 @@ fn udp_flags_are_checked() {
         // (-b without -u paces TCP: tests/habits.rs)
         vec!["run", "-b", "10Q"],
         vec!["run", "-u", "-b", "fast"],
+        // one 65 000-byte datagram takes 2.6 s at 200 kbit/s: a 2 s test would send nothing
+        vec!["run", "-u", "-b", "200K", "-l", "65000", "-t", "2"],
     ] {
         let out = run(&args, LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -368,4 +370,68 @@ fn find_max_stores_its_trials_with_the_label_and_reports_offered_and_sent() {
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{db_s}{ext}"));
     }
+}
+
+/// The default datagram fits the rate as well as the path: over loopback (65 507 bytes) a
+/// 2 s test at 200 kbit/s sent nothing, one at 10 kbit/s ran 52 s, and one at the default
+/// 1 Mbit/s sent 3 datagrams.
+#[test]
+fn slow_udp_tests_send_at_their_rate_and_end_on_time() {
+    for (rate, bps, at_least) in [
+        (Some("200K"), 200e3, 180),
+        (Some("10K"), 10e3, 30),
+        (None, 1e6, 180),
+    ] {
+        let mut args = vec!["run", "-u", "-t", "2", "-i", "0", "--json"];
+        if let Some(r) = rate {
+            args.extend(["-b", r]);
+        }
+        let t0 = Instant::now();
+        let out = run(&args, LIMIT);
+        let took = t0.elapsed();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(6), "{args:?} took {took:?}");
+        let j = json(&out);
+        let spec = &j["spec"];
+        assert_eq!(spec["datagram"]["rule"], "rate", "{spec}");
+        assert!(
+            spec["len_bytes"].as_u64().unwrap() < spec["datagram"]["path_bytes"].as_u64().unwrap()
+        );
+        let s = &j["summary"];
+        let sent = s["sender_bps"].as_f64().unwrap();
+        assert!(
+            (sent / bps - 1.0).abs() < 0.1,
+            "{args:?}: sender at {sent} bit/s"
+        );
+        let packets = s["udp"]["packets"].as_u64().unwrap();
+        assert!(packets >= at_least, "{args:?}: {packets} datagrams");
+        let secs = s["seconds"].as_f64().unwrap();
+        assert!((1.8..2.5).contains(&secs), "{args:?}: {secs} s");
+    }
+}
+
+/// A datagram given with -l is sent as given, and the spec says no rule chose it.
+#[test]
+fn a_given_datagram_is_sent_as_given() {
+    let out = run(
+        &[
+            "run", "-u", "-b", "1M", "-l", "8000", "-t", "1", "-i", "0", "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spec = &json(&out)["spec"];
+    assert_eq!(spec["len_bytes"], 8000);
+    assert!(spec.get("datagram").is_none(), "{spec}");
+}
+
+#[test]
+fn the_header_says_which_datagram_and_why() {
+    let out = run(&["run", "-u", "-b", "200K", "-t", "1", "-i", "0"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("250 B datagrams (default: 1/100 s of the rate, 64 B at least; the path carries 65507 B)"),
+        "{text}"
+    );
 }

@@ -87,7 +87,8 @@ pub struct Args {
     pub blocks: Option<u64>,
     /// Bytes per write call, written as given (TCP default: 1M cut to whole offload segments
     /// of the connection, e.g. 16 × 65 483 on loopback); for UDP the datagram size (default:
-    /// the largest that is not fragmented on the path)
+    /// the largest that is not fragmented on the path, at most 1/100 s of the rate, 64 at
+    /// least)
     #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size)]
     pub len: Option<u64>,
     /// UDP instead of TCP
@@ -254,9 +255,10 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     BitRate::parse(s).map(|b| b.0).map_err(|e| e.to_string())
 }
 
-/// Turns the arguments into a validated spec, or a usage error. `udp_len` is the datagram
-/// size to use when none is given.
-pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
+/// Turns the arguments into a validated spec, or a usage error. `path_udp` is the largest
+/// datagram that crosses the path unfragmented; the default datagram fits it and the rate
+/// (`default_datagram`).
+pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
     // said with the flag's name, before the spec's own check names the field (NaN fails too)
     if a.time.is_some_and(|t| t.is_nan() || t <= 0.0) {
         return usage("-t must be positive");
@@ -275,6 +277,17 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         (_, _, _, Some(bytes)) => End::Bytes { bytes },
         _ => End::Time { seconds: 10.0 },
     };
+    let rate_bps = match protocol {
+        Protocol::Tcp => a.bitrate.filter(|&r| r > 0.0),
+        Protocol::Udp => match a.bitrate {
+            Some(0.0) => None,
+            Some(r) => Some(r),
+            None => Some(DEFAULT_UDP_RATE_BPS),
+        },
+    };
+    // --find-max tries many rates with one datagram: the path's
+    let (udp_len, datagram) =
+        wirerate_core::spec::default_datagram(path_udp, rate_bps.filter(|_| !a.find_max));
     let spec = TestSpec {
         protocol,
         direction: if a.bidir {
@@ -305,14 +318,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
         omit_s: a.omit,
         interval_s: a.interval,
         link_bps: a.link,
-        rate_bps: match protocol {
-            Protocol::Tcp => a.bitrate.filter(|&r| r > 0.0),
-            Protocol::Udp => match a.bitrate {
-                Some(0.0) => None,
-                Some(r) => Some(r),
-                None => Some(DEFAULT_UDP_RATE_BPS),
-            },
-        },
+        rate_bps,
         send_mode: if a.zerocopy {
             SendMode::Splice
         } else {
@@ -335,9 +341,17 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
             && protocol == Protocol::Tcp
             && !matches!(end, End::Blocks { .. })
             && a.habits.file.is_none(),
+        datagram: (a.len.is_none() && protocol == Protocol::Udp).then_some(datagram),
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
+    }
+    if !a.find_max {
+        if let Err(e) = spec.check_datagram_fits_time() {
+            return usage(format!(
+                "{e} (give a smaller -l, a higher -b or a longer -t)"
+            ));
+        }
     }
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
@@ -714,8 +728,8 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         // yet, and --find-max has no partial answer: there Ctrl-C ends the process)
         t.cfg.interrupt = Some(crate::interrupt::install());
     }
-    let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
-    let mut spec = spec_from(&a, udp_len)?;
+    let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
+    let mut spec = spec_from(&a, path_udp)?;
     ensure_open_files(&spec, t.embedded)?;
     if a.find_max {
         if a.time.is_none() && a.bytes.is_none() && a.blocks.is_none() {
