@@ -15,14 +15,17 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirerate_core::latency::LatencyHistogram;
+use socket2::{Domain, Socket, Type};
+
+use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::report::StreamReport;
 use wirerate_core::rr::{RrCounts, RrSpec};
 use wirerate_core::spec::Flow;
 use wirerate_core::sweep::SweepSide;
 use wirerate_probe::cpu::ThreadTimes;
-use wirerate_proto::data::DataHello;
-use wirerate_proto::Token;
+use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
+use wirerate_proto::frame::PREAMBLE_LEN;
+use wirerate_proto::{Channel, Preamble, Token};
 
 use crate::net::read_exact_by;
 use crate::stream::{Plan, Tally};
@@ -37,8 +40,12 @@ pub enum SideMsg {
         transactions: u64,
         hist: Box<LatencyHistogram>,
     },
-    /// One flow's round trips over the whole test.
-    Total(Box<LatencyHistogram>),
+    /// One flow's round trips over the whole test, and in open loop its send lateness and
+    /// round trips from the actual sends.
+    Total {
+        rtt: Box<LatencyHistogram>,
+        open_loop: Option<Box<OpenLoopHistograms>>,
+    },
     /// The client's sweep figures.
     Sweep(SweepSide),
 }
@@ -56,6 +63,10 @@ pub struct CrrRoute {
     pub since: Instant,
     /// Set once every anchor stream is attached and the test has started.
     pub running: AtomicBool,
+    /// CPU the listener's threads spent on this test's connections, nanoseconds: the
+    /// accepting thread's time around each one, and the whole life of any connection thread.
+    cpu_user_ns: AtomicU64,
+    cpu_sys_ns: AtomicU64,
 }
 
 impl CrrRoute {
@@ -68,13 +79,117 @@ impl CrrRoute {
             last_ns: AtomicU64::new(0),
             since: Instant::now(),
             running: AtomicBool::new(false),
+            cpu_user_ns: AtomicU64::new(0),
+            cpu_sys_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Adds CPU spent serving this test's connections outside its stream threads.
+    pub fn charge(&self, t: ThreadTimes) {
+        let ns = |s: f64| (s * 1e9) as u64;
+        self.cpu_user_ns.fetch_add(ns(t.user_s), Ordering::Relaxed);
+        self.cpu_sys_ns.fetch_add(ns(t.sys_s), Ordering::Relaxed);
+    }
+
+    /// Flow `id`'s share of the charged CPU (user, system seconds), by transactions served.
+    fn cpu_share(&self, id: usize) -> (f64, f64) {
+        let all: u64 = self.served.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let mine = self.served.get(id).map_or(0, |c| c.load(Ordering::Relaxed));
+        if all == 0 {
+            return (0.0, 0.0);
+        }
+        let share = mine as f64 / all as f64 / 1e9;
+        (
+            self.cpu_user_ns.load(Ordering::Relaxed) as f64 * share,
+            self.cpu_sys_ns.load(Ordering::Relaxed) as f64 * share,
+        )
     }
 
     fn touch(&self) {
         let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.last_ns.store(ns, Ordering::Relaxed);
     }
+}
+
+/// Requests and responses up to this size are served on the listener's own thread.
+const AT_ONCE_MAX: u64 = 4096;
+/// How long the listener waits for a CRR connection's opening before handing it to a thread.
+const AT_ONCE_WAIT: Duration = Duration::from_millis(2);
+
+/// Serves a CRR transaction on the listener's thread, without waiting, when its hello and
+/// whole request are already queued (the client sends them at once, so they usually are):
+/// a thread per connection would cost more than the transaction. Hands the socket back when
+/// that is not so, or when it is not a data stream of this test, for the usual path.
+pub fn serve_crr_at_once(sock: TcpStream, route: &CrrRoute) -> Option<TcpStream> {
+    if route.request_bytes > AT_ONCE_MAX || route.response_bytes > AT_ONCE_MAX {
+        return Some(sock);
+    }
+    let want = DATA_HELLO_LEN + route.request_bytes as usize;
+    let mut buf = [0u8; DATA_HELLO_LEN + AT_ONCE_MAX as usize];
+    // The listener often wakes between the client's connect and its first write: the
+    // opening is waited for a moment, since a thread to wait for it costs more. A silent
+    // connection holds the listener this long at most, and only during a CRR test.
+    let until = Instant::now() + AT_ONCE_WAIT;
+    loop {
+        // SAFETY: recv writes at most `want` bytes into buf, which holds more; MSG_PEEK
+        // leaves them queued.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                want,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if usize::try_from(n).ok() == Some(want) {
+            break;
+        }
+        let now = Instant::now();
+        // 0: the peer closed; a partial opening waits for the rest like none at all
+        if n == 0 || now >= until || !wait_readable(sock.as_raw_fd(), until - now).unwrap_or(false)
+        {
+            return Some(sock);
+        }
+    }
+    let hello = Preamble::parse(&buf)
+        .ok()
+        .filter(|p| p.channel == Channel::Data)
+        .and_then(|_| DataHello::parse_after_preamble(&buf[PREAMBLE_LEN..DATA_HELLO_LEN]).ok())
+        .filter(|h| token_eq(&h.token, &route.token) && h.flow == Flow::ClientToServer);
+    let counter = hello.and_then(|h| route.served.get(h.stream_id as usize));
+    let Some(counter) = counter else {
+        return Some(sock);
+    };
+    let mut sock = sock;
+    // queued: this read takes what was peeked without waiting
+    if sock.read_exact(&mut buf[..want]).is_err() {
+        return None;
+    }
+    counter.fetch_add(1, Ordering::Relaxed);
+    route.touch();
+    let resp = pattern(route.response_bytes as usize);
+    // SAFETY: send reads resp.len() bytes from resp, alive across the call.
+    let sent = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            resp.as_ptr().cast(),
+            resp.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    let sent = usize::try_from(sent).unwrap_or(0);
+    if sent < resp.len() {
+        // a send buffer smaller than a page: the rest is written off this thread
+        let rest = resp[sent..].to_vec();
+        let _ = std::thread::Builder::new()
+            .name("wr-crr".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let _ = sock.set_write_timeout(Some(Duration::from_secs(10)));
+                let _ = sock.write_all(&rest);
+            });
+    }
+    None
 }
 
 /// Serves one CRR transaction on a connection whose hello named a running CRR session:
@@ -97,6 +212,8 @@ pub fn serve_crr(mut sock: TcpStream, route: &CrrRoute, hello: &DataHello, idle:
     let resp = pattern(route.response_bytes as usize);
     let _ = sock.set_write_timeout(Some(idle));
     let _ = sock.write_all(&resp);
+    // a connection thread lives for one connection: all it used was this transaction's
+    route.charge(ThreadTimes::cpu_now());
 }
 
 fn pattern(len: usize) -> Vec<u8> {
@@ -130,6 +247,15 @@ fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Open loop: this thread's timers fire when asked, not up to 50 µs later (Linux's
+/// default timer slack, which would make every sleeping send that late).
+fn fine_timers() {
+    // SAFETY: PR_SET_TIMERSLACK takes a number and changes only the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
 /// Sleeps until `t`: the last 50 µs by spinning, so an open-loop schedule is kept to a few
 /// microseconds (what the client adds to a latency timed from the schedule).
 fn sleep_until(t: Instant) {
@@ -160,6 +286,10 @@ struct Pace {
 
 impl Pace {
     fn new(plan: &Plan, rr: &RrSpec) -> Pace {
+        let period = rr.period_s(plan.spec.parallel).map(Duration::from_secs_f64);
+        if period.is_some() {
+            fine_timers();
+        }
         Pace {
             end_at: plan
                 .spec
@@ -168,7 +298,7 @@ impl Pace {
                 .map(|s| plan.start + Duration::from_secs_f64(s)),
             count: RrSpec::count_per_flow(&plan.spec),
             sent: 0,
-            period: rr.period_s(plan.spec.parallel).map(Duration::from_secs_f64),
+            period,
             next: plan.start,
             stop: plan.stop.clone(),
         }
@@ -202,6 +332,17 @@ impl Pace {
         }
     }
 
+    /// When a request taken at `now` actually leaves: `now` in closed loop, a fresh reading
+    /// in open loop, where several due requests go out one after another.
+    #[inline]
+    fn send_time(&self, now: Instant) -> Instant {
+        if self.period.is_some() {
+            Instant::now()
+        } else {
+            now
+        }
+    }
+
     /// Open loop: the next scheduled send, if the flow may still send.
     fn due(&self, now: Instant) -> Option<Instant> {
         self.period.filter(|_| self.open(now)).map(|_| self.next)
@@ -211,6 +352,7 @@ impl Pace {
 /// The client's round-trip recorder: the whole test and the current interval.
 struct Recorder {
     total: LatencyHistogram,
+    open_loop: Option<Box<OpenLoopHistograms>>,
     interval: LatencyHistogram,
     interval_tx: u64,
     index: u64,
@@ -226,8 +368,10 @@ impl Recorder {
     fn new(plan: &Plan, tx: Sender<SideMsg>) -> Recorder {
         let period =
             (plan.spec.interval_s > 0.0).then(|| Duration::from_secs_f64(plan.spec.interval_s));
+        let open = rr_of(plan).rate_tps.is_some();
         Recorder {
             total: LatencyHistogram::new(),
+            open_loop: open.then(Box::default),
             interval: LatencyHistogram::new(),
             interval_tx: 0,
             index: 0,
@@ -240,12 +384,17 @@ impl Recorder {
         }
     }
 
+    /// Records a transaction scheduled at `began` (closed loop: when it was sent), sent at
+    /// `sent` and answered at `now`.
     #[inline]
-    fn record(&mut self, began: Instant, now: Instant) {
+    fn record(&mut self, began: Instant, sent: Instant, now: Instant) {
         self.cut_until(now);
-        let ns = u64::try_from(now.saturating_duration_since(began).as_nanos()).unwrap_or(u64::MAX);
+        let ns = ns_between(began, now);
         self.total.record_ns(ns);
         self.interval.record_ns(ns);
+        if let Some(o) = self.open_loop.as_mut() {
+            o.record(ns_between(began, sent), ns_between(sent, now));
+        }
         self.interval_tx += 1;
         self.counts.transactions += 1;
         self.last = now;
@@ -285,9 +434,16 @@ impl Recorder {
             self.send_interval(seconds);
         }
         self.counts.rtt = self.total.stats();
-        let _ = self.tx.send(SideMsg::Total(Box::new(self.total)));
+        let _ = self.tx.send(SideMsg::Total {
+            rtt: Box::new(self.total),
+            open_loop: self.open_loop,
+        });
         (self.counts, seconds)
     }
+}
+
+fn ns_between(a: Instant, b: Instant) -> u64 {
+    u64::try_from(b.saturating_duration_since(a).as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn report(
@@ -325,7 +481,8 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
     let resp = rr.response_bytes;
     let mut buf = vec![0u8; (resp as usize).clamp(4096, 1 << 20)];
     let burst = rr.burst as usize;
-    let mut inflight: VecDeque<Instant> = VecDeque::with_capacity(burst);
+    // each request's scheduled and actual send times
+    let mut inflight: VecDeque<(Instant, Instant)> = VecDeque::with_capacity(burst);
     let mut pace = Pace::new(&plan, &rr);
     let mut rec = Recorder::new(&plan, tx);
     let mut tally = Tally::new(&plan);
@@ -336,9 +493,10 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
             let now = Instant::now();
             while inflight.len() < burst {
                 let Some(began) = pace.take(now) else { break };
+                let sent = pace.send_time(now);
                 sock.write_all(&req)?;
-                tally.add(req.len(), now, &plan.counters);
-                inflight.push_back(began);
+                tally.add(req.len(), sent, &plan.counters);
+                inflight.push_back((began, sent));
             }
             if inflight.is_empty() {
                 match pace.due(now) {
@@ -368,7 +526,7 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
             while got >= resp {
                 got -= resp;
                 match inflight.pop_front() {
-                    Some(began) => rec.record(began, now),
+                    Some((began, sent)) => rec.record(began, sent, now),
                     None => {
                         return Err(io::Error::other(
                             "the server sent a response never asked for",
@@ -473,17 +631,23 @@ pub fn run_crr_client(
                     None => return Ok(()),
                 }
             };
-            let mut s = TcpStream::connect_timeout(&server, plan.idle)?;
+            let sent = pace.send_time(now);
+            let mut s = crr_connect(&server, plan.idle)?;
             rec.counts.connections += 1;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(plan.idle))?;
             s.write_all(&opening)?;
-            tally.add(opening.len(), now, &plan.counters);
+            tally.add(opening.len(), sent, &plan.counters);
             let mut got = 0u64;
             loop {
                 match s.read(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => got += n as u64,
+                    Ok(n) => {
+                        got += n as u64;
+                        if got == rr.response_bytes {
+                            // timed to the last byte of the response, as rr and udp are; the
+                            // server's close follows
+                            rec.record(began, sent, Instant::now());
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -494,7 +658,6 @@ pub fn run_crr_client(
                     rr.response_bytes
                 )));
             }
-            rec.record(began, Instant::now());
         }
     })();
     let error = result.err().filter(|_| !plan.stop.load(Ordering::Relaxed));
@@ -509,6 +672,18 @@ pub fn run_crr_client(
         seconds,
         error.map(|e| describe(&e, "crr")),
     )
+}
+
+/// Opens one CRR connection. A blocking connect bounded by the send timeout (Linux applies
+/// SO_SNDTIMEO to connect): two system calls fewer per transaction than a non-blocking
+/// connect and a poll, and no switch back to blocking.
+fn crr_connect(server: &SocketAddr, idle: Duration) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(*server), Type::STREAM, None)?;
+    s.set_write_timeout(Some(idle))?;
+    s.set_read_timeout(Some(idle))?;
+    s.set_nodelay(true)?;
+    s.connect(&(*server).into())?;
+    Ok(s.into())
 }
 
 /// Server of one CRR flow: holds the anchor stream until the client closes it, and fails
@@ -554,7 +729,12 @@ pub fn run_crr_anchor(mut anchor: TcpStream, route: Arc<CrrRoute>, plan: Plan) -
         ..Default::default()
     };
     let seconds = plan.start.elapsed().as_secs_f64();
-    report(&plan, t0, &tally, counts, seconds, error)
+    let mut r = report(&plan, t0, &tally, counts, seconds, error);
+    // the transactions were served by the listener's threads: their CPU is this flow's
+    let (user_s, sys_s) = route.cpu_share(plan.id as usize);
+    r.user_s += user_s;
+    r.sys_s += sys_s;
+    r
 }
 
 /// Empties a socket of datagrams left from the address check.
@@ -588,12 +768,13 @@ pub fn run_udp_client(sock: UdpSocket, plan: Plan, tx: Sender<SideMsg>) -> Strea
             while slots.len() < burst {
                 let Some(began) = pace.take(now) else { break };
                 req[..8].copy_from_slice(&seq.to_be_bytes());
+                let sent = pace.send_time(now);
                 // a failed send (a full queue, or an ICMP error from an earlier datagram) is
                 // a request lost like one dropped on the path: it times out
                 if sock.send(&req).is_ok() {
-                    tally.add(req.len(), now, &plan.counters);
+                    tally.add(req.len(), sent, &plan.counters);
                 }
-                slots.push((seq, began, now));
+                slots.push((seq, began, sent));
                 seq += 1;
             }
             if slots.is_empty() {
@@ -621,8 +802,8 @@ pub fn run_udp_client(sock: UdpSocket, plan: Plan, tx: Sender<SideMsg>) -> Strea
                         let got = u64::from_be_bytes(s);
                         match slots.iter().position(|x| x.0 == got) {
                             Some(i) => {
-                                let (_, began, _) = slots.swap_remove(i);
-                                rec.record(began, now);
+                                let (_, began, sent) = slots.swap_remove(i);
+                                rec.record(began, sent, now);
                             }
                             None => rec.counts.late += 1,
                         }

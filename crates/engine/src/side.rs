@@ -33,7 +33,7 @@ use crate::sweep;
 use crate::udp::{run_udp_receiver, run_udp_sender};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, Sender};
-use wirerate_core::latency::LatencyHistogram;
+use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::rr::{RrInterval, RrMode};
 use wirerate_core::spec::TestKind;
 use wirerate_core::sweep::SweepSide;
@@ -176,6 +176,7 @@ pub struct SideRun {
     msgs: Receiver<SideMsg>,
     rr_pending: BTreeMap<u64, RrPending>,
     rr_total: Option<LatencyHistogram>,
+    rr_open_loop: Option<OpenLoopHistograms>,
     sweep: Option<SweepSide>,
     /// rr: how many flows report intervals (the client's workers).
     rr_flows: usize,
@@ -379,6 +380,7 @@ impl SideRun {
             msgs,
             rr_pending: BTreeMap::new(),
             rr_total: None,
+            rr_open_loop: None,
             sweep: None,
             rr_flows,
         })
@@ -406,10 +408,18 @@ impl SideRun {
                     p.flows += 1;
                     p.hist.merge(&hist);
                 }
-                SideMsg::Total(h) => match self.rr_total.as_mut() {
-                    Some(t) => t.merge(&h),
-                    None => self.rr_total = Some(*h),
-                },
+                SideMsg::Total { rtt, open_loop } => {
+                    match self.rr_total.as_mut() {
+                        Some(t) => t.merge(&rtt),
+                        None => self.rr_total = Some(*rtt),
+                    }
+                    if let Some(o) = open_loop {
+                        match self.rr_open_loop.as_mut() {
+                            Some(t) => t.merge(&o),
+                            None => self.rr_open_loop = Some(*o),
+                        }
+                    }
+                }
                 SideMsg::Sweep(s) => self.sweep = Some(s),
             }
         }
@@ -715,6 +725,10 @@ impl SideRun {
             evidence: Some(evidence),
             tcp_samples: self.tcp_samples,
             rr_rtt: self.rr_total.as_ref().and_then(LatencyHistogram::stats),
+            rr_open_loop: self
+                .rr_open_loop
+                .as_ref()
+                .and_then(OpenLoopHistograms::stats),
             sweep: self.sweep.take(),
         }
     }

@@ -23,22 +23,28 @@ impl ThreadTimes {
             .ok()
             .and_then(|t| parse_schedstat(&t))
             .unzip();
+        ThreadTimes {
+            run_s,
+            wait_s,
+            ..ThreadTimes::cpu_now()
+        }
+    }
+
+    /// User and system seconds only: one getrusage call, cheap enough to take per
+    /// connection (`now` also reads a file). Zeros if getrusage fails.
+    pub fn cpu_now() -> ThreadTimes {
         // SAFETY: rusage is plain data, and getrusage only writes into the struct we pass.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
         if rc != 0 {
-            return ThreadTimes {
-                run_s,
-                wait_s,
-                ..Default::default()
-            };
+            return ThreadTimes::default();
         }
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         ThreadTimes {
             user_s: tv(ru.ru_utime),
             sys_s: tv(ru.ru_stime),
-            run_s,
-            wait_s,
+            run_s: None,
+            wait_s: None,
         }
     }
 
