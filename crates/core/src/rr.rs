@@ -34,6 +34,22 @@ impl RrMode {
             RrMode::Udp => "udp",
         }
     }
+
+    /// The test's name in lists, netperf's in lower case: `tcp_rr`, `tcp_crr`, `udp_rr`.
+    pub fn test_name(self) -> &'static str {
+        match self {
+            RrMode::Tcp => "tcp_rr",
+            RrMode::Crr => "tcp_crr",
+            RrMode::Udp => "udp_rr",
+        }
+    }
+
+    /// The mode of a `name()`, as stored.
+    pub fn from_name(name: &str) -> Option<RrMode> {
+        [RrMode::Tcp, RrMode::Crr, RrMode::Udp]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
 }
 
 /// Settings of a request/response test. The spec's `parallel` is the number of flows and
