@@ -117,7 +117,13 @@ pub fn rr_summary(r: &RunResult, rr: &RrSummary) -> String {
         }
     }
     if rr.connections > 0 {
-        let _ = writeln!(out, "  connections            {}", rr.connections);
+        // unlike a bare connect/request/response/close loop, each connection first names
+        // its test: the server must tell it from other clients'
+        let _ = writeln!(
+            out,
+            "  connections            {} (each request rides with wirerate's data hello)",
+            rr.connections
+        );
     }
     if rr.mode == wirerate_core::rr::RrMode::Udp {
         let _ = writeln!(
