@@ -191,6 +191,16 @@ fn open_loop_reports_send_lateness_and_both_round_trips() {
     // closed loop has no schedule to be late for
     let closed = rr_json(&["-n", "100", "-i", "0"]);
     assert!(closed["summary"]["rr"].get("open_loop").is_none());
+    // the text says the same
+    let out = run(
+        &["rr", "--rate", "2000", "-n", "200", "-i", "0", "--no-store"],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for line in ["scheduled send", "from actual send", "send lateness (µs)"] {
+        assert!(text.contains(line), "no '{line}' in:\n{text}");
+    }
 }
 
 #[test]
