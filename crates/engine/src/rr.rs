@@ -4,31 +4,27 @@
 //! from its scheduled send time (open loop, `--rate`), to the last byte of its response, and
 //! records it in an HDR histogram: nothing is allocated per transaction, the buffers are
 //! reused and TCP_NODELAY is on. The server answers each whole request with one response and
-//! counts what it sent, so both sides' counts can be compared.
+//! counts what it sent, so both sides' counts can be compared. Open loop also records how
+//! late each request left and its round trip from the actual send. CRR lives in `crr`.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Socket, Type};
-
 use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::report::StreamReport;
 use wirerate_core::rr::{RrCounts, RrSpec};
-use wirerate_core::spec::Flow;
 use wirerate_core::sweep::SweepSide;
 use wirerate_probe::cpu::ThreadTimes;
-use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
-use wirerate_proto::frame::PREAMBLE_LEN;
-use wirerate_proto::{Channel, Preamble, Token};
 
-use crate::net::read_exact_by;
 use crate::stream::{Plan, Tally};
+
+pub use crate::crr::{run_crr_anchor, run_crr_client, serve_crr, serve_crr_at_once, CrrRoute};
 
 /// What rr and sweep workers hand the side's control thread.
 pub enum SideMsg {
@@ -50,178 +46,12 @@ pub enum SideMsg {
     Sweep(SweepSide),
 }
 
-/// Routes per-transaction connections of a CRR test to their flow's counter on the server.
-#[derive(Debug)]
-pub struct CrrRoute {
-    pub token: Token,
-    pub request_bytes: u64,
-    pub response_bytes: u64,
-    /// Transactions served, per flow id.
-    pub served: Vec<AtomicU64>,
-    /// Nanoseconds after `since` of the last connection served: the anchors' idle check.
-    pub last_ns: AtomicU64,
-    pub since: Instant,
-    /// Set once every anchor stream is attached and the test has started.
-    pub running: AtomicBool,
-    /// CPU the listener's threads spent on this test's connections, nanoseconds: the
-    /// accepting thread's time around each one, and the whole life of any connection thread.
-    cpu_user_ns: AtomicU64,
-    cpu_sys_ns: AtomicU64,
-}
-
-impl CrrRoute {
-    pub fn new(token: Token, rr: &RrSpec, flows: u32) -> CrrRoute {
-        CrrRoute {
-            token,
-            request_bytes: rr.request_bytes,
-            response_bytes: rr.response_bytes,
-            served: (0..flows).map(|_| AtomicU64::new(0)).collect(),
-            last_ns: AtomicU64::new(0),
-            since: Instant::now(),
-            running: AtomicBool::new(false),
-            cpu_user_ns: AtomicU64::new(0),
-            cpu_sys_ns: AtomicU64::new(0),
-        }
-    }
-
-    /// Adds CPU spent serving this test's connections outside its stream threads.
-    pub fn charge(&self, t: ThreadTimes) {
-        let ns = |s: f64| (s * 1e9) as u64;
-        self.cpu_user_ns.fetch_add(ns(t.user_s), Ordering::Relaxed);
-        self.cpu_sys_ns.fetch_add(ns(t.sys_s), Ordering::Relaxed);
-    }
-
-    /// Flow `id`'s share of the charged CPU (user, system seconds), by transactions served.
-    fn cpu_share(&self, id: usize) -> (f64, f64) {
-        let all: u64 = self.served.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        let mine = self.served.get(id).map_or(0, |c| c.load(Ordering::Relaxed));
-        if all == 0 {
-            return (0.0, 0.0);
-        }
-        let share = mine as f64 / all as f64 / 1e9;
-        (
-            self.cpu_user_ns.load(Ordering::Relaxed) as f64 * share,
-            self.cpu_sys_ns.load(Ordering::Relaxed) as f64 * share,
-        )
-    }
-
-    fn touch(&self) {
-        let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_ns.store(ns, Ordering::Relaxed);
-    }
-}
-
-/// Requests and responses up to this size are served on the listener's own thread.
-const AT_ONCE_MAX: u64 = 4096;
-/// How long the listener waits for a CRR connection's opening before handing it to a thread.
-const AT_ONCE_WAIT: Duration = Duration::from_millis(2);
-
-/// Serves a CRR transaction on the listener's thread, without waiting, when its hello and
-/// whole request are already queued (the client sends them at once, so they usually are):
-/// a thread per connection would cost more than the transaction. Hands the socket back when
-/// that is not so, or when it is not a data stream of this test, for the usual path.
-pub fn serve_crr_at_once(sock: TcpStream, route: &CrrRoute) -> Option<TcpStream> {
-    if route.request_bytes > AT_ONCE_MAX || route.response_bytes > AT_ONCE_MAX {
-        return Some(sock);
-    }
-    let want = DATA_HELLO_LEN + route.request_bytes as usize;
-    let mut buf = [0u8; DATA_HELLO_LEN + AT_ONCE_MAX as usize];
-    // The listener often wakes between the client's connect and its first write: the
-    // opening is waited for a moment, since a thread to wait for it costs more. A silent
-    // connection holds the listener this long at most, and only during a CRR test.
-    let until = Instant::now() + AT_ONCE_WAIT;
-    loop {
-        // SAFETY: recv writes at most `want` bytes into buf, which holds more; MSG_PEEK
-        // leaves them queued.
-        let n = unsafe {
-            libc::recv(
-                sock.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                want,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if usize::try_from(n).ok() == Some(want) {
-            break;
-        }
-        let now = Instant::now();
-        // 0: the peer closed; a partial opening waits for the rest like none at all
-        if n == 0 || now >= until || !wait_readable(sock.as_raw_fd(), until - now).unwrap_or(false)
-        {
-            return Some(sock);
-        }
-    }
-    let hello = Preamble::parse(&buf)
-        .ok()
-        .filter(|p| p.channel == Channel::Data)
-        .and_then(|_| DataHello::parse_after_preamble(&buf[PREAMBLE_LEN..DATA_HELLO_LEN]).ok())
-        .filter(|h| token_eq(&h.token, &route.token) && h.flow == Flow::ClientToServer);
-    let counter = hello.and_then(|h| route.served.get(h.stream_id as usize));
-    let Some(counter) = counter else {
-        return Some(sock);
-    };
-    let mut sock = sock;
-    // queued: this read takes what was peeked without waiting
-    if sock.read_exact(&mut buf[..want]).is_err() {
-        return None;
-    }
-    counter.fetch_add(1, Ordering::Relaxed);
-    route.touch();
-    let resp = pattern(route.response_bytes as usize);
-    // SAFETY: send reads resp.len() bytes from resp, alive across the call.
-    let sent = unsafe {
-        libc::send(
-            sock.as_raw_fd(),
-            resp.as_ptr().cast(),
-            resp.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-    };
-    let sent = usize::try_from(sent).unwrap_or(0);
-    if sent < resp.len() {
-        // a send buffer smaller than a page: the rest is written off this thread
-        let rest = resp[sent..].to_vec();
-        let _ = std::thread::Builder::new()
-            .name("wr-crr".into())
-            .stack_size(64 << 10)
-            .spawn(move || {
-                let _ = sock.set_write_timeout(Some(Duration::from_secs(10)));
-                let _ = sock.write_all(&rest);
-            });
-    }
-    None
-}
-
-/// Serves one CRR transaction on a connection whose hello named a running CRR session:
-/// reads the request, counts it, answers, and closes first (the TIME_WAIT stays here, not
-/// on the client that opens thousands of connections).
-pub fn serve_crr(mut sock: TcpStream, route: &CrrRoute, hello: &DataHello, idle: Duration) {
-    let Some(counter) = route.served.get(hello.stream_id as usize) else {
-        return;
-    };
-    if hello.flow != Flow::ClientToServer {
-        return;
-    }
-    let _ = sock.set_nodelay(true);
-    let mut req = vec![0u8; route.request_bytes as usize];
-    if read_exact_by(&mut sock, &mut req, Instant::now() + idle).is_err() {
-        return;
-    }
-    counter.fetch_add(1, Ordering::Relaxed);
-    route.touch();
-    let resp = pattern(route.response_bytes as usize);
-    let _ = sock.set_write_timeout(Some(idle));
-    let _ = sock.write_all(&resp);
-    // a connection thread lives for one connection: all it used was this transaction's
-    route.charge(ThreadTimes::cpu_now());
-}
-
-fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(13)).collect()
 }
 
 /// Waits until `fd` is readable or `timeout` passes; true when readable.
-fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -258,7 +88,7 @@ fn fine_timers() {
 
 /// Sleeps until `t`: the last 50 µs by spinning, so an open-loop schedule is kept to a few
 /// microseconds (what the client adds to a latency timed from the schedule).
-fn sleep_until(t: Instant) {
+pub(crate) fn sleep_until(t: Instant) {
     let spin = Duration::from_micros(50);
     let now = Instant::now();
     if t > now + spin {
@@ -270,12 +100,12 @@ fn sleep_until(t: Instant) {
 }
 
 /// The rr settings of a plan (a worker is only started for an rr spec).
-fn rr_of(plan: &Plan) -> RrSpec {
+pub(crate) fn rr_of(plan: &Plan) -> RrSpec {
     plan.spec.test.rr().cloned().unwrap_or_default()
 }
 
 /// When a flow stops sending, and (open loop) when its next request is due.
-struct Pace {
+pub(crate) struct Pace {
     end_at: Option<Instant>,
     count: Option<u64>,
     sent: u64,
@@ -285,7 +115,7 @@ struct Pace {
 }
 
 impl Pace {
-    fn new(plan: &Plan, rr: &RrSpec) -> Pace {
+    pub(crate) fn new(plan: &Plan, rr: &RrSpec) -> Pace {
         let period = rr.period_s(plan.spec.parallel).map(Duration::from_secs_f64);
         if period.is_some() {
             fine_timers();
@@ -313,7 +143,7 @@ impl Pace {
 
     /// The start time of the next request if it may go now: now (closed loop) or its
     /// scheduled time once that has come (open loop).
-    fn take(&mut self, now: Instant) -> Option<Instant> {
+    pub(crate) fn take(&mut self, now: Instant) -> Option<Instant> {
         if !self.open(now) {
             return None;
         }
@@ -335,7 +165,7 @@ impl Pace {
     /// When a request taken at `now` actually leaves: `now` in closed loop, a fresh reading
     /// in open loop, where several due requests go out one after another.
     #[inline]
-    fn send_time(&self, now: Instant) -> Instant {
+    pub(crate) fn send_time(&self, now: Instant) -> Instant {
         if self.period.is_some() {
             Instant::now()
         } else {
@@ -344,13 +174,13 @@ impl Pace {
     }
 
     /// Open loop: the next scheduled send, if the flow may still send.
-    fn due(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn due(&self, now: Instant) -> Option<Instant> {
         self.period.filter(|_| self.open(now)).map(|_| self.next)
     }
 }
 
 /// The client's round-trip recorder: the whole test and the current interval.
-struct Recorder {
+pub(crate) struct Recorder {
     total: LatencyHistogram,
     open_loop: Option<Box<OpenLoopHistograms>>,
     interval: LatencyHistogram,
@@ -361,11 +191,11 @@ struct Recorder {
     start: Instant,
     last: Instant,
     tx: Sender<SideMsg>,
-    counts: RrCounts,
+    pub(crate) counts: RrCounts,
 }
 
 impl Recorder {
-    fn new(plan: &Plan, tx: Sender<SideMsg>) -> Recorder {
+    pub(crate) fn new(plan: &Plan, tx: Sender<SideMsg>) -> Recorder {
         let period =
             (plan.spec.interval_s > 0.0).then(|| Duration::from_secs_f64(plan.spec.interval_s));
         let open = rr_of(plan).rate_tps.is_some();
@@ -387,7 +217,7 @@ impl Recorder {
     /// Records a transaction scheduled at `began` (closed loop: when it was sent), sent at
     /// `sent` and answered at `now`.
     #[inline]
-    fn record(&mut self, began: Instant, sent: Instant, now: Instant) {
+    pub(crate) fn record(&mut self, began: Instant, sent: Instant, now: Instant) {
         self.cut_until(now);
         let ns = ns_between(began, now);
         self.total.record_ns(ns);
@@ -426,7 +256,7 @@ impl Recorder {
     }
 
     /// The last, partial interval, the whole-test histogram, and this flow's counts.
-    fn finish(mut self) -> (RrCounts, f64) {
+    pub(crate) fn finish(mut self) -> (RrCounts, f64) {
         let last = self.last;
         self.cut_until(last);
         let seconds = last.saturating_duration_since(self.start).as_secs_f64();
@@ -446,7 +276,7 @@ fn ns_between(a: Instant, b: Instant) -> u64 {
     u64::try_from(b.saturating_duration_since(a).as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn report(
+pub(crate) fn report(
     plan: &Plan,
     t0: ThreadTimes,
     tally: &Tally,
@@ -460,7 +290,7 @@ fn report(
     r
 }
 
-fn describe(e: &io::Error, what: &str) -> String {
+pub(crate) fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
             format!("{what}: the peer was silent for the idle timeout")
@@ -594,152 +424,6 @@ pub fn run_tcp_server(mut sock: TcpStream, plan: Plan) -> StreamReport {
         seconds,
         error.map(|e| describe(&e, "rr")),
     )
-}
-
-/// Client of one TCP_CRR flow: a new connection per transaction. `anchor` is the flow's
-/// data stream: it stays open while the flow runs and tells the server when it is done.
-pub fn run_crr_client(
-    anchor: TcpStream,
-    token: Token,
-    plan: Plan,
-    tx: Sender<SideMsg>,
-) -> StreamReport {
-    let t0 = ThreadTimes::now();
-    let rr = rr_of(&plan);
-    let mut pace = Pace::new(&plan, &rr);
-    let mut rec = Recorder::new(&plan, tx);
-    let mut tally = Tally::new(&plan);
-    let hello = DataHello {
-        token,
-        flow: Flow::ClientToServer,
-        stream_id: plan.id,
-    };
-    let mut opening = hello.emit().to_vec();
-    opening.extend(pattern(rr.request_bytes as usize));
-    let mut buf = vec![0u8; (rr.response_bytes as usize).clamp(4096, 1 << 20)];
-    let server = anchor.peer_addr();
-    let result = (|| -> io::Result<()> {
-        let server: SocketAddr = server?;
-        loop {
-            let now = Instant::now();
-            let Some(began) = pace.take(now) else {
-                match pace.due(now) {
-                    Some(t) => {
-                        sleep_until(t);
-                        continue;
-                    }
-                    None => return Ok(()),
-                }
-            };
-            let sent = pace.send_time(now);
-            let mut s = crr_connect(&server, plan.idle, opening.len())?;
-            rec.counts.connections += 1;
-            s.write_all(&opening)?;
-            tally.add(opening.len(), sent, &plan.counters);
-            let mut got = 0u64;
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        got += n as u64;
-                        if got == rr.response_bytes {
-                            // timed to the last byte of the response, as rr and udp are; the
-                            // server's close follows
-                            rec.record(began, sent, Instant::now());
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if got != rr.response_bytes {
-                return Err(io::Error::other(format!(
-                    "a response of {got} bytes, not {}",
-                    rr.response_bytes
-                )));
-            }
-        }
-    })();
-    let error = result.err().filter(|_| !plan.stop.load(Ordering::Relaxed));
-    let _ = anchor.shutdown(Shutdown::Write);
-    let _ = (&anchor).read(&mut buf);
-    let (counts, seconds) = rec.finish();
-    report(
-        &plan,
-        t0,
-        &tally,
-        counts,
-        seconds,
-        error.map(|e| describe(&e, "crr")),
-    )
-}
-
-/// Opens one CRR connection. A blocking connect bounded by the send timeout (Linux applies
-/// SO_SNDTIMEO to connect): two system calls fewer per transaction than a non-blocking
-/// connect and a poll, and no switch back to blocking.
-///
-/// An opening that fits one segment of the smallest MSS (536 bytes) leaves Nagle's algorithm
-/// on, which never holds a connection's first segment: one system call fewer again.
-fn crr_connect(server: &SocketAddr, idle: Duration, opening: usize) -> io::Result<TcpStream> {
-    let s = Socket::new(Domain::for_address(*server), Type::STREAM, None)?;
-    s.set_write_timeout(Some(idle))?;
-    s.set_read_timeout(Some(idle))?;
-    if opening > 536 {
-        s.set_nodelay(true)?;
-    }
-    s.connect(&(*server).into())?;
-    Ok(s.into())
-}
-
-/// Server of one CRR flow: holds the anchor stream until the client closes it, and fails
-/// when no transaction came for the idle timeout. The transactions are served by the
-/// listener's connection threads (`serve_crr`) and counted in the route.
-pub fn run_crr_anchor(mut anchor: TcpStream, route: Arc<CrrRoute>, plan: Plan) -> StreamReport {
-    let t0 = ThreadTimes::now();
-    let tally = Tally::new(&plan);
-    let _ = anchor.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = [0u8; 64];
-    let idle_ns = u64::try_from(plan.idle.as_nanos()).unwrap_or(u64::MAX);
-    let error = loop {
-        if plan.stop.load(Ordering::Relaxed) {
-            break None;
-        }
-        match anchor.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                let since = u64::try_from(route.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                let last = route.last_ns.load(Ordering::Relaxed);
-                if since.saturating_sub(last) > idle_ns {
-                    break Some("crr: no transaction for the idle timeout".to_string());
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => break Some(describe(&e, "crr")),
-        }
-    };
-    let _ = anchor.shutdown(Shutdown::Both);
-    let served = route
-        .served
-        .get(plan.id as usize)
-        .map_or(0, |c| c.load(Ordering::Relaxed));
-    let counts = RrCounts {
-        transactions: served,
-        connections: served,
-        ..Default::default()
-    };
-    let seconds = plan.start.elapsed().as_secs_f64();
-    let mut r = report(&plan, t0, &tally, counts, seconds, error);
-    // the transactions were served by the listener's threads: their CPU is this flow's
-    let (user_s, sys_s) = route.cpu_share(plan.id as usize);
-    r.user_s += user_s;
-    r.sys_s += sys_s;
-    r
 }
 
 /// Empties a socket of datagrams left from the address check.
