@@ -1,85 +1,87 @@
 #!/usr/bin/env bash
-# Loopback latency and size sweeps of wirerate against sockperf and NetPIPE (NPtcp), run back
-# to back on the same machine so both see the same load. A benchmark, not a test: read the
-# medians, single runs move with the machine's load.
+# Loopback request/response of `wirerate rr` against its peers, run alternating on the same
+# machine so both see the same load. A benchmark, not a test: read the medians and ratios,
+# single runs move with the machine's load. (Size sweeps against NetPIPE: bench/sweep.sh.)
 #
-#   bench/latency.sh [RUNS] [SECONDS] [SWEEP_MAX]
+#   bench/latency.sh [RUNS] [SECONDS]
 #
-# 1. Round trip p50 (µs): `wirerate rr` (1-byte and 16-byte transactions) against
+# 1. TCP_RR round trip p50 (µs), 16-byte request and response: `wirerate rr` against
 #    `sockperf ping-pong --tcp --full-rtt -m 16` (16 bytes is sockperf's smallest TCP
-#    message here), RUNS runs of SECONDS each, and the median ratio wirerate ÷ sockperf.
-# 2. Throughput per size: `wirerate sweep --format netpipe` against NPtcp up to SWEEP_MAX
-#    bytes (same schedule, same ±3 perturbations), the ratio wirerate ÷ NPtcp per size and
-#    its median, and both tools' one-way time of a 1-byte message.
+#    message), and the median ratio wirerate ÷ sockperf (target: at most 1.05).
+# 2. TCP_CRR transactions per second, 1 byte each way: `wirerate rr --mode crr` against
+#    bench/crr_loop.c (connect, write, read to the server's close, close; compiled here with
+#    cc), and the median ratio wirerate ÷ loop (target: at least 0.9).
+# 3. Open loop at 10 000 transactions per second, 16 bytes: `wirerate rr --rate 10000`
+#    against `sockperf ping-pong --mps 10000`. sockperf times each message from its actual
+#    send; wirerate reports that as open_loop.uncorrected, and beside it the round trip from
+#    the scheduled send (rtt_*, corrected) and how late the sends left. The ratio compares
+#    like with like: uncorrected p50 ÷ sockperf p50.
 set -euo pipefail
-runs=${1:-3}
+runs=${1:-5}
 secs=${2:-3}
-max=${3:-1048576}
 cd "$(dirname "$0")/.."
-for t in sockperf NPtcp; do
-  command -v "$t" >/dev/null || { echo "$t is not installed (apt-get install sockperf netpipe-tcp)" >&2; exit 1; }
-done
-cargo build --release --quiet
+command -v sockperf >/dev/null || { echo "sockperf is not installed (apt-get install sockperf)" >&2; exit 1; }
+cargo build --release --quiet -p wirerate
 wr=target/release/wirerate
-port=$((20000 + RANDOM % 20000))
 tmp=$(mktemp -d)
+cc -O2 -o "$tmp/crr_loop" bench/crr_loop.c
+port=$((20000 + RANDOM % 20000))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-
-wr_p50() { # request/response size
-  "$wr" rr -t "$secs" -i 0 --request "$1" --response "$1" --json --no-store |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["rr"]["rtt_p50_us"])'
+ratio() { python3 -c "print(round($1/$2, 3))"; }
+# one figure of a wirerate rr JSON result: a python expression over rr (summary.rr)
+wr_rr() { # expression, rr arguments...
+  local expr=$1
+  shift
+  "$wr" rr -t "$secs" -i 0 --json --no-store "$@" |
+    python3 -c "import json,sys; rr=json.load(sys.stdin)['summary']['rr']; print($expr)"
+}
+sp_p50() { # extra sockperf arguments
+  sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 16 -t "$secs" --full-rtt "$@" 2>&1 |
+    awk '/percentile 50.000/ {print $NF}'
 }
 
 sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
 pids+=($!)
-sleep 0.5
-sp_p50() {
-  sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 16 -t "$secs" --full-rtt 2>&1 |
-    awk '/percentile 50.000/ {print $NF}'
-}
-
-echo "== round trip p50 (µs), $runs runs of $secs s"
-: >"$tmp/wr1"; : >"$tmp/wr16"; : >"$tmp/sp"; : >"$tmp/ratio"
-for i in $(seq "$runs"); do
-  a=$(wr_p50 1); b=$(wr_p50 16); s=$(sp_p50)
-  echo "run $i: wirerate rr 1 B $a, 16 B $b; sockperf 16 B $s"
-  echo "$a" >>"$tmp/wr1"; echo "$b" >>"$tmp/wr16"; echo "$s" >>"$tmp/sp"
-  python3 -c "print($a/$s)" >>"$tmp/ratio"
-done
-printf 'median: wirerate 1 B %s µs, 16 B %s µs, sockperf 16 B %s µs; wirerate 1 B ÷ sockperf %s\n' \
-  "$(median <"$tmp/wr1")" "$(median <"$tmp/wr16")" "$(median <"$tmp/sp")" "$(median <"$tmp/ratio")"
-
-echo "== sweep throughput per size, 1 B to $max B"
-np_port=$((port + 1))
-NPtcp -P "$np_port" >/dev/null 2>&1 &
+"$tmp/crr_loop" server "$((port + 1))" &
 pids+=($!)
 sleep 0.5
-(cd "$tmp" && NPtcp -h 127.0.0.1 -P "$np_port" -u "$max" -o np.out >/dev/null 2>&1)
-"$wr" sweep --max "$max" --format netpipe --no-store >"$tmp/wr.out"
-python3 - "$tmp/np.out" "$tmp/wr.out" <<'EOF'
-import statistics, sys
-def load(p):
-    rows = {}
-    for line in open(p):
-        f = line.split()
-        if len(f) >= 3:
-            rows[int(float(f[0]))] = (float(f[1]), float(f[2]))
-    return rows
-np, wr = load(sys.argv[1]), load(sys.argv[2])
-common = sorted(set(np) & set(wr))
-ratios = []
-print(f"{'bytes':>9} {'NPtcp Mbps':>12} {'wirerate Mbps':>14} {'ratio':>7}")
-for b in common:
-    r = wr[b][0] / np[b][0] if np[b][0] > 0 else float('nan')
-    ratios.append(r)
-    if b & (b - 1) == 0:  # print powers of two; the median uses every common size
-        print(f"{b:>9} {np[b][0]:>12.2f} {wr[b][0]:>14.2f} {r:>7.2f}")
-print(f"median ratio wirerate ÷ NPtcp over {len(common)} sizes: {statistics.median(ratios):.2f}; "
-      f"sizes where wirerate ≥ NPtcp: {sum(r >= 1 for r in ratios)}")
-if 1 in common:
-    print(f"1-byte one-way: NPtcp {np[1][1]*1e6:.2f} µs, wirerate sweep {wr[1][1]*1e6:.2f} µs")
-EOF
+
+echo "== TCP_RR round trip p50 (µs), 16 B, $runs runs of $secs s"
+: >"$tmp/rr_wr"; : >"$tmp/rr_sp"; : >"$tmp/rr_ratio"
+for i in $(seq "$runs"); do
+  a=$(wr_rr "rr['rtt_p50_us']" --request 16 --response 16)
+  s=$(sp_p50)
+  echo "run $i: wirerate $a, sockperf $s"
+  echo "$a" >>"$tmp/rr_wr"; echo "$s" >>"$tmp/rr_sp"; ratio "$a" "$s" >>"$tmp/rr_ratio"
+done
+printf 'median: wirerate %s µs, sockperf %s µs; median ratio wirerate ÷ sockperf %s\n' \
+  "$(median <"$tmp/rr_wr")" "$(median <"$tmp/rr_sp")" "$(median <"$tmp/rr_ratio")"
+
+echo "== TCP_CRR transactions/s, 1 B each way, $runs runs of $secs s"
+: >"$tmp/crr_wr"; : >"$tmp/crr_c"; : >"$tmp/crr_ratio"
+for i in $(seq "$runs"); do
+  a=$(wr_rr "round(rr['tps'])" --mode crr)
+  c=$("$tmp/crr_loop" client "$((port + 1))" "$secs" | awk '{print $3}')
+  echo "run $i: wirerate $a, C loop $c"
+  echo "$a" >>"$tmp/crr_wr"; echo "$c" >>"$tmp/crr_c"; ratio "$a" "$c" >>"$tmp/crr_ratio"
+done
+printf 'median: wirerate %s, C loop %s; median ratio wirerate ÷ loop %s\n' \
+  "$(median <"$tmp/crr_wr")" "$(median <"$tmp/crr_c")" "$(median <"$tmp/crr_ratio")"
+
+echo "== open loop, 10 000 transactions/s, 16 B, p50 (µs), $runs runs of $secs s"
+: >"$tmp/ol_c"; : >"$tmp/ol_u"; : >"$tmp/ol_l"; : >"$tmp/ol_sp"; : >"$tmp/ol_ratio"
+for i in $(seq "$runs"); do
+  read -r c u l < <(wr_rr "rr['rtt_p50_us'], rr['open_loop']['uncorrected']['rtt_p50_us'], rr['open_loop']['send_lateness_p50_us']" \
+    --rate 10000 --request 16 --response 16 | tr -d '(),')
+  s=$(sp_p50 --mps 10000)
+  echo "run $i: wirerate corrected $c, uncorrected $u, send lateness $l; sockperf $s"
+  echo "$c" >>"$tmp/ol_c"; echo "$u" >>"$tmp/ol_u"; echo "$l" >>"$tmp/ol_l"; echo "$s" >>"$tmp/ol_sp"
+  ratio "$u" "$s" >>"$tmp/ol_ratio"
+done
+printf 'median: wirerate corrected %s µs, uncorrected %s µs, send lateness %s µs; sockperf %s µs; median ratio uncorrected ÷ sockperf %s\n' \
+  "$(median <"$tmp/ol_c")" "$(median <"$tmp/ol_u")" "$(median <"$tmp/ol_l")" \
+  "$(median <"$tmp/ol_sp")" "$(median <"$tmp/ol_ratio")"

@@ -66,6 +66,57 @@ impl LatencyHistogram {
     }
 }
 
+/// Open loop (`--rate`): what the client's own schedule did to the figures. Kept beside the
+/// round trips timed from the schedule (the summary's `rtt_*`, "corrected" in HdrHistogram's
+/// and wrk2's terms): how late each request left after its scheduled time, and the round
+/// trips timed from the actual send ("uncorrected", what sockperf and closed-loop tools
+/// report).
+#[derive(Debug, Clone, Default)]
+pub struct OpenLoopHistograms {
+    pub send_lateness: LatencyHistogram,
+    pub uncorrected: LatencyHistogram,
+}
+
+impl OpenLoopHistograms {
+    /// Records one transaction: scheduled at 0, sent `late_ns` later, answered `rtt_ns`
+    /// after it was sent.
+    #[inline]
+    pub fn record(&mut self, late_ns: u64, rtt_ns: u64) {
+        self.send_lateness.record_ns(late_ns);
+        self.uncorrected.record_ns(rtt_ns);
+    }
+
+    pub fn merge(&mut self, other: &OpenLoopHistograms) {
+        self.send_lateness.merge(&other.send_lateness);
+        self.uncorrected.merge(&other.uncorrected);
+    }
+
+    /// None when nothing was recorded.
+    pub fn stats(&self) -> Option<OpenLoopStats> {
+        let uncorrected = self.uncorrected.stats()?;
+        let late = self.send_lateness.stats()?;
+        Some(OpenLoopStats {
+            send_lateness_p50_us: late.rtt_p50_us,
+            send_lateness_p99_us: late.rtt_p99_us,
+            send_lateness_max_us: late.rtt_max_us,
+            send_lateness_mean_us: late.rtt_mean_us,
+            uncorrected,
+        })
+    }
+}
+
+/// Open loop figures of an rr test, microseconds (see [`OpenLoopHistograms`]). A send on
+/// time counts as 0.001 µs late (the histogram's smallest value).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct OpenLoopStats {
+    pub send_lateness_p50_us: f64,
+    pub send_lateness_p99_us: f64,
+    pub send_lateness_max_us: f64,
+    pub send_lateness_mean_us: f64,
+    /// Round trips from the actual send of each request.
+    pub uncorrected: RttStats,
+}
+
 /// Round-trip times of transactions, microseconds: from sending a request (or its scheduled
 /// time, in open loop) to the last byte of its response.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -113,5 +164,27 @@ mod tests {
         let s = a.stats().unwrap();
         assert!(s.rtt_min_us > 0.0 && s.rtt_max_us <= MAX_NS as f64 / 1000.0 * 1.001);
         assert!(LatencyHistogram::new().stats().is_none());
+    }
+
+    #[test]
+    fn open_loop_lateness_and_uncorrected_add_up_to_the_corrected_round_trip() {
+        let mut corrected = LatencyHistogram::new();
+        let mut open = OpenLoopHistograms::default();
+        assert!(open.stats().is_none());
+        // every tenth send leaves 200 µs late; every round trip takes 20 µs once sent
+        for i in 0..1000u64 {
+            let late = if i % 10 == 0 { 200_000 } else { 0 };
+            open.record(late, 20_000);
+            corrected.record_ns(late + 20_000);
+        }
+        let o = open.stats().unwrap();
+        let c = corrected.stats().unwrap();
+        assert!(o.send_lateness_p50_us < 0.01, "{o:?}");
+        assert!((o.send_lateness_p99_us - 200.0).abs() < 0.5, "{o:?}");
+        assert!((o.uncorrected.rtt_p99_us - 20.0).abs() < 0.05, "{o:?}");
+        assert!(c.rtt_p99_us >= o.uncorrected.rtt_p99_us + o.send_lateness_p99_us - 0.5);
+        let mut both = open.clone();
+        both.merge(&open);
+        assert_eq!(both.uncorrected.count(), 2000);
     }
 }

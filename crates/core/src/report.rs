@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{HostEvidence, SchedTimes, TcpSample};
-use crate::latency::RttStats;
+use crate::latency::{OpenLoopStats, RttStats};
 use crate::result::{CpuSide, HostEnv, Interval, TcpInfo};
 use crate::rr::RrCounts;
 use crate::spec::Flow;
@@ -79,6 +79,9 @@ pub struct SideReport {
     /// Request/response tests, client: round trips over all flows (one merged histogram).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr_rtt: Option<RttStats>,
+    /// Open-loop rr tests, client: send lateness and round trips from the actual sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr_open_loop: Option<OpenLoopStats>,
     /// Sweeps, client: the figures of each message size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepSide>,

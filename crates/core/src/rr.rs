@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::latency::RttStats;
+use crate::latency::{OpenLoopStats, RttStats};
 use crate::report::{Role, SideReport};
 use crate::result::CpuSummary;
 use crate::spec::{invalid, Direction, End, Protocol, SpecError, TestSpec};
@@ -33,6 +33,22 @@ impl RrMode {
             RrMode::Crr => "crr",
             RrMode::Udp => "udp",
         }
+    }
+
+    /// The test's name in lists, netperf's in lower case: `tcp_rr`, `tcp_crr`, `udp_rr`.
+    pub fn test_name(self) -> &'static str {
+        match self {
+            RrMode::Tcp => "tcp_rr",
+            RrMode::Crr => "tcp_crr",
+            RrMode::Udp => "udp_rr",
+        }
+    }
+
+    /// The mode of a `name()`, as stored.
+    pub fn from_name(name: &str) -> Option<RrMode> {
+        [RrMode::Tcp, RrMode::Crr, RrMode::Udp]
+            .into_iter()
+            .find(|m| m.name() == name)
     }
 }
 
@@ -210,9 +226,14 @@ pub struct RrSummary {
     pub loss_percent: f64,
     /// CRR: connections the client opened.
     pub connections: u64,
-    /// Round trips over all flows, from one histogram.
+    /// Round trips over all flows, from one histogram. Open loop: timed from each request's
+    /// scheduled send time ("corrected").
     #[serde(flatten)]
     pub rtt: Option<RttStats>,
+    /// Open loop only: how late the client's sends left, and the round trips timed from
+    /// the actual sends ("uncorrected").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoopStats>,
     /// CPU time (user + system) of each side's process per transaction, microseconds.
     pub cpu_us_per_transaction_local: Option<f64>,
     pub cpu_us_per_transaction_remote: Option<f64>,
@@ -283,6 +304,7 @@ pub fn summarize(
         },
         connections: flows.iter().map(|f| f.connections).sum(),
         rtt: client.rr_rtt,
+        open_loop: client.rr_open_loop.filter(|_| rr.rate_tps.is_some()),
         cpu_us_per_transaction_local: per_tx(cpu.local.as_ref()),
         cpu_us_per_transaction_remote: per_tx(cpu.remote.as_ref()),
         flows,

@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod client;
 mod control;
+mod crr;
 mod driver;
 mod error;
 pub mod guard;

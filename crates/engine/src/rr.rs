@@ -4,28 +4,27 @@
 //! from its scheduled send time (open loop, `--rate`), to the last byte of its response, and
 //! records it in an HDR histogram: nothing is allocated per transaction, the buffers are
 //! reused and TCP_NODELAY is on. The server answers each whole request with one response and
-//! counts what it sent, so both sides' counts can be compared.
+//! counts what it sent, so both sides' counts can be compared. Open loop also records how
+//! late each request left and its round trip from the actual send. CRR lives in `crr`.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirerate_core::latency::LatencyHistogram;
+use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::report::StreamReport;
 use wirerate_core::rr::{RrCounts, RrSpec};
-use wirerate_core::spec::Flow;
 use wirerate_core::sweep::SweepSide;
 use wirerate_probe::cpu::ThreadTimes;
-use wirerate_proto::data::DataHello;
-use wirerate_proto::Token;
 
-use crate::net::read_exact_by;
 use crate::stream::{Plan, Tally};
+
+pub use crate::crr::{run_crr_anchor, run_crr_client, serve_crr, serve_crr_at_once, CrrRoute};
 
 /// What rr and sweep workers hand the side's control thread.
 pub enum SideMsg {
@@ -37,74 +36,22 @@ pub enum SideMsg {
         transactions: u64,
         hist: Box<LatencyHistogram>,
     },
-    /// One flow's round trips over the whole test.
-    Total(Box<LatencyHistogram>),
+    /// One flow's round trips over the whole test, and in open loop its send lateness and
+    /// round trips from the actual sends.
+    Total {
+        rtt: Box<LatencyHistogram>,
+        open_loop: Option<Box<OpenLoopHistograms>>,
+    },
     /// The client's sweep figures.
     Sweep(SweepSide),
 }
 
-/// Routes per-transaction connections of a CRR test to their flow's counter on the server.
-#[derive(Debug)]
-pub struct CrrRoute {
-    pub token: Token,
-    pub request_bytes: u64,
-    pub response_bytes: u64,
-    /// Transactions served, per flow id.
-    pub served: Vec<AtomicU64>,
-    /// Nanoseconds after `since` of the last connection served: the anchors' idle check.
-    pub last_ns: AtomicU64,
-    pub since: Instant,
-    /// Set once every anchor stream is attached and the test has started.
-    pub running: AtomicBool,
-}
-
-impl CrrRoute {
-    pub fn new(token: Token, rr: &RrSpec, flows: u32) -> CrrRoute {
-        CrrRoute {
-            token,
-            request_bytes: rr.request_bytes,
-            response_bytes: rr.response_bytes,
-            served: (0..flows).map(|_| AtomicU64::new(0)).collect(),
-            last_ns: AtomicU64::new(0),
-            since: Instant::now(),
-            running: AtomicBool::new(false),
-        }
-    }
-
-    fn touch(&self) {
-        let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_ns.store(ns, Ordering::Relaxed);
-    }
-}
-
-/// Serves one CRR transaction on a connection whose hello named a running CRR session:
-/// reads the request, counts it, answers, and closes first (the TIME_WAIT stays here, not
-/// on the client that opens thousands of connections).
-pub fn serve_crr(mut sock: TcpStream, route: &CrrRoute, hello: &DataHello, idle: Duration) {
-    let Some(counter) = route.served.get(hello.stream_id as usize) else {
-        return;
-    };
-    if hello.flow != Flow::ClientToServer {
-        return;
-    }
-    let _ = sock.set_nodelay(true);
-    let mut req = vec![0u8; route.request_bytes as usize];
-    if read_exact_by(&mut sock, &mut req, Instant::now() + idle).is_err() {
-        return;
-    }
-    counter.fetch_add(1, Ordering::Relaxed);
-    route.touch();
-    let resp = pattern(route.response_bytes as usize);
-    let _ = sock.set_write_timeout(Some(idle));
-    let _ = sock.write_all(&resp);
-}
-
-fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(13)).collect()
 }
 
 /// Waits until `fd` is readable or `timeout` passes; true when readable.
-fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -130,9 +77,18 @@ fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Open loop: this thread's timers fire when asked, not up to 50 µs later (Linux's
+/// default timer slack, which would make every sleeping send that late).
+fn fine_timers() {
+    // SAFETY: PR_SET_TIMERSLACK takes a number and changes only the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
 /// Sleeps until `t`: the last 50 µs by spinning, so an open-loop schedule is kept to a few
 /// microseconds (what the client adds to a latency timed from the schedule).
-fn sleep_until(t: Instant) {
+pub(crate) fn sleep_until(t: Instant) {
     let spin = Duration::from_micros(50);
     let now = Instant::now();
     if t > now + spin {
@@ -144,12 +100,12 @@ fn sleep_until(t: Instant) {
 }
 
 /// The rr settings of a plan (a worker is only started for an rr spec).
-fn rr_of(plan: &Plan) -> RrSpec {
+pub(crate) fn rr_of(plan: &Plan) -> RrSpec {
     plan.spec.test.rr().cloned().unwrap_or_default()
 }
 
 /// When a flow stops sending, and (open loop) when its next request is due.
-struct Pace {
+pub(crate) struct Pace {
     end_at: Option<Instant>,
     count: Option<u64>,
     sent: u64,
@@ -159,7 +115,11 @@ struct Pace {
 }
 
 impl Pace {
-    fn new(plan: &Plan, rr: &RrSpec) -> Pace {
+    pub(crate) fn new(plan: &Plan, rr: &RrSpec) -> Pace {
+        let period = rr.period_s(plan.spec.parallel).map(Duration::from_secs_f64);
+        if period.is_some() {
+            fine_timers();
+        }
         Pace {
             end_at: plan
                 .spec
@@ -168,7 +128,7 @@ impl Pace {
                 .map(|s| plan.start + Duration::from_secs_f64(s)),
             count: RrSpec::count_per_flow(&plan.spec),
             sent: 0,
-            period: rr.period_s(plan.spec.parallel).map(Duration::from_secs_f64),
+            period,
             next: plan.start,
             stop: plan.stop.clone(),
         }
@@ -183,7 +143,7 @@ impl Pace {
 
     /// The start time of the next request if it may go now: now (closed loop) or its
     /// scheduled time once that has come (open loop).
-    fn take(&mut self, now: Instant) -> Option<Instant> {
+    pub(crate) fn take(&mut self, now: Instant) -> Option<Instant> {
         if !self.open(now) {
             return None;
         }
@@ -202,15 +162,27 @@ impl Pace {
         }
     }
 
+    /// When a request taken at `now` actually leaves: `now` in closed loop, a fresh reading
+    /// in open loop, where several due requests go out one after another.
+    #[inline]
+    pub(crate) fn send_time(&self, now: Instant) -> Instant {
+        if self.period.is_some() {
+            Instant::now()
+        } else {
+            now
+        }
+    }
+
     /// Open loop: the next scheduled send, if the flow may still send.
-    fn due(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn due(&self, now: Instant) -> Option<Instant> {
         self.period.filter(|_| self.open(now)).map(|_| self.next)
     }
 }
 
 /// The client's round-trip recorder: the whole test and the current interval.
-struct Recorder {
+pub(crate) struct Recorder {
     total: LatencyHistogram,
+    open_loop: Option<Box<OpenLoopHistograms>>,
     interval: LatencyHistogram,
     interval_tx: u64,
     index: u64,
@@ -219,15 +191,17 @@ struct Recorder {
     start: Instant,
     last: Instant,
     tx: Sender<SideMsg>,
-    counts: RrCounts,
+    pub(crate) counts: RrCounts,
 }
 
 impl Recorder {
-    fn new(plan: &Plan, tx: Sender<SideMsg>) -> Recorder {
+    pub(crate) fn new(plan: &Plan, tx: Sender<SideMsg>) -> Recorder {
         let period =
             (plan.spec.interval_s > 0.0).then(|| Duration::from_secs_f64(plan.spec.interval_s));
+        let open = rr_of(plan).rate_tps.is_some();
         Recorder {
             total: LatencyHistogram::new(),
+            open_loop: open.then(Box::default),
             interval: LatencyHistogram::new(),
             interval_tx: 0,
             index: 0,
@@ -240,12 +214,17 @@ impl Recorder {
         }
     }
 
+    /// Records a transaction scheduled at `began` (closed loop: when it was sent), sent at
+    /// `sent` and answered at `now`.
     #[inline]
-    fn record(&mut self, began: Instant, now: Instant) {
+    pub(crate) fn record(&mut self, began: Instant, sent: Instant, now: Instant) {
         self.cut_until(now);
-        let ns = u64::try_from(now.saturating_duration_since(began).as_nanos()).unwrap_or(u64::MAX);
+        let ns = ns_between(began, now);
         self.total.record_ns(ns);
         self.interval.record_ns(ns);
+        if let Some(o) = self.open_loop.as_mut() {
+            o.record(ns_between(began, sent), ns_between(sent, now));
+        }
         self.interval_tx += 1;
         self.counts.transactions += 1;
         self.last = now;
@@ -277,7 +256,7 @@ impl Recorder {
     }
 
     /// The last, partial interval, the whole-test histogram, and this flow's counts.
-    fn finish(mut self) -> (RrCounts, f64) {
+    pub(crate) fn finish(mut self) -> (RrCounts, f64) {
         let last = self.last;
         self.cut_until(last);
         let seconds = last.saturating_duration_since(self.start).as_secs_f64();
@@ -285,12 +264,19 @@ impl Recorder {
             self.send_interval(seconds);
         }
         self.counts.rtt = self.total.stats();
-        let _ = self.tx.send(SideMsg::Total(Box::new(self.total)));
+        let _ = self.tx.send(SideMsg::Total {
+            rtt: Box::new(self.total),
+            open_loop: self.open_loop,
+        });
         (self.counts, seconds)
     }
 }
 
-fn report(
+fn ns_between(a: Instant, b: Instant) -> u64 {
+    u64::try_from(b.saturating_duration_since(a).as_nanos()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn report(
     plan: &Plan,
     t0: ThreadTimes,
     tally: &Tally,
@@ -304,7 +290,7 @@ fn report(
     r
 }
 
-fn describe(e: &io::Error, what: &str) -> String {
+pub(crate) fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
             format!("{what}: the peer was silent for the idle timeout")
@@ -325,7 +311,8 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
     let resp = rr.response_bytes;
     let mut buf = vec![0u8; (resp as usize).clamp(4096, 1 << 20)];
     let burst = rr.burst as usize;
-    let mut inflight: VecDeque<Instant> = VecDeque::with_capacity(burst);
+    // each request's scheduled and actual send times
+    let mut inflight: VecDeque<(Instant, Instant)> = VecDeque::with_capacity(burst);
     let mut pace = Pace::new(&plan, &rr);
     let mut rec = Recorder::new(&plan, tx);
     let mut tally = Tally::new(&plan);
@@ -336,9 +323,10 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
             let now = Instant::now();
             while inflight.len() < burst {
                 let Some(began) = pace.take(now) else { break };
+                let sent = pace.send_time(now);
                 sock.write_all(&req)?;
-                tally.add(req.len(), now, &plan.counters);
-                inflight.push_back(began);
+                tally.add(req.len(), sent, &plan.counters);
+                inflight.push_back((began, sent));
             }
             if inflight.is_empty() {
                 match pace.due(now) {
@@ -368,7 +356,7 @@ pub fn run_tcp_client(mut sock: TcpStream, plan: Plan, tx: Sender<SideMsg>) -> S
             while got >= resp {
                 got -= resp;
                 match inflight.pop_front() {
-                    Some(began) => rec.record(began, now),
+                    Some((began, sent)) => rec.record(began, sent, now),
                     None => {
                         return Err(io::Error::other(
                             "the server sent a response never asked for",
@@ -438,125 +426,6 @@ pub fn run_tcp_server(mut sock: TcpStream, plan: Plan) -> StreamReport {
     )
 }
 
-/// Client of one TCP_CRR flow: a new connection per transaction. `anchor` is the flow's
-/// data stream: it stays open while the flow runs and tells the server when it is done.
-pub fn run_crr_client(
-    anchor: TcpStream,
-    token: Token,
-    plan: Plan,
-    tx: Sender<SideMsg>,
-) -> StreamReport {
-    let t0 = ThreadTimes::now();
-    let rr = rr_of(&plan);
-    let mut pace = Pace::new(&plan, &rr);
-    let mut rec = Recorder::new(&plan, tx);
-    let mut tally = Tally::new(&plan);
-    let hello = DataHello {
-        token,
-        flow: Flow::ClientToServer,
-        stream_id: plan.id,
-    };
-    let mut opening = hello.emit().to_vec();
-    opening.extend(pattern(rr.request_bytes as usize));
-    let mut buf = vec![0u8; (rr.response_bytes as usize).clamp(4096, 1 << 20)];
-    let server = anchor.peer_addr();
-    let result = (|| -> io::Result<()> {
-        let server: SocketAddr = server?;
-        loop {
-            let now = Instant::now();
-            let Some(began) = pace.take(now) else {
-                match pace.due(now) {
-                    Some(t) => {
-                        sleep_until(t);
-                        continue;
-                    }
-                    None => return Ok(()),
-                }
-            };
-            let mut s = TcpStream::connect_timeout(&server, plan.idle)?;
-            rec.counts.connections += 1;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(plan.idle))?;
-            s.write_all(&opening)?;
-            tally.add(opening.len(), now, &plan.counters);
-            let mut got = 0u64;
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => got += n as u64,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if got != rr.response_bytes {
-                return Err(io::Error::other(format!(
-                    "a response of {got} bytes, not {}",
-                    rr.response_bytes
-                )));
-            }
-            rec.record(began, Instant::now());
-        }
-    })();
-    let error = result.err().filter(|_| !plan.stop.load(Ordering::Relaxed));
-    let _ = anchor.shutdown(Shutdown::Write);
-    let _ = (&anchor).read(&mut buf);
-    let (counts, seconds) = rec.finish();
-    report(
-        &plan,
-        t0,
-        &tally,
-        counts,
-        seconds,
-        error.map(|e| describe(&e, "crr")),
-    )
-}
-
-/// Server of one CRR flow: holds the anchor stream until the client closes it, and fails
-/// when no transaction came for the idle timeout. The transactions are served by the
-/// listener's connection threads (`serve_crr`) and counted in the route.
-pub fn run_crr_anchor(mut anchor: TcpStream, route: Arc<CrrRoute>, plan: Plan) -> StreamReport {
-    let t0 = ThreadTimes::now();
-    let tally = Tally::new(&plan);
-    let _ = anchor.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = [0u8; 64];
-    let idle_ns = u64::try_from(plan.idle.as_nanos()).unwrap_or(u64::MAX);
-    let error = loop {
-        if plan.stop.load(Ordering::Relaxed) {
-            break None;
-        }
-        match anchor.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                let since = u64::try_from(route.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                let last = route.last_ns.load(Ordering::Relaxed);
-                if since.saturating_sub(last) > idle_ns {
-                    break Some("crr: no transaction for the idle timeout".to_string());
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => break Some(describe(&e, "crr")),
-        }
-    };
-    let _ = anchor.shutdown(Shutdown::Both);
-    let served = route
-        .served
-        .get(plan.id as usize)
-        .map_or(0, |c| c.load(Ordering::Relaxed));
-    let counts = RrCounts {
-        transactions: served,
-        connections: served,
-        ..Default::default()
-    };
-    let seconds = plan.start.elapsed().as_secs_f64();
-    report(&plan, t0, &tally, counts, seconds, error)
-}
-
 /// Empties a socket of datagrams left from the address check.
 fn drain(sock: &UdpSocket) {
     let mut b = [0u8; 2048];
@@ -588,12 +457,13 @@ pub fn run_udp_client(sock: UdpSocket, plan: Plan, tx: Sender<SideMsg>) -> Strea
             while slots.len() < burst {
                 let Some(began) = pace.take(now) else { break };
                 req[..8].copy_from_slice(&seq.to_be_bytes());
+                let sent = pace.send_time(now);
                 // a failed send (a full queue, or an ICMP error from an earlier datagram) is
                 // a request lost like one dropped on the path: it times out
                 if sock.send(&req).is_ok() {
-                    tally.add(req.len(), now, &plan.counters);
+                    tally.add(req.len(), sent, &plan.counters);
                 }
-                slots.push((seq, began, now));
+                slots.push((seq, began, sent));
                 seq += 1;
             }
             if slots.is_empty() {
@@ -621,8 +491,8 @@ pub fn run_udp_client(sock: UdpSocket, plan: Plan, tx: Sender<SideMsg>) -> Strea
                         let got = u64::from_be_bytes(s);
                         match slots.iter().position(|x| x.0 == got) {
                             Some(i) => {
-                                let (_, began, _) = slots.swap_remove(i);
-                                rec.record(began, now);
+                                let (_, began, sent) = slots.swap_remove(i);
+                                rec.record(began, sent, now);
                             }
                             None => rec.counts.late += 1,
                         }

@@ -20,6 +20,7 @@ use wirerate_core::report::SideReport;
 use wirerate_core::rr::RrMode;
 use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
+use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
 use wirerate_proto::frame::PREAMBLE_LEN;
 use wirerate_proto::msg::UdpProof;
@@ -33,7 +34,7 @@ use crate::limits::Reload;
 use crate::limits::{Admission, Policy};
 use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, TestNote};
 use crate::net::{apply_options, read_exact_by};
-use crate::rr::{serve_crr, CrrRoute};
+use crate::rr::{serve_crr, serve_crr_at_once, CrrRoute};
 use crate::side::{Attached, DataSock, RunContext, SideRun};
 pub(crate) use crate::startups::Pending;
 use crate::stream::STALLED;
@@ -243,6 +244,8 @@ impl Server {
     /// Accepts connections until the process ends.
     pub fn serve(self) {
         loop {
+            // before any wait: waking from one is part of what a connection costs
+            let mark = ThreadTimes::cpu_now();
             if self.shared.cfg.reload.is_some() {
                 // wake now and then so a reload is done (and logged) soon after SIGHUP
                 let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
@@ -253,7 +256,13 @@ impl Server {
                 }
             }
             match self.listener.accept() {
-                Ok((sock, _)) => self.dispatch(sock),
+                Ok((sock, _)) => {
+                    // what accepting and routing a CRR test's connection cost this thread
+                    // is the test's (the transaction itself may be served right here)
+                    if let Some(route) = self.dispatch(sock) {
+                        route.charge(ThreadTimes::cpu_now().since(mark));
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // out of descriptors and the like: wait a moment instead of spinning
@@ -282,7 +291,8 @@ impl Server {
         }
     }
 
-    fn dispatch(&self, sock: TcpStream) {
+    /// Routes or serves a new connection; returns the CRR test it belonged to, if any.
+    fn dispatch(&self, sock: TcpStream) -> Option<Arc<CrrRoute>> {
         let shared = self.shared.clone();
         let ip = sock.peer_addr().ok().map(|a| a.ip());
         let pending = match shared.claim_pending(ip) {
@@ -292,13 +302,26 @@ impl Server {
                 let ev = Event::new(Kind::Connection, Some(who.clone()))
                     .decided(Decision::Refused, Some(reason.into()));
                 shared.log_rejected(ip, ev, format_args!("refused {who}: {reason}"));
-                return refuse_at_once(sock, reason);
+                refuse_at_once(sock, reason);
+                return None;
             }
+        };
+        let crr = shared
+            .active()
+            .as_ref()
+            .and_then(|a| a.crr.clone())
+            .filter(|r| r.running.load(Ordering::Relaxed));
+        let sock = match &crr {
+            Some(route) => match serve_crr_at_once(sock, route) {
+                Some(sock) => sock,
+                None => return crr,
+            },
+            None => sock,
         };
         // a test's data streams arrive in bursts with their hello already sent: routed here,
         // they need no thread of their own (10 000 streams would start 10 000 threads)
         let Some(sock) = route_at_once(sock, &shared, &pending) else {
-            return;
+            return crr;
         };
         let p = crate::waiting::Parked {
             sock,
@@ -307,11 +330,11 @@ impl Server {
         };
         // one that has said nothing yet waits without a thread of its own
         if crate::waiting::has_input(&p.sock) {
-            return start_conn_thread(p, &shared);
-        }
-        if let Err(p) = shared.waiting.park(&shared, p) {
+            start_conn_thread(p, &shared);
+        } else if let Err(p) = shared.waiting.park(&shared, p) {
             start_conn_thread(p, &shared);
         }
+        crr
     }
 }
 

@@ -34,7 +34,7 @@ use crate::sweep;
 use crate::udp::{run_udp_receiver, run_udp_sender};
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, Sender};
-use wirerate_core::latency::LatencyHistogram;
+use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::rr::{RrInterval, RrMode};
 use wirerate_core::spec::TestKind;
 use wirerate_core::sweep::{SweepPoint, SweepSide};
@@ -182,6 +182,7 @@ pub struct SideRun {
     /// The last rr interval made, by index: a last one too short to be a rate joins it.
     rr_made: Option<(u64, RrPending)>,
     rr_total: Option<LatencyHistogram>,
+    rr_open_loop: Option<OpenLoopHistograms>,
     sweep: Option<SweepSide>,
     /// Sweep sizes handed out as progress.
     sweep_given: usize,
@@ -389,6 +390,7 @@ impl SideRun {
             rr_pending: BTreeMap::new(),
             rr_made: None,
             rr_total: None,
+            rr_open_loop: None,
             sweep: None,
             sweep_given: 0,
             rr_flows,
@@ -417,10 +419,18 @@ impl SideRun {
                     p.flows += 1;
                     p.hist.merge(&hist);
                 }
-                SideMsg::Total(h) => match self.rr_total.as_mut() {
-                    Some(t) => t.merge(&h),
-                    None => self.rr_total = Some(*h),
-                },
+                SideMsg::Total { rtt, open_loop } => {
+                    match self.rr_total.as_mut() {
+                        Some(t) => t.merge(&rtt),
+                        None => self.rr_total = Some(*rtt),
+                    }
+                    if let Some(o) = open_loop {
+                        match self.rr_open_loop.as_mut() {
+                            Some(t) => t.merge(&o),
+                            None => self.rr_open_loop = Some(*o),
+                        }
+                    }
+                }
                 SideMsg::Sweep(s) => self.sweep = Some(s),
             }
         }
@@ -754,6 +764,10 @@ impl SideRun {
             evidence: Some(evidence),
             tcp_samples: self.tcp_samples,
             rr_rtt: self.rr_total.as_ref().and_then(LatencyHistogram::stats),
+            rr_open_loop: self
+                .rr_open_loop
+                .as_ref()
+                .and_then(OpenLoopHistograms::stats),
             sweep: self.sweep.take(),
         }
     }

@@ -26,25 +26,30 @@ impl ThreadTimes {
             .ok()
             .and_then(|t| parse_schedstat(&t))
             .unzip();
-        let sleeps = crate::sched::thread_sleeps();
+        ThreadTimes {
+            run_s,
+            wait_s,
+            sleeps: crate::sched::thread_sleeps(),
+            ..ThreadTimes::cpu_now()
+        }
+    }
+
+    /// User and system seconds only: one getrusage call, cheap enough to take per
+    /// connection (`now` also reads files). Zeros if getrusage fails.
+    pub fn cpu_now() -> ThreadTimes {
         // SAFETY: rusage is plain data, and getrusage only writes into the struct we pass.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
         if rc != 0 {
-            return ThreadTimes {
-                run_s,
-                wait_s,
-                sleeps,
-                ..Default::default()
-            };
+            return ThreadTimes::default();
         }
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         ThreadTimes {
             user_s: tv(ru.ru_utime),
             sys_s: tv(ru.ru_stime),
-            run_s,
-            wait_s,
-            sleeps,
+            run_s: None,
+            wait_s: None,
+            sleeps: None,
         }
     }
 

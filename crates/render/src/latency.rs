@@ -69,10 +69,10 @@ pub fn rr_interval(iv: &Interval, rr: &RrInterval) -> String {
     )
 }
 
-fn rtt_lines(out: &mut String, r: &RttStats) {
+fn rtt_lines(out: &mut String, what: &str, r: &RttStats) {
     let _ = writeln!(
         out,
-        "  round trip (µs)        min {:.1}  mean {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  stddev {:.1}",
+        "  {what:<23}min {:.1}  mean {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  stddev {:.1}",
         r.rtt_min_us,
         r.rtt_mean_us,
         r.rtt_p50_us,
@@ -93,14 +93,38 @@ pub fn rr_summary(r: &RunResult, rr: &RrSummary) -> String {
         "  transactions           {} in {:.2} s: {:.1} per second (server sent {})",
         rr.transactions, rr.seconds, rr.tps, rr.server_transactions
     );
-    match rr.rtt.as_ref() {
-        Some(s) => rtt_lines(&mut out, s),
-        None => {
+    match (rr.rtt.as_ref(), rr.open_loop.as_ref()) {
+        (Some(s), Some(o)) => {
+            // open loop: what the schedule asked, what the client's own sends did, and the
+            // round trips timed both ways
+            rtt_lines(&mut out, "round trip (µs)", s);
+            let _ = writeln!(
+                out,
+                "    timed from each request's scheduled send (corrected for the client's lateness)"
+            );
+            rtt_lines(&mut out, "  from actual send", &o.uncorrected);
+            let _ = writeln!(
+                out,
+                "  send lateness (µs)     p50 {:.1}  p99 {:.1}  max {:.1}  mean {:.1}",
+                o.send_lateness_p50_us,
+                o.send_lateness_p99_us,
+                o.send_lateness_max_us,
+                o.send_lateness_mean_us
+            );
+        }
+        (Some(s), None) => rtt_lines(&mut out, "round trip (µs)", s),
+        (None, _) => {
             let _ = writeln!(out, "  round trip             none completed");
         }
     }
     if rr.connections > 0 {
-        let _ = writeln!(out, "  connections            {}", rr.connections);
+        // unlike a bare connect/request/response/close loop, each connection first names
+        // its test: the server must tell it from other clients'
+        let _ = writeln!(
+            out,
+            "  connections            {} (each request rides with wirerate's data hello)",
+            rr.connections
+        );
     }
     if rr.mode == wirerate_core::rr::RrMode::Udp {
         let _ = writeln!(
@@ -112,7 +136,7 @@ pub fn rr_summary(r: &RunResult, rr: &RrSummary) -> String {
     let cpu = |c: Option<f64>| c.map_or_else(|| "n/a".into(), |v| format!("{v:.1} µs"));
     let _ = writeln!(
         out,
-        "  CPU per transaction    client {}, server {}",
+        "  CPU per transaction    client {}, server {} (each wirerate process)",
         cpu(rr.cpu_us_per_transaction_local),
         cpu(rr.cpu_us_per_transaction_remote)
     );

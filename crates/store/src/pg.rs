@@ -549,8 +549,11 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
     coalesce(result #>> '{spec,test,kind}', 'stream'), \
     (result #>> '{summary,rr,tps}')::float8, \
-    (result #>> '{summary,rr,rtt_p99_us}')::float8";
-const JSON_INDEX: usize = 28;
+    (result #>> '{summary,rr,rtt_p99_us}')::float8, \
+    result #>> '{summary,rr,mode}', \
+    (result #>> '{summary,cpu,local,process_percent}')::float8, \
+    (result #>> '{summary,cpu,remote,process_percent}')::float8";
+const JSON_INDEX: usize = 31;
 
 fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
     let small = |i: usize| -> Result<Option<u32>, postgres::Error> {
@@ -586,6 +589,9 @@ fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
         kind: r.try_get(25)?,
         tps: r.try_get(26)?,
         rtt_p99_us: r.try_get(27)?,
+        rr_mode: r.try_get(28)?,
+        process_local_percent: r.try_get(29)?,
+        process_remote_percent: r.try_get(30)?,
     })
 }
 

@@ -51,6 +51,11 @@ pub struct RunRow {
     /// rr runs: transactions per second and the 99th percentile round trip.
     pub tps: Option<f64>,
     pub rtt_p99_us: Option<f64>,
+    /// rr runs: "tcp", "crr" or "udp".
+    pub rr_mode: Option<String>,
+    /// Each side's own process CPU (user + system), % of one core.
+    pub process_local_percent: Option<f64>,
+    pub process_remote_percent: Option<f64>,
 }
 
 /// One stored run: its columns, and the full result document as stored.
@@ -77,8 +82,11 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     server_kernel, client_cpu_model, server_cpu_model, interfaces, mtu_bytes, link_bps, \
     coalesce(json_extract(result_json, '$.spec.test.kind'), 'stream'), \
     json_extract(result_json, '$.summary.rr.tps'), \
-    json_extract(result_json, '$.summary.rr.rtt_p99_us')";
-const JSON_INDEX: usize = 28;
+    json_extract(result_json, '$.summary.rr.rtt_p99_us'), \
+    json_extract(result_json, '$.summary.rr.mode'), \
+    json_extract(result_json, '$.summary.cpu.local.process_percent'), \
+    json_extract(result_json, '$.summary.cpu.remote.process_percent')";
+const JSON_INDEX: usize = 31;
 
 fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
@@ -117,6 +125,9 @@ fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         kind: r.get(25)?,
         tps: r.get(26)?,
         rtt_p99_us: r.get(27)?,
+        rr_mode: r.get(28)?,
+        process_local_percent: r.get(29)?,
+        process_remote_percent: r.get(30)?,
     })
 }
 

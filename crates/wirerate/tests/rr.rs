@@ -117,6 +117,127 @@ fn crr_opens_a_connection_per_transaction() {
     assert_ordered(rr);
 }
 
+/// User and system clock ticks of a process, from /proc/PID/stat (its threads, living and
+/// ended, together).
+fn proc_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // the fields after the command name, which ends at the last ')'
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state
+    f[11] + f[12]
+}
+
+#[test]
+fn crr_server_cpu_per_transaction_is_what_proc_says() {
+    // the transactions are served by the listener's threads, not the flow's own: their CPU
+    // must reach the report (it once counted 0.5 µs per transaction where /proc said 40)
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let pid = srv.child.id();
+    let before = proc_ticks(pid);
+    let j = rr_json(&[
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--mode",
+        "crr",
+        "-t",
+        "2",
+        "-P",
+        "2",
+        "-i",
+        "0",
+    ]);
+    let after = proc_ticks(pid);
+    // SAFETY: sysconf reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let rr = &j["summary"]["rr"];
+    let n = rr["transactions"].as_u64().unwrap() as f64;
+    assert!(n > 500.0, "{rr}");
+    let proc_us = (after - before) as f64 / hz * 1e6 / n;
+    let reported = f(&rr["cpu_us_per_transaction_remote"]);
+    assert!(
+        (0.8..=1.2).contains(&(reported / proc_us)),
+        "server CPU per transaction: reported {reported:.2} µs, /proc {proc_us:.2} µs"
+    );
+}
+
+#[test]
+fn open_loop_reports_send_lateness_and_both_round_trips() {
+    let j = rr_json(&["--rate", "2000", "-t", "1", "-i", "0"]);
+    let rr = &j["summary"]["rr"];
+    let o = &rr["open_loop"];
+    let late: Vec<f64> = ["p50", "p99", "max"]
+        .iter()
+        .map(|k| f(&o[format!("send_lateness_{k}_us")]))
+        .collect();
+    assert!(late.windows(2).all(|w| w[0] <= w[1]), "{o}");
+    assert!(f(&o["send_lateness_mean_us"]) <= late[2], "{o}");
+    let un = &o["uncorrected"];
+    assert_ordered(un);
+    // each transaction's time from its schedule is at least its time from its send
+    for k in ["rtt_min_us", "rtt_p50_us", "rtt_p99_us", "rtt_max_us"] {
+        assert!(f(&rr[k]) >= f(&un[k]), "{k}: corrected {rr}");
+    }
+    // and at most that plus how late it left
+    assert!(
+        f(&rr["rtt_max_us"]) <= f(&un["rtt_max_us"]) + late[2] + 1.0,
+        "{rr}"
+    );
+    // closed loop has no schedule to be late for
+    let closed = rr_json(&["-n", "100", "-i", "0"]);
+    assert!(closed["summary"]["rr"].get("open_loop").is_none());
+    // the text says the same
+    let out = run(
+        &["rr", "--rate", "2000", "-n", "200", "-i", "0", "--no-store"],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for line in ["scheduled send", "from actual send", "send lateness (µs)"] {
+        assert!(text.contains(line), "no '{line}' in:\n{text}");
+    }
+}
+
+#[test]
+fn history_names_rr_tests_and_lists_their_process_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let db = db.to_str().unwrap();
+    for mode in ["tcp", "crr", "udp"] {
+        let out = run(
+            &["rr", "--mode", mode, "-n", "200", "-i", "0", "--db", db],
+            LIMIT,
+        );
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+    }
+    let out = run(&["history", "--db", db], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    let out = run(&["history", "--db", db, "--json"], LIMIT);
+    let runs = json(&out);
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    for ((row, name), run) in rows
+        .iter()
+        .zip(["tcp_rr x1", "tcp_crr x1", "udp_rr x1"])
+        .zip(runs.as_array().unwrap())
+    {
+        assert!(row.contains(name), "{name} not in: {row}");
+        // the CPU column is the busier wirerate process's own, not the host's
+        let cpu = &run["result"]["summary"]["cpu"];
+        let own = f(&cpu["local"]["process_percent"]).max(f(&cpu["remote"]["process_percent"]));
+        assert!(
+            row.split_whitespace().any(|w| w == format!("{own:.1}")),
+            "{own:.1} not in: {row}"
+        );
+    }
+}
+
 #[test]
 fn udp_rr_counts_lost_transactions_and_goes_on() {
     // responses far larger than the client's receive buffer holds, many in flight: the
@@ -526,6 +647,7 @@ fn rr_and_sweep_json_follow_the_schema() {
     let mut docs = vec![
         rr_json(&["-n", "200", "-i", "0.01"]),
         rr_json(&["--mode", "udp", "-n", "100", "-P", "2"]),
+        rr_json(&["--rate", "1000", "-n", "100", "-i", "0"]),
     ];
     let out = run(
         &[
@@ -551,6 +673,9 @@ fn rr_and_sweep_json_follow_the_schema() {
     bad["summary"]["rr"]["transactions"] = serde_json::json!(-1);
     assert!(!validator.is_valid(&bad));
     let mut bad = docs[2].clone();
+    bad["summary"]["rr"]["open_loop"]["send_lateness_p99_us"] = serde_json::json!(-3);
+    assert!(!validator.is_valid(&bad));
+    let mut bad = docs[3].clone();
     bad["sweep"]["points"][0]["one_way_mean_us"] = serde_json::json!("fast");
     assert!(!validator.is_valid(&bad));
 }

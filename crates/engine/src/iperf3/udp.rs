@@ -327,6 +327,7 @@ impl UdpRun {
             evidence: Some(self.evidence.finish()),
             tcp_samples: Vec::new(),
             rr_rtt: None,
+            rr_open_loop: None,
             sweep: None,
         };
         (report, outcomes)

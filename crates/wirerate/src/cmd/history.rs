@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use wirerate_core::rr::RrMode;
 use wirerate_core::text::safe;
 use wirerate_core::units::format_bps;
 use wirerate_store::{RunFilter, RunRow, StoredRun};
@@ -15,7 +16,10 @@ use super::results::{open_existing, utc, DB_HELP};
 #[derive(clap::Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 listed (possibly nothing), 1 the database could not be \
+    after_help = "The table's CPU % is the busier host's busy share over all its cores for \
+stream runs, and for rr runs (test tcp_rr, tcp_crr, udp_rr) the busier side's wirerate process \
+alone, in % of one core.\n\n\
+Exit status: 0 listed (possibly nothing), 1 the database could not be \
 read, 2 bad usage."
 )]
 pub struct Args {
@@ -224,6 +228,27 @@ fn headline(r: &RunRow) -> String {
     }
 }
 
+/// The CPU a run is listed by: the hosts' busy share for streams (what the Performance Index
+/// uses), each wirerate process's own for rr runs, whose few bytes leave the host near idle
+/// and whose cost is the tool's own.
+fn cpu_columns(r: &RunRow) -> (Option<f64>, Option<f64>) {
+    match r.kind.as_str() {
+        "rr" => (r.process_local_percent, r.process_remote_percent),
+        _ => (r.cpu_local_percent, r.cpu_remote_percent),
+    }
+}
+
+/// What the test column says: the protocol for streams, netperf's names for rr runs
+/// (`tcp_rr`, `tcp_crr`, `udp_rr`), the kind for the rest; and the flows.
+fn test_name(r: &RunRow) -> String {
+    let rr = r.rr_mode.as_deref().and_then(RrMode::from_name);
+    match (r.kind.as_str(), rr) {
+        ("stream", _) => format!("{} x{}", r.protocol, r.parallel),
+        ("rr", Some(m)) => format!("{} x{}", m.test_name(), r.parallel),
+        (k, _) => format!("{k} {} x{}", r.protocol, r.parallel),
+    }
+}
+
 fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(
         out,
@@ -231,7 +256,7 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
         "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test", "direction"
     )?;
     for r in rows {
-        let cpu = match (r.cpu_local_percent, r.cpu_remote_percent) {
+        let cpu = match cpu_columns(r) {
             (Some(a), Some(b)) => format!("{:.1}", a.max(b)),
             (Some(x), None) | (None, Some(x)) => format!("{x:.1}"),
             (None, None) => "-".to_string(),
@@ -251,10 +276,7 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
             cpu,
             r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
             o(&r.retransmits),
-            match r.kind.as_str() {
-                "stream" => format!("{} x{}", r.protocol, r.parallel),
-                k => format!("{k} {} x{}", r.protocol, r.parallel),
-            },
+            test_name(r),
             r.direction,
             safe(r.client_kernel.as_deref().unwrap_or("-")),
             safe(&hosts)

@@ -32,7 +32,9 @@ pub enum Mode {
     after_help = "A transaction is one request from the client and one response from \
 the server. Latency is the full round trip (fields rtt_*_us), measured by the client from \
 sending the request (or, with --rate, from its scheduled send time, so a stall of the \
-server or the path shows instead of being hidden) to the last byte of the response.\n\n\
+server or the path shows instead of being hidden) to the last byte of the response. Open \
+loop also reports the round trips from the actual sends, as sockperf times them, and the \
+client's send lateness. CPU per transaction is each wirerate process's own.\n\n\
 Sizes take K, M as powers of 1024 (4K = 4096 bytes).\n\n\
 Exit status: 0 success, 1 the test failed, 2 bad usage."
 )]
@@ -55,7 +57,8 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub burst: u32,
     /// Open loop: transactions per second over all flows, sent on a fixed schedule; latency
-    /// counts from each scheduled send time [default: closed loop]
+    /// counts from each scheduled send time (corrected), and the result adds the round trips
+    /// from the actual sends (uncorrected) and how late the sends left [default: closed loop]
     #[arg(long, value_name = "TPS", allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Seconds to run
