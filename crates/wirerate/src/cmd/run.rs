@@ -705,9 +705,9 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         return third_party(&a, from, to, format, store.as_mut());
     }
     let mut t = target(&a)?;
-    if !a.find_max && !a.iperf3 {
-        // Ctrl-C ends the test early and reports it (the iperf3 driver cannot stop early
-        // yet, and --find-max has no partial answer: there Ctrl-C ends the process)
+    if !a.find_max {
+        // Ctrl-C ends the test early and reports it (--find-max has no partial answer:
+        // there Ctrl-C ends the process)
         t.cfg.interrupt = Some(crate::interrupt::install());
     }
     let udp_len = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
@@ -737,7 +737,7 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     let mut printer = Printer::new(&spec, text_out, progress, !t.iperf3).with_note(
         (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then(|| {
             format!(
-                "(the iperf3 server gives no intervals of what it receives: {} is in the summary only)",
+                "(the iperf3 server gives no intervals of what it receives: the {} lines are this side's sent bytes)",
                 Flow::ClientToServer.name()
             )
         }),
