@@ -69,6 +69,7 @@ impl Printer {
             cols: Columns {
                 streams,
                 tcp: !joined.is_empty(),
+                udp: spec.protocol == Protocol::Udp,
             },
             joined,
             pending: VecDeque::new(),
