@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub agent: crate::agent::AgentConfig,
     /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
     pub threads: Option<usize>,
+    /// [`Server::serve`] returns soon after this flag is set (SIGTERM, with a pid file).
+    pub shutdown: Option<&'static std::sync::atomic::AtomicBool>,
 }
 
 impl Default for ServerConfig {
@@ -91,6 +93,7 @@ impl Default for ServerConfig {
             on_test_end: None,
             agent: Default::default(),
             threads: None,
+            shutdown: None,
         }
     }
 }
@@ -234,17 +237,28 @@ impl Server {
         })
     }
 
+    /// The flag that ends [`Server::serve`], if the configuration has one.
+    pub fn shutdown_flag(&self) -> Option<&'static std::sync::atomic::AtomicBool> {
+        self.shared.cfg.shutdown
+    }
+
     pub fn local_addr(&self) -> Result<SocketAddr, EngineError> {
         self.listener
             .local_addr()
             .map_err(EngineError::io("reading the listening address"))
     }
 
-    /// Accepts connections until the process ends.
+    /// Accepts connections until the process ends, or the shutdown flag is set.
     pub fn serve(self) {
+        let cfg = &self.shared.cfg;
+        let asked_to_stop = || cfg.shutdown.is_some_and(|f| f.load(Ordering::SeqCst));
         loop {
-            if self.shared.cfg.reload.is_some() {
-                // wake now and then so a reload is done (and logged) soon after SIGHUP
+            if asked_to_stop() {
+                return;
+            }
+            if cfg.reload.is_some() || cfg.shutdown.is_some() {
+                // wake now and then so a reload is done (and logged) soon after SIGHUP, and a
+                // shutdown soon after its signal
                 let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
                 // before the new connection is heard, so it meets the reloaded rules
                 self.reload_if_asked();
@@ -612,11 +626,13 @@ fn control(
     drop(slot);
 }
 
-/// When the slot should be free again, for the busy answer: a timed test's length, a count
-/// test's time bound (until its pace says sooner), plus the idle timeout for the reports.
+/// When the slot should be free again, for the busy answer: the end of a timed test, a
+/// count test's time bound (until its pace says sooner). The reports take a moment more,
+/// which the answer's rounding up to whole seconds covers; the idle timeout is a worst case
+/// a client should not be told to wait out.
 fn set_free_at(shared: &Shared, until: Instant) {
     if let Some(a) = shared.active().as_mut() {
-        a.free_at = until + shared.cfg.idle;
+        a.free_at = until;
     }
 }
 

@@ -656,3 +656,27 @@ fn bidir_text_names_each_stream_line_by_its_flow() {
     let out = run(&["run", "-t", "0.3", "--no-store"], LIMIT);
     assert!(String::from_utf8_lossy(&out.stdout).contains("s0 tx"));
 }
+
+/// A peer that answers with something other than wirerate's opening is named by the
+/// address the client connected to.
+#[test]
+fn a_foreign_peer_is_named_by_its_address() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let p = addr.port().to_string();
+    let out = run(&["run", "127.0.0.1", "-p", &p, "-t", "1"], LIMIT);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("connected to {addr}")) && err.contains("bad magic"),
+        "{err}"
+    );
+    answer.join().unwrap();
+}

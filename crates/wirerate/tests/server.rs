@@ -203,6 +203,14 @@ fn a_second_client_is_told_busy_at_once() {
     assert!(t0.elapsed() < Duration::from_secs(2));
     let err = stderr(&out);
     assert!(err.contains("busy") && err.contains("retry in"), "{err}");
+    // the running test's remaining 2.5 s, not its length plus the idle timeout (10 s)
+    let retry: f64 = err
+        .split("retry in ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry time: {err}"));
+    assert!((2.0..=3.0).contains(&retry), "retry in {retry} s: {err}");
     let status = common::wait_bounded(
         {
             let _ = first.stdout.take();

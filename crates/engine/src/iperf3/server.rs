@@ -432,7 +432,8 @@ fn on_event(
                 .send_seconds()
                 .unwrap_or(shared.cfg.caps.max_duration.as_secs_f64());
             if let Some(a) = shared.active().as_mut() {
-                a.free_at = now + Duration::from_secs_f64(run_s) + shared.cfg.idle;
+                // the test's end: see `set_free_at` in the server
+                a.free_at = now + Duration::from_secs_f64(run_s);
             }
             if p.spec.protocol == Protocol::Udp {
                 let (Some(local), Some(peer)) = (addrs.local, addrs.peer) else {

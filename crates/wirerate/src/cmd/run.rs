@@ -657,10 +657,14 @@ fn distinct_errors<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 /// A wirerate client that finds silence on iperf3's port is most likely talking to an
-/// iperf3 server that waits for more of its cookie: say what to add.
+/// iperf3 server that waits for more of its cookie: say what to add. A peer that answers
+/// with something else is named by the address it was reached at.
 fn iperf3_hint(e: EngineError, t: &Target) -> anyhow::Error {
     let iperf3_port = t.addr.port() == wirerate_proto::iperf3::DEFAULT_PORT;
     match e {
+        EngineError::Proto(ProtoError::BadMagic) => {
+            anyhow::Error::from(e).context(format!("connected to {}", t.addr))
+        }
         EngineError::Proto(ProtoError::TimedOut(_)) if iperf3_port && !t.iperf3 => {
             let e = e.full();
             anyhow::anyhow!("{e}: port 5201 is iperf3's; for an iperf3 server, add --iperf3")

@@ -97,7 +97,8 @@ pub struct Args {
     /// Run in the background, detached from the terminal (output to --logfile, if given)
     #[arg(short = 'D', long)]
     pub daemon: bool,
-    /// Write the server's process id to FILE (removed when -1 ends the server)
+    /// Write the server's process id to FILE (removed when -1 ends the server, and on
+    /// SIGTERM or SIGINT, which then end it cleanly)
     #[arg(short = 'I', long, value_name = "FILE")]
     pub pidfile: Option<std::path::PathBuf>,
     /// Act as an agent for third-party tests (`wirerate run --from THIS --to B`): run a
@@ -304,6 +305,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             credentials,
         },
         threads: a.threads,
+        shutdown: a.pidfile.is_some().then(crate::interrupt::install_shutdown),
         ..Default::default()
     };
     // every stream of a test takes two descriptors on this side: room for the largest -P
@@ -340,12 +342,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else if let Some(p) = &a.pidfile {
         super::daemon::write_pidfile(p, std::process::id())?;
     }
-    if !a.one_off {
+    let shutdown = server.shutdown_flag();
+    let ok = if a.one_off {
+        server.spawn()?;
+        one_off_end(&ended, shutdown)
+    } else {
+        // returns only when SIGTERM or SIGINT came (handled so with a pid file)
         server.serve();
-        return Ok(ExitCode::SUCCESS);
-    }
-    server.spawn()?;
-    let ok = ended.recv().unwrap_or(false);
+        true
+    };
     if let Some(p) = &a.pidfile {
         let _ = std::fs::remove_file(p);
     }
@@ -354,4 +359,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `serve -1`: whether the one test completed; false too when a shutdown came first.
+fn one_off_end(
+    ended: &std::sync::mpsc::Receiver<bool>,
+    shutdown: Option<&'static std::sync::atomic::AtomicBool>,
+) -> bool {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        match ended.recv_timeout(Duration::from_millis(250)) {
+            Ok(ok) => return ok,
+            Err(RecvTimeoutError::Disconnected) => return false,
+            Err(RecvTimeoutError::Timeout) => {
+                if shutdown.is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst)) {
+                    return false;
+                }
+            }
+        }
+    }
 }
