@@ -194,6 +194,10 @@ pub struct Args {
     /// Print one JSON document instead of the human report
     #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
+    /// Print one JSON object per line as the test runs (iperf3's --json-stream): a start
+    /// event, one per interval, and an end event holding the whole result
+    #[arg(long, conflicts_with_all = ["json", "format", "repeat", "until_ci", "find_max", "from"])]
+    pub json_stream: bool,
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -690,7 +694,7 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     if a.find_max && !a.udp {
         return usage("--find-max searches UDP rates: add -u");
     }
-    let format = if a.json {
+    let format = if a.json || a.json_stream {
         Format::Json
     } else {
         a.format.unwrap_or(Format::Text)
@@ -746,10 +750,19 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
             )
         }),
     );
+    if a.json_stream {
+        printer = printer.with_json_stream(serde_json::json!({
+            "version": concat!("wirerate ", env!("CARGO_PKG_VERSION")),
+            "server": t.describe(),
+            "spec": &spec,
+        }));
+    }
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
     printer.finish(&result);
-    emit(&result, format)?;
+    if !a.json_stream {
+        emit(&result, format)?;
+    }
     let stored = match store.as_mut() {
         Some(store) => save(store, &result, a.store.label.as_deref(), None),
         None => true,
