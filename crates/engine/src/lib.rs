@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod client;
 mod control;
+pub mod dataopts;
 mod driver;
 mod error;
 pub mod guard;

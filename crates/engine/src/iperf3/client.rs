@@ -22,7 +22,7 @@ use crate::client::{ClientConfig, ClientOutcome, Observer};
 use crate::control::Control;
 use crate::driver::{drive, Handler, Peer};
 use crate::error::EngineError;
-use crate::net::connect;
+use crate::net::{connect, connect_with};
 use crate::side::{Attached, DataSock, SideRun};
 
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
@@ -297,7 +297,8 @@ fn on_event(
         ClientEvent::CreateStreams => match cx.spec.protocol {
             Protocol::Tcp => run.tcp = open_streams(cx)?,
             Protocol::Udp => {
-                run.udp = udp::open(cx.addr, cx.cfg.bind, cx.spec, &cx.map, idle)?;
+                let df = cx.cfg.data.dont_fragment;
+                run.udp = udp::open(cx.addr, cx.cfg.bind, df, cx.spec, &cx.map, idle)?;
             }
         },
         ClientEvent::Start => {
@@ -400,7 +401,8 @@ fn open_streams(cx: &Ctx<'_>) -> Result<Vec<Attached>, EngineError> {
     let bind = cx.cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let mut out = Vec::with_capacity(cx.map.len());
     for e in &cx.map.entries {
-        let mut sock = connect(cx.addr, bind, Some(cx.spec), cx.cfg.connect_timeout)?;
+        let timeout = cx.cfg.connect_timeout;
+        let mut sock = connect_with(cx.addr, bind, Some(cx.spec), &cx.cfg.data, timeout)?;
         sock.set_write_timeout(Some(cx.cfg.idle))
             .and_then(|()| sock.write_all(cx.cookie.bytes()))
             .map_err(EngineError::io("opening an iperf3 data stream"))?;

@@ -104,6 +104,10 @@ pub struct Args {
     /// kernel paces each stream (SO_MAX_PACING_RATE; default unpaced)
     #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero)]
     pub bitrate: Option<f64>,
+    /// iperf3's per-stream fair-queue pacing: in wirerate that is TCP's -b (the kernel
+    /// paces each stream with SO_MAX_PACING_RATE), so this is the same as -b RATE
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_or_zero, conflicts_with_all = ["bitrate", "udp"])]
+    pub fq_rate: Option<f64>,
     /// Zero-copy sending: vmsplice the buffer into a pipe and splice it to the socket
     /// instead of write() (TCP; reported in the result's spec.send_mode)
     #[arg(short = 'Z', long, conflicts_with = "udp")]
@@ -360,6 +364,7 @@ pub fn spec_from(a: &Args, udp_len: u64) -> anyhow::Result<TestSpec> {
     a.habits
         .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
     a.habits.check_cpus(a.host.is_none() && a.from.is_none())?;
+    a.habits.check_sockets()?;
     Ok(spec)
 }
 
@@ -684,6 +689,9 @@ impl Observer for Silent {}
 pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     if let Some(ms) = a.rcv_timeout {
         a.idle_timeout = ms as f64 / 1000.0;
+    }
+    if let Some(rate) = a.fq_rate {
+        a.bitrate = Some(rate);
     }
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
