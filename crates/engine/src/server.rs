@@ -73,6 +73,19 @@ pub struct ServerConfig {
     pub threads: Option<usize>,
     /// [`Server::serve`] returns soon after this flag is set (SIGTERM, with a pid file).
     pub shutdown: Option<&'static std::sync::atomic::AtomicBool>,
+    /// Shown each interval of the test being served, as it ends (text logs only).
+    pub intervals: Option<IntervalSink>,
+}
+
+/// What `serve` does with an interval of the test it serves (prints a line, as iperf3's
+/// server does).
+#[derive(Clone)]
+pub struct IntervalSink(pub Arc<dyn Fn(&wirerate_core::result::Interval) + Send + Sync>);
+
+impl std::fmt::Debug for IntervalSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IntervalSink")
+    }
 }
 
 impl Default for ServerConfig {
@@ -94,6 +107,7 @@ impl Default for ServerConfig {
             agent: Default::default(),
             threads: None,
             shutdown: None,
+            intervals: None,
         }
     }
 }
@@ -130,6 +144,15 @@ impl Shared {
     pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
         let ev = Event::new(Kind::Notice, None).reason(msg.to_string());
         self.record(&ev, Some(msg));
+    }
+
+    /// An interval of the test being served, to the sink (text logs only).
+    pub(crate) fn interval(&self, iv: &wirerate_core::result::Interval) {
+        if let (false, LogFormat::Text, Some(sink)) =
+            (self.cfg.quiet, self.cfg.log_format, &self.cfg.intervals)
+        {
+            (sink.0)(iv);
+        }
     }
 
     /// A decision: the event as JSON, or the sentence (if any) as text.
@@ -839,6 +862,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         #[cfg(test)]
         tests::maybe_panic(self.shared, tests::WHILE_RUNNING);
         for iv in side.poll_intervals(now) {
+            self.shared.interval(&iv);
             sess.send_interval(iv);
         }
         if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {
