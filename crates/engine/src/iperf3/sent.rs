@@ -77,8 +77,10 @@ mod tests {
 
     #[test]
     fn sent_bytes_are_cut_per_interval() {
-        let mut spec = TestSpec::default();
-        spec.interval_s = 1.0;
+        let mut spec = TestSpec {
+            interval_s: 1.0,
+            ..Default::default()
+        };
         let t0 = Instant::now();
         let mut c = SentClock::new(&spec, t0).expect("forward sends");
         assert!(c.poll(t0 + Duration::from_millis(500), 10).is_empty());
