@@ -98,6 +98,9 @@ fn json_stream_prints_one_event_a_line() {
     assert!(intervals >= 2 && intervals == names.len() - 2, "{text}");
     assert!(text.lines().all(|l| l.starts_with("{\"event\":")), "{text}");
     assert_eq!(events[0]["data"]["spec"]["interval_s"], 1.0);
+    // a wirerate server counts what it receives: no interval is the sender's count
+    let by_sender = &events[0]["data"]["intervals_counted_by_sender"];
+    assert_eq!(by_sender.as_array().map(Vec::len), Some(0), "{by_sender}");
     assert!(events[1]["data"]["bytes"].as_u64().unwrap() > 0);
     let end = &events[events.len() - 1]["data"];
     assert!(

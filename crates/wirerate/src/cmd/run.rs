@@ -759,10 +759,17 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         }),
     );
     if a.json_stream {
+        // an iperf3 server reports no intervals of what it receives: those the client sends
+        // are the client's count of what it wrote
+        let by_sender: Vec<Flow> = (spec.direction.flows().iter())
+            .filter(|f| t.iperf3 && f.sender_is_client())
+            .copied()
+            .collect();
         printer = printer.with_json_stream(serde_json::json!({
             "version": concat!("wirerate ", env!("CARGO_PKG_VERSION")),
             "server": t.describe(),
             "spec": &spec,
+            "intervals_counted_by_sender": by_sender,
         }));
     }
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
