@@ -47,6 +47,8 @@ pub struct ClientConfig {
     pub threads: Option<usize>,
     /// Log in as this user with this password (the server runs `serve --users`).
     pub login: Option<Login>,
+    /// The data sockets' client-only options (-L, -m, --dont-fragment).
+    pub data: crate::dataopts::DataOpts,
 }
 
 /// A user and password to log in with. The password stays on this side: the login proves
@@ -76,6 +78,7 @@ impl Default for ClientConfig {
             tls: None,
             login: None,
             threads: None,
+            data: Default::default(),
         }
     }
 }
@@ -325,7 +328,8 @@ fn open_streams(
             )),
             None => bind,
         };
-        let mut sock = connect(addr, bind, Some(spec), cfg.connect_timeout)?;
+        let mut sock =
+            crate::net::connect_with(addr, bind, Some(spec), &cfg.data, cfg.connect_timeout)?;
         let hello = DataHello {
             token,
             flow,
@@ -363,6 +367,12 @@ fn open_udp_streams(
         token,
         cfg.idle,
     )?;
+    if cfg.data.dont_fragment {
+        for u in &set {
+            crate::dataopts::set_dont_fragment(&socket2::SockRef::from(&u.sock))
+                .map_err(EngineError::io("setting IP_MTU_DISCOVER"))?;
+        }
+    }
     let proofs = set
         .iter()
         .map(|u| UdpProof {

@@ -15,6 +15,7 @@ pub mod agent;
 pub mod client;
 mod control;
 mod crr;
+pub mod dataopts;
 mod driver;
 mod error;
 pub mod guard;

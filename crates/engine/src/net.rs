@@ -9,6 +9,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use wirerate_core::result::SocketBuffers;
 use wirerate_core::TestSpec;
 
+use crate::dataopts::DataOpts;
 use crate::error::EngineError;
 
 /// Receive batching: wake the reader only when this much is queued (or at EOF). Large enough
@@ -150,12 +151,41 @@ pub fn connect(
     spec: Option<&TestSpec>,
     timeout: Duration,
 ) -> Result<TcpStream, EngineError> {
+    connect_with(addr, bind, spec, &DataOpts::default(), timeout)
+}
+
+/// [`connect`] for a data stream, with the client's own options: an MPTCP socket, an IPv6
+/// flow label.
+pub fn connect_with(
+    addr: SocketAddr,
+    bind: Option<SocketAddr>,
+    spec: Option<&TestSpec>,
+    opts: &DataOpts,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
     let err = |source| EngineError::Connect {
         addr: addr.to_string(),
         source,
     };
-    let sock =
-        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    let proto = if opts.mptcp {
+        Protocol::from(crate::dataopts::IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    };
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(proto)).map_err(err)?;
+    let addr = match (opts.flowlabel, addr) {
+        (None, a) => a,
+        (Some(label), SocketAddr::V6(a)) => {
+            crate::dataopts::set_flowlabel(&SockRef::from(&sock), &a, label)
+                .map_err(EngineError::io("setting the IPv6 flow label"))?;
+            SocketAddr::V6(crate::dataopts::with_flowlabel(a, label))
+        }
+        (Some(_), SocketAddr::V4(_)) => {
+            return Err(EngineError::Setup(
+                "a flow label (-L) needs an IPv6 server address".into(),
+            ))
+        }
+    };
     if let Some(b) = bind {
         if b.port() != 0 {
             // a fixed port (--cport) is used again by the next test while the last one's

@@ -72,6 +72,21 @@ pub struct ServerConfig {
     pub agent: crate::agent::AgentConfig,
     /// `-T`: data workers of a many-stream TCP test; None: one per CPU.
     pub threads: Option<usize>,
+    /// [`Server::serve`] returns soon after this flag is set (SIGTERM, with a pid file).
+    pub shutdown: Option<&'static std::sync::atomic::AtomicBool>,
+    /// Shown each interval of the test being served, as it ends (text logs only).
+    pub intervals: Option<IntervalSink>,
+}
+
+/// What `serve` does with an interval of the test it serves (prints a line, as iperf3's
+/// server does).
+#[derive(Clone)]
+pub struct IntervalSink(pub Arc<dyn Fn(&wirerate_core::result::Interval) + Send + Sync>);
+
+impl std::fmt::Debug for IntervalSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IntervalSink")
+    }
 }
 
 impl Default for ServerConfig {
@@ -92,6 +107,8 @@ impl Default for ServerConfig {
             on_test_end: None,
             agent: Default::default(),
             threads: None,
+            shutdown: None,
+            intervals: None,
         }
     }
 }
@@ -128,6 +145,15 @@ impl Shared {
     pub(crate) fn log(&self, msg: std::fmt::Arguments<'_>) {
         let ev = Event::new(Kind::Notice, None).reason(msg.to_string());
         self.record(&ev, Some(msg));
+    }
+
+    /// An interval of the test being served, to the sink (text logs only).
+    pub(crate) fn interval(&self, iv: &wirerate_core::result::Interval) {
+        if let (false, LogFormat::Text, Some(sink)) =
+            (self.cfg.quiet, self.cfg.log_format, &self.cfg.intervals)
+        {
+            (sink.0)(iv);
+        }
     }
 
     /// A decision: the event as JSON, or the sentence (if any) as text.
@@ -235,19 +261,30 @@ impl Server {
         })
     }
 
+    /// The flag that ends [`Server::serve`], if the configuration has one.
+    pub fn shutdown_flag(&self) -> Option<&'static std::sync::atomic::AtomicBool> {
+        self.shared.cfg.shutdown
+    }
+
     pub fn local_addr(&self) -> Result<SocketAddr, EngineError> {
         self.listener
             .local_addr()
             .map_err(EngineError::io("reading the listening address"))
     }
 
-    /// Accepts connections until the process ends.
+    /// Accepts connections until the process ends, or the shutdown flag is set.
     pub fn serve(self) {
+        let cfg = &self.shared.cfg;
+        let asked_to_stop = || cfg.shutdown.is_some_and(|f| f.load(Ordering::SeqCst));
         loop {
+            if asked_to_stop() {
+                return;
+            }
             // before any wait: waking from one is part of what a connection costs
             let mark = ThreadTimes::cpu_now();
-            if self.shared.cfg.reload.is_some() {
-                // wake now and then so a reload is done (and logged) soon after SIGHUP
+            if cfg.reload.is_some() || cfg.shutdown.is_some() {
+                // wake now and then so a reload is done (and logged) soon after SIGHUP, and a
+                // shutdown soon after its signal
                 let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
                 // before the new connection is heard, so it meets the reloaded rules
                 self.reload_if_asked();
@@ -635,11 +672,13 @@ fn control(
     drop(slot);
 }
 
-/// When the slot should be free again, for the busy answer: a timed test's length, a count
-/// test's time bound (until its pace says sooner), plus the idle timeout for the reports.
+/// When the slot should be free again, for the busy answer: the end of a timed test, a
+/// count test's time bound (until its pace says sooner). The reports take a moment more,
+/// which the answer's rounding up to whole seconds covers; the idle timeout is a worst case
+/// a client should not be told to wait out.
 fn set_free_at(shared: &Shared, until: Instant) {
     if let Some(a) = shared.active().as_mut() {
-        a.free_at = until + shared.cfg.idle;
+        a.free_at = until;
     }
 }
 
@@ -846,6 +885,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         #[cfg(test)]
         tests::maybe_panic(self.shared, tests::WHILE_RUNNING);
         for iv in side.poll_intervals(now) {
+            self.shared.interval(&iv);
             sess.send_interval(iv);
         }
         if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {

@@ -12,6 +12,8 @@ pub struct Columns {
     pub streams: bool,
     /// Retr and Cwnd of the flow's TCP senders.
     pub tcp: bool,
+    /// UDP: the datagrams lost of those expected in the interval (iperf3's Lost/Total).
+    pub udp: bool,
 }
 
 /// The column header of interval lines.
@@ -26,6 +28,9 @@ pub fn header(c: Columns) -> String {
     ));
     if c.tcp {
         h.push_str(&format!(" {:>6} {:>10}", "Retr", "Cwnd"));
+    }
+    if c.udp {
+        h.push_str(&format!("  {:>22}", "Lost/Total datagrams"));
     }
     h
 }
@@ -59,12 +64,23 @@ pub fn line(iv: &Interval, c: Columns) -> String {
         l.push_str(&format!(" {retr:>6} {cwnd:>10}"));
     }
     if let (Some(p), Some(loss)) = (iv.packets, iv.loss_percent) {
-        l.push_str(&format!("  {p} datagrams, loss {loss:.2} %"));
+        l.push_str(&format!("  {:>22}", lost_total(p, loss)));
     }
     if iv.omitted {
         l.push_str("  (omitted)");
     }
     l.trim_end().to_string()
+}
+
+/// `lost/expected (loss %)` from an interval's received datagrams and loss; an interval
+/// that received none shows only its loss (the count expected is not kept).
+pub(crate) fn lost_total(received: u64, loss_percent: f64) -> String {
+    if received == 0 {
+        return format!("0 received ({loss_percent:.2} %)");
+    }
+    let expected = (received as f64 * 100.0 / (100.0 - loss_percent)).round() as u64;
+    let lost = expected.saturating_sub(received);
+    format!("{lost}/{expected} ({loss_percent:.2} %)")
 }
 
 #[cfg(test)]
@@ -99,6 +115,7 @@ mod tests {
         let c = Columns {
             streams: true,
             tcp: true,
+            udp: false,
         };
         let h = header(c);
         assert!(h.contains("[ ID]") && h.ends_with("Retr       Cwnd"), "{h}");
@@ -109,6 +126,24 @@ mod tests {
         assert!(sum.contains("[SUM]") && sum.ends_with(" 7"), "{sum}");
         // the columns line up
         assert_eq!(h.chars().count(), s.chars().count(), "{h}\n{s}");
+    }
+
+    #[test]
+    fn udp_lines_carry_lost_of_total() {
+        let mut u = iv(None);
+        u.tcp = None;
+        u.packets = Some(950);
+        u.loss_percent = Some(5.0);
+        let c = Columns {
+            udp: true,
+            ..Default::default()
+        };
+        let l = line(&u, c);
+        assert!(l.ends_with("50/1000 (5.00 %)"), "{l}");
+        assert_eq!(header(c).chars().count(), l.chars().count(), "{l}");
+        u.packets = Some(0);
+        u.loss_percent = Some(100.0);
+        assert!(line(&u, c).ends_with("0 received (100.00 %)"));
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn interval(iv: &Interval) -> String {
         return crate::latency::rr_interval(iv, rr);
     }
     let udp = match (iv.packets, iv.loss_percent) {
-        (Some(p), Some(l)) => format!("  {p} datagrams, loss {l:.2} %"),
+        (Some(p), Some(l)) => format!("  {:>22}", crate::intervals::lost_total(p, l)),
         _ => String::new(),
     };
     format!(

@@ -75,12 +75,22 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
     })
 }
 
-/// The error as iperf3's `-J` prints one: `{"error": "…"}` on standard output.
-pub fn print_json_error(e: &anyhow::Error) {
+/// The error as iperf3's `-J` prints one: `{"error": "…"}` on standard output; as its
+/// `--json-stream` does (`stream`): an `error` event.
+pub fn print_json_error(e: &anyhow::Error, stream: bool) {
     if is_closed_stdout(e) {
         return;
     }
-    let doc = serde_json::json!({ "error": wirerate_core::text::safe(&wirerate_engine::chain(e.as_ref())) });
+    let chain = wirerate_engine::chain(e.as_ref());
+    let text = wirerate_core::text::safe(&chain);
+    let doc = if stream {
+        format!(
+            "{{\"event\":\"error\",\"data\":{}}}",
+            serde_json::json!(text)
+        )
+    } else {
+        serde_json::json!({ "error": text }).to_string()
+    };
     println!("{doc}");
 }
 

@@ -85,3 +85,26 @@ pub fn install_reload() -> &'static AtomicBool {
     }
     &HANGUP
 }
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_shutdown(_signal: libc::c_int) {
+    SHUTDOWN.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM and SIGINT for `serve` with a pid file: the handler only sets the flag it
+/// returns; the accept loop sees it and returns, and the pid file is removed on the way out.
+pub fn install_shutdown() -> &'static AtomicBool {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: as in `install`: a zeroed sigaction with its fields set, and a handler
+        // that only stores to a lock-free atomic.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_shutdown as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(signal, &sa, std::ptr::null_mut());
+        }
+    }
+    &SHUTDOWN
+}

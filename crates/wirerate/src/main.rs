@@ -99,6 +99,7 @@ fn main() -> ExitCode {
     // iperf3's -J reports an error as a JSON document too, so a script reading the document
     // learns why there is no result
     let json_errors = matches!(&cli.command, Command::Run(a) if a.json);
+    let stream_errors = matches!(&cli.command, Command::Run(a) if a.json_stream);
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Rr(a) => cmd::rr::run(*a),
@@ -117,9 +118,9 @@ fn main() -> ExitCode {
         Command::Completions(a) => cmd::completions::run(a, Cli::command()),
         Command::Man(a) => cmd::completions::man(a, Cli::command()),
     };
-    if json_errors {
+    if json_errors || stream_errors {
         if let Err(e) = &result {
-            exit::print_json_error(e);
+            exit::print_json_error(e, stream_errors);
         }
     }
     exit::finish(result)

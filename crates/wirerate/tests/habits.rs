@@ -156,6 +156,54 @@ fn daemon_writes_its_pid_and_one_off_ends_it() {
     assert!(!pidfile.exists(), "the one-off daemon did not end");
 }
 
+/// A daemon's pid file was left behind after SIGTERM: the signal now ends the accept loop
+/// and the file goes with the process (SIGINT likewise, for a server in the foreground).
+#[test]
+fn sigterm_or_sigint_removes_the_pid_file() {
+    for (daemon, signal) in [(true, libc::SIGTERM), (false, libc::SIGINT)] {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("wr.pid");
+        let p = free_port().to_string();
+        let pf = pidfile.to_str().unwrap();
+        let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p, "-I", pf];
+        let child = if daemon {
+            args.push("-D");
+            let parent = run(&args, Duration::from_secs(10));
+            assert!(parent.status.success(), "{}", stderr(&parent));
+            None
+        } else {
+            Some(common::spawn_quiet(&args))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pidfile.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid: libc::pid_t = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: kill on the PID of the server this test started (read from its pid file).
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+        // the child in the foreground stays a zombie until waited for below
+        while (pidfile.exists() || (daemon && proc_dir.exists())) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !pidfile.exists(),
+            "daemon {daemon}: the pid file is still there"
+        );
+        if let Some(c) = child {
+            let out = wait_bounded(c, Duration::from_secs(5));
+            assert_eq!(out.status.code(), Some(0), "the server did not end cleanly");
+        } else {
+            assert!(!proc_dir.exists(), "the daemon {pid} is still running");
+        }
+    }
+}
+
 #[test]
 fn logfile_title_and_timestamps_prefix_the_report() {
     let dir = tempfile::tempdir().unwrap();

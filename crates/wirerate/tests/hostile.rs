@@ -228,7 +228,7 @@ fn a_byte_count_test_ends_at_the_max_duration_and_busy_tells_the_truth() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no retry time: {err}"));
-    // about 2.2 s of the bound left, and the idle timeout for the reports
+    // about 2.2 s of the bound left, rounded up
     assert!((3.0..=4.0).contains(&retry), "retry in {retry} s: {err}");
     let out = common::wait_bounded(child, Duration::from_secs(15));
     let took = t0.elapsed();

@@ -648,3 +648,80 @@ fn serve_logs_iperf3_goodput_and_server_output_names_streams_readably() {
         "{line}"
     );
 }
+
+/// The iperf3 server reports what it received only at the end: the client's own sent bytes
+/// are shown per interval, as they happen, and say whose count they are.
+#[test]
+fn iperf3_forward_shows_the_senders_intervals_live() {
+    let srv = Iperf3Server::start();
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "run",
+            "127.0.0.1",
+            "--iperf3",
+            "-p",
+            &p,
+            "-t",
+            "3",
+            "-b",
+            "20M",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sent bytes"), "{text}");
+    // three intervals before the summary, and bytes in them
+    let live: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Summary"))
+        .filter(|l| l.starts_with("client→server") && l.contains(" s "))
+        .collect();
+    assert!(live.len() >= 3, "{text}");
+    assert!(live.iter().any(|l| l.contains("MiB")), "{text}");
+    srv.report();
+}
+
+/// Ctrl-C during an iperf3 test ends it on both sides; what was measured is printed and
+/// the exit status is 130.
+#[test]
+fn ctrl_c_ends_an_iperf3_test_and_keeps_what_was_measured() {
+    for extra in [&[][..], &["-R"][..]] {
+        let srv = Iperf3Server::start();
+        let p = srv.port.to_string();
+        let child = common::wr()
+            .args([
+                "run",
+                "127.0.0.1",
+                "--iperf3",
+                "-p",
+                &p,
+                "-t",
+                "10",
+                "--json",
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill on the PID of a child this test started and has not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        let out = wait_bounded(child, Duration::from_secs(5));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(130), "{extra:?}: {err}");
+        let j = json(&out);
+        assert_eq!(j["interrupted"], true, "{extra:?}");
+        let seconds = j["summary"]["seconds"].as_f64().unwrap();
+        assert!((1.0..3.0).contains(&seconds), "{extra:?}: {seconds} s");
+        assert!(
+            j["summary"]["goodput_bps"].as_f64().unwrap() > 0.0,
+            "{extra:?}"
+        );
+        srv.report();
+    }
+}

@@ -524,7 +524,13 @@ fn a_server_dropping_the_connection_fails_the_run_never_exits_0_silently() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "attempt {i}: stderr {err:?}");
         assert_eq!(err.trim().lines().count(), 1, "attempt {i}: {err}");
-        assert!(out.stdout.is_empty(), "attempt {i}");
+        // --json gets the error as iperf3's -J does, and nothing else
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("attempt {i}: stdout is no JSON document: {e}"));
+        assert!(
+            doc["error"].is_string() && doc.get("summary").is_none(),
+            "attempt {i}: {doc}"
+        );
     }
     stop.store(true, Ordering::SeqCst);
     fake.join().unwrap();
@@ -702,4 +708,28 @@ fn a_slowly_paced_tcp_stream_is_not_a_stall() {
             }
         }
     }
+}
+
+/// A peer that answers with something other than wirerate's opening is named by the
+/// address the client connected to.
+#[test]
+fn a_foreign_peer_is_named_by_its_address() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let p = addr.port().to_string();
+    let out = run(&["run", "127.0.0.1", "-p", &p, "-t", "1"], LIMIT);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("connected to {addr}")) && err.contains("bad magic"),
+        "{err}"
+    );
+    answer.join().unwrap();
 }

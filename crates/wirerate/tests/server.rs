@@ -203,6 +203,14 @@ fn a_second_client_is_told_busy_at_once() {
     assert!(t0.elapsed() < Duration::from_secs(2));
     let err = stderr(&out);
     assert!(err.contains("busy") && err.contains("retry in"), "{err}");
+    // the running test's remaining 2.5 s, not its length plus the idle timeout (10 s)
+    let retry: f64 = err
+        .split("retry in ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry time: {err}"));
+    assert!((2.0..=3.0).contains(&retry), "retry in {retry} s: {err}");
     let status = common::wait_bounded(
         {
             let _ = first.stdout.take();
@@ -212,4 +220,50 @@ fn a_second_client_is_told_busy_at_once() {
     )
     .status;
     assert!(status.success());
+}
+
+/// The server shows the intervals of the test it serves, as iperf3's does: a header and a
+/// line per second of what it received; with JSON logs it prints none.
+#[test]
+fn serve_prints_the_interval_lines_of_the_test_it_serves() {
+    for (extra, lines) in [(&[][..], true), (&["--log-format", "json"][..], false)] {
+        let port = common::free_port();
+        let p = port.to_string();
+        let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p];
+        args.extend_from_slice(extra);
+        let mut srv = common::spawn_piped(&args);
+        common::wait_listening(std::net::SocketAddr::from(([127, 0, 0, 1], port)), "server");
+        let client = run(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-t",
+                "2",
+                "-b",
+                "50M",
+                "--no-store",
+            ],
+            LIMIT,
+        );
+        assert!(client.status.success(), "{}", stderr(&client));
+        let _ = srv.kill();
+        let out = common::wait_bounded(srv, LIMIT);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let shown: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("client→server") && l.contains(" s "))
+            .collect();
+        if lines {
+            assert!(text.starts_with("flow "), "{text}");
+            assert!(shown.len() >= 2, "{text}");
+            assert!(
+                shown[0].contains("0.00-1.00 s") && shown[0].contains("Mbit/s"),
+                "{text}"
+            );
+        } else {
+            assert!(shown.is_empty(), "{extra:?}: {text}");
+        }
+    }
 }

@@ -16,12 +16,13 @@ use wirerate_proto::iperf3::{
     check_spec, params_json, ClientEvent, ClientSession, Cookie, Results, StreamMap,
 };
 
+use super::sent::SentClock;
 use super::udp::{self, add_udp_figures, UdpOutcome, UdpRun, UdpStream};
 use crate::client::{ClientConfig, ClientOutcome, Observer};
 use crate::control::Control;
 use crate::driver::{drive, Handler, Peer};
 use crate::error::EngineError;
-use crate::net::connect;
+use crate::net::{connect, connect_with};
 use crate::side::{Attached, DataSock, SideRun};
 
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
@@ -59,6 +60,14 @@ impl Streams {
         }
     }
 
+    /// Asks this side's senders to stop: the test is being ended early.
+    fn stop_sending(&self) {
+        match self {
+            Streams::Tcp(s) => s.stop_sending(),
+            Streams::Udp(u) => u.stop(),
+        }
+    }
+
     fn abort(self) {
         match self {
             Streams::Tcp(s) => {
@@ -91,6 +100,11 @@ struct Run {
     remote: Option<Results>,
     /// Intervals already shown; the last, partial one comes with this side's report.
     shown: usize,
+    /// The client's own intervals of what it sends (the server reports none live).
+    sent: Option<SentClock>,
+    /// Ctrl-C was seen (`asked`) and ended the running test (`interrupted`).
+    asked: bool,
+    interrupted: bool,
 }
 
 /// What the driver needs to know, in one place.
@@ -150,7 +164,7 @@ pub fn run_client(
         remote: remote.to_side(&cx.map, Side::Server, window_s.max(0.0)),
         local,
         server_addr: addr,
-        interrupted: false,
+        interrupted: run.interrupted,
     })
 }
 
@@ -172,6 +186,31 @@ impl ClientRun<'_> {
     }
 }
 
+impl ClientRun<'_> {
+    /// Ctrl-C: the senders stop here and the test ends on both sides as if its time were
+    /// up; the results are exchanged as usual and cover the time until now.
+    fn on_interrupt(&mut self, sess: &mut ClientSession, now: Instant) -> Result<(), EngineError> {
+        if self.run.asked || !self.cx.cfg.interrupted() {
+            return Ok(());
+        }
+        self.run.asked = true;
+        match self.run.streams.as_ref() {
+            Some(streams) if sess.is_running() && self.run.ended.is_none() => {
+                streams.stop_sending();
+                sess.end_test(now);
+                self.run.ended = Some(now);
+                self.run.interrupted = true;
+                Ok(())
+            }
+            // the test already ended: its results are on their way
+            Some(_) => Ok(()),
+            None => Err(EngineError::Setup(
+                "interrupted before the test started".into(),
+            )),
+        }
+    }
+}
+
 impl Handler<ClientSession> for ClientRun<'_> {
     const PEER: Peer = Peer {
         write: "writing to the iperf3 server",
@@ -184,8 +223,12 @@ impl Handler<ClientSession> for ClientRun<'_> {
 
     fn wake_at(&self) -> Option<Instant> {
         let tick = self.run.streams.as_ref().and_then(|s| s.next_tick());
-        let end = self.end_at().filter(|_| self.run.ended.is_none());
-        [tick, end].into_iter().flatten().min()
+        let running = self.run.ended.is_none();
+        let end = self.end_at().filter(|_| running);
+        let sent = (self.run.sent.as_ref())
+            .filter(|_| running)
+            .map(SentClock::next);
+        [tick, end, sent].into_iter().flatten().min()
     }
 
     fn on_event(&mut self, sess: &mut ClientSession, ev: ClientEvent) -> Result<(), EngineError> {
@@ -193,6 +236,7 @@ impl Handler<ClientSession> for ClientRun<'_> {
     }
 
     fn after(&mut self, sess: &mut ClientSession, now: Instant) -> Result<(), EngineError> {
+        self.on_interrupt(sess, now)?;
         let end_at = self.end_at();
         let (run, cx) = (&mut *self.run, self.cx);
         let (Some(streams), Some(t0)) = (run.streams.as_mut(), run.started) else {
@@ -201,6 +245,11 @@ impl Handler<ClientSession> for ClientRun<'_> {
         for iv in streams.intervals(now) {
             self.obs.interval(&iv);
             run.shown += 1;
+        }
+        if let Some(clock) = run.sent.as_mut().filter(|_| run.ended.is_none()) {
+            for iv in clock.poll(now, streams.moved(Role::Sender)) {
+                self.obs.interval(&iv);
+            }
         }
         if sess.is_running() {
             self.obs.tick(now.duration_since(t0).as_secs_f64());
@@ -248,7 +297,8 @@ fn on_event(
         ClientEvent::CreateStreams => match cx.spec.protocol {
             Protocol::Tcp => run.tcp = open_streams(cx)?,
             Protocol::Udp => {
-                run.udp = udp::open(cx.addr, cx.cfg.bind, cx.spec, &cx.map, idle)?;
+                let df = cx.cfg.data.dont_fragment;
+                run.udp = udp::open(cx.addr, cx.cfg.bind, df, cx.spec, &cx.map, idle)?;
             }
         },
         ClientEvent::Start => {
@@ -276,7 +326,9 @@ fn on_event(
                     false,
                 )?)),
             });
-            run.started = Some(Instant::now());
+            let t0 = Instant::now();
+            run.started = Some(t0);
+            run.sent = SentClock::new(cx.spec, t0);
             obs.started();
         }
         ClientEvent::ExchangeResults => {
@@ -349,7 +401,8 @@ fn open_streams(cx: &Ctx<'_>) -> Result<Vec<Attached>, EngineError> {
     let bind = cx.cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let mut out = Vec::with_capacity(cx.map.len());
     for e in &cx.map.entries {
-        let mut sock = connect(cx.addr, bind, Some(cx.spec), cx.cfg.connect_timeout)?;
+        let timeout = cx.cfg.connect_timeout;
+        let mut sock = connect_with(cx.addr, bind, Some(cx.spec), &cx.cfg.data, timeout)?;
         sock.set_write_timeout(Some(cx.cfg.idle))
             .and_then(|()| sock.write_all(cx.cookie.bytes()))
             .map_err(EngineError::io("opening an iperf3 data stream"))?;

@@ -4,6 +4,7 @@
 //! the same workers as wirerate's own tests.
 
 mod client;
+mod sent;
 pub(crate) mod server;
 mod udp;
 

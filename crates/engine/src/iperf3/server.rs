@@ -238,6 +238,8 @@ struct Run {
     watch: Option<Watchdog>,
     admission: Option<(Admission, std::sync::Arc<Policy>)>,
     note: TestNote,
+    /// The server shows the intervals of the TCP streams it serves: how many it has shown.
+    shown: Option<usize>,
 }
 
 impl Drop for Run {
@@ -280,6 +282,7 @@ fn run_session(
         peer: ctl.sock.peer_addr().ok().map(|a| a.ip()),
     };
     let mut run = Run::default();
+    run.shown = shared.cfg.intervals.as_ref().map(|_| 0);
     // the parameters first, before `CREATE_STREAMS` goes: a UDP test's port must be bound
     // before the client sends to it
     let mut result = early
@@ -399,6 +402,7 @@ impl Handler<ServerSession> for ServerRun<'_> {
             watch(run, now, self.shared)?;
         }
         stop_when_drained(run, now);
+        show_intervals(run, now, self.shared);
         reply_when_ready(sess, run, now);
         Ok(())
     }
@@ -432,7 +436,8 @@ fn on_event(
                 .send_seconds()
                 .unwrap_or(shared.cfg.caps.max_duration.as_secs_f64());
             if let Some(a) = shared.active().as_mut() {
-                a.free_at = now + Duration::from_secs_f64(run_s) + shared.cfg.idle;
+                // the test's end: see `set_free_at` in the server
+                a.free_at = now + Duration::from_secs_f64(run_s);
             }
             if p.spec.protocol == Protocol::Udp {
                 let (Some(local), Some(peer)) = (addrs.local, addrs.peer) else {
@@ -593,7 +598,11 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) -> Result<(), 
         .iter()
         .filter_map(|a| Some((a.role, a.sock.tcp()?.try_clone().ok()?)))
         .collect();
-    let local = local_spec(&p.spec, idle);
+    let mut local = local_spec(&p.spec, idle);
+    if run.shown.is_some() {
+        // an iperf3 client does not send its -i: this side shows seconds, as iperf3's does
+        local.interval_s = 1.0;
+    }
     run.end_by = end_by(&p.spec, idle);
     run.side = Some(SideRun::start(
         &local,
@@ -627,6 +636,28 @@ fn watch(run: &mut Run, now: Instant, shared: &Shared) -> Result<(), EngineError
         Watchdog::new(&p.spec, &shared.cfg.caps, shared.cfg.idle, now).with_max_bytes(max_bytes)
     });
     w.observe(now, moved).map_err(EngineError::Setup)
+}
+
+/// The intervals of the running streams as they end, and the rest once the workers are done.
+fn show_intervals(run: &mut Run, now: Instant, shared: &Shared) {
+    let Some(shown) = run.shown.as_mut() else {
+        return;
+    };
+    let new = match (run.side.as_mut(), run.local.as_ref()) {
+        (Some(side), _) => side.poll_intervals(now),
+        (None, Some(local)) => {
+            let rest = local.intervals.iter().skip(*shown).cloned().collect();
+            run.shown = None;
+            rest
+        }
+        (None, None) => Vec::new(),
+    };
+    for iv in &new {
+        shared.interval(iv);
+    }
+    if let Some(shown) = run.shown.as_mut() {
+        *shown += new.len();
+    }
 }
 
 /// After `TEST_END`: once the received bytes stop growing, stop the workers.

@@ -115,6 +115,7 @@ const RCVBUF: usize = 4 << 20;
 pub(super) fn open(
     addr: SocketAddr,
     bind: Option<IpAddr>,
+    dont_fragment: bool,
     spec: &TestSpec,
     map: &StreamMap,
     idle: Duration,
@@ -131,6 +132,10 @@ pub(super) fn open(
             .map_err(EngineError::io("connecting a UDP stream"))?;
         let role = Side::Client.role(e.flow);
         let sref = SockRef::from(&sock);
+        if dont_fragment {
+            crate::dataopts::set_dont_fragment(&sref)
+                .map_err(EngineError::io("setting IP_MTU_DISCOVER"))?;
+        }
         if let Some(w) = spec.window_bytes {
             let w = usize::try_from(w).unwrap_or(usize::MAX);
             let _ = sref.set_send_buffer_size(w);

@@ -47,6 +47,17 @@ pub struct ClientArgs {
     /// neither -t nor -n, the file once); with -R, write what is received to FILE
     #[arg(short = 'F', long, value_name = "FILE", conflicts_with_all = ["udp", "zerocopy", "discard", "bidir", "iperf3"])]
     pub file: Option<PathBuf>,
+    /// IPv6 flow label of the TCP data streams, 1-1048575 (0xfffff), decimal or 0x hex
+    #[arg(short = 'L', long, value_name = "N", value_parser = parse_flowlabel, conflicts_with = "udp")]
+    pub flowlabel: Option<u32>,
+    /// UDP: datagrams carry don't-fragment (IP_MTU_DISCOVER=IP_PMTUDISC_DO); one larger
+    /// than the path's MTU fails to send instead of being fragmented
+    #[arg(long, requires = "udp")]
+    pub dont_fragment: bool,
+    /// The TCP data streams are MPTCP sockets (net.mptcp.enabled must be 1); with a server
+    /// that does not listen for MPTCP they fall back to plain TCP
+    #[arg(short = 'm', long, conflicts_with = "udp")]
+    pub mptcp: bool,
     /// Accepted for iperf3's scripts: the server's figures are always part of the result
     #[arg(long)]
     pub get_server_output: bool,
@@ -98,6 +109,17 @@ fn parse_affinity(s: &str) -> Result<Affinity, String> {
 }
 
 /// A TOS byte as iperf3 takes it: decimal, `0x` hex or leading-zero octal.
+fn parse_flowlabel(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => t.parse::<u32>(),
+    };
+    v.ok()
+        .filter(|v| (1..=wirerate_engine::dataopts::MAX_FLOWLABEL).contains(v))
+        .ok_or_else(|| format!("'{s}' is not a flow label: 1 to 1048575 (0xfffff)"))
+}
+
 fn parse_tos(s: &str) -> Result<u8, String> {
     let t = s.trim();
     let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
@@ -143,6 +165,23 @@ impl ClientArgs {
         cfg.cport = self.cport;
         cfg.cpu = self.affinity.map(|a| a.local);
         cfg.file = self.file.clone().map(Arc::new);
+        cfg.data = wirerate_engine::dataopts::DataOpts {
+            flowlabel: self.flowlabel,
+            mptcp: self.mptcp,
+            dont_fragment: self.dont_fragment,
+        };
+    }
+
+    /// Checks before the test that the kernel makes the sockets asked for (`-m`).
+    pub fn check_sockets(&self) -> anyhow::Result<()> {
+        if !self.mptcp {
+            return Ok(());
+        }
+        match wirerate_engine::dataopts::mptcp_enabled() {
+            Some(true) => Ok(()),
+            Some(false) => usage("-m: MPTCP is off here: sysctl net.mptcp.enabled=1 turns it on"),
+            None => usage("-m: this kernel has no MPTCP"),
+        }
     }
 
     /// Checks before the test that `-A` names CPUs this process may run on: this side's

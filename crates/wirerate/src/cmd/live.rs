@@ -41,6 +41,26 @@ pub struct Printer {
     /// Lines that end where the test does: the result may fold a tail into them, so they
     /// are printed from it.
     last_lines: Vec<Interval>,
+    /// `--json-stream`: the start event's data, until it is printed.
+    stream_start: Option<serde_json::Value>,
+    /// `--json-stream`: events are printed, one JSON object a line.
+    streaming: bool,
+}
+
+/// One `--json-stream` event, on a line of its own and flushed at once.
+fn event(name: &str, data: serde_json::Value) {
+    // the event's name first, as iperf3 writes it
+    let mut out = crate::exit::stdout();
+    let written = writeln!(
+        out,
+        "{{\"event\":{},\"data\":{data}}}",
+        serde_json::json!(name)
+    )
+    .and_then(|()| out.flush());
+    if written.is_err() {
+        // a reader that went away (`| head`): nothing more to say
+        std::process::exit(0);
+    }
 }
 
 const EPS: f64 = 1e-6;
@@ -73,6 +93,7 @@ impl Printer {
             cols: Columns {
                 streams,
                 tcp: !joined.is_empty(),
+                udp: spec.protocol == Protocol::Udp,
             },
             joined,
             pending: VecDeque::new(),
@@ -80,7 +101,19 @@ impl Printer {
             per_tick,
             last_start: Vec::new(),
             last_lines: Vec::new(),
+            stream_start: None,
+            streaming: false,
         }
+    }
+
+    /// Prints `--json-stream` events instead of lines: `start` with `data`, one
+    /// `interval` per interval as it comes, and `end` with the whole result.
+    pub fn with_json_stream(mut self, data: serde_json::Value) -> Printer {
+        self.text = false;
+        self.progress = false;
+        self.stream_start = Some(data);
+        self.streaming = true;
+        self
     }
 
     pub fn with_note(mut self, note: Option<String>) -> Printer {
@@ -104,8 +137,12 @@ impl Printer {
     }
 
     fn show(&mut self, iv: &Interval) {
-        self.clear_progress();
-        crate::say!("{}", intervals::line(iv, self.cols));
+        if self.streaming {
+            event("interval", serde_json::to_value(iv).unwrap_or_default());
+        } else {
+            self.clear_progress();
+            crate::say!("{}", intervals::line(iv, self.cols));
+        }
         match self.last_start.iter_mut().find(|(f, _)| *f == iv.flow) {
             Some((_, s)) => *s = iv.start_s,
             None => self.last_start.push((iv.flow, iv.start_s)),
@@ -140,7 +177,7 @@ impl Printer {
     /// After the test: the lines still waiting, with the samples the result joined to
     /// them, and the intervals that never came live (the server's last, partial one).
     pub fn finish(&mut self, r: &RunResult) {
-        if !self.text {
+        if !self.text && !self.streaming {
             return;
         }
         let joined = |iv: &Interval| {
@@ -174,11 +211,17 @@ impl Printer {
                 self.show(iv);
             }
         }
+        if self.streaming {
+            event("end", serde_json::to_value(r).unwrap_or_default());
+        }
     }
 }
 
 impl Observer for Printer {
     fn started(&mut self) {
+        if let Some(data) = self.stream_start.take() {
+            event("start", data);
+        }
         if self.text {
             crate::say!("{}", intervals::header(self.cols));
             if let Some(note) = &self.note {
@@ -188,6 +231,10 @@ impl Observer for Printer {
     }
 
     fn interval(&mut self, iv: &Interval) {
+        if self.streaming {
+            self.print(iv);
+            return;
+        }
         if !self.text {
             return;
         }

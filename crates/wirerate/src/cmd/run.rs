@@ -107,6 +107,10 @@ pub struct Args {
     /// kernel paces each stream (SO_MAX_PACING_RATE; default unpaced)
     #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_rate_or_zero)]
     pub bitrate: Option<f64>,
+    /// iperf3's per-stream fair-queue pacing: in wirerate that is TCP's -b (the kernel
+    /// paces each stream with SO_MAX_PACING_RATE), so this is the same as -b RATE
+    #[arg(long, value_name = "RATE", value_parser = parse_rate_or_zero, conflicts_with_all = ["bitrate", "udp"])]
+    pub fq_rate: Option<f64>,
     /// Zero-copy sending: vmsplice the buffer into a pipe and splice it to the socket
     /// instead of write() (TCP; reported in the result's spec.send_mode)
     #[arg(short = 'Z', long, conflicts_with = "udp")]
@@ -199,6 +203,10 @@ pub struct Args {
     /// Print one JSON document instead of the human report
     #[arg(short = 'J', long, conflicts_with = "format")]
     pub json: bool,
+    /// Print one JSON object per line as the test runs (iperf3's --json-stream): a start
+    /// event, one per interval, and an end event holding the whole result
+    #[arg(long, conflicts_with_all = ["json", "format", "repeat", "until_ci", "find_max", "from"])]
+    pub json_stream: bool,
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -374,6 +382,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
     a.habits
         .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
     a.habits.check_cpus(a.host.is_none() && a.from.is_none())?;
+    a.habits.check_sockets()?;
     Ok(spec)
 }
 
@@ -675,10 +684,14 @@ fn distinct_errors<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 /// A wirerate client that finds silence on iperf3's port is most likely talking to an
-/// iperf3 server that waits for more of its cookie: say what to add.
+/// iperf3 server that waits for more of its cookie: say what to add. A peer that answers
+/// with something else is named by the address it was reached at.
 fn iperf3_hint(e: EngineError, t: &Target) -> anyhow::Error {
     let iperf3_port = t.addr.port() == wirerate_proto::iperf3::DEFAULT_PORT;
     match e {
+        EngineError::Proto(ProtoError::BadMagic) => {
+            anyhow::Error::from(e).context(format!("connected to {}", t.addr))
+        }
         EngineError::Proto(ProtoError::TimedOut(_)) if iperf3_port && !t.iperf3 => {
             let e = e.full();
             anyhow::anyhow!("{e}: port 5201 is iperf3's; for an iperf3 server, add --iperf3")
@@ -695,6 +708,9 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     if let Some(ms) = a.rcv_timeout {
         a.idle_timeout = ms as f64 / 1000.0;
     }
+    if let Some(rate) = a.fq_rate {
+        a.bitrate = Some(rate);
+    }
     if let Some(path) = &a.output.logfile {
         crate::cmd::habits::redirect_output(path)?;
     }
@@ -704,7 +720,7 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     if a.find_max && !a.udp {
         return usage("--find-max searches UDP rates: add -u");
     }
-    let format = if a.json {
+    let format = if a.json || a.json_stream {
         Format::Json
     } else {
         a.format.unwrap_or(Format::Text)
@@ -723,9 +739,9 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         return third_party(&a, from, to, format, store.as_mut());
     }
     let mut t = target(&a)?;
-    if !a.find_max && !a.iperf3 {
-        // Ctrl-C ends the test early and reports it (the iperf3 driver cannot stop early
-        // yet, and --find-max has no partial answer: there Ctrl-C ends the process)
+    if !a.find_max {
+        // Ctrl-C ends the test early and reports it (--find-max has no partial answer:
+        // there Ctrl-C ends the process)
         t.cfg.interrupt = Some(crate::interrupt::install());
     }
     let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
@@ -762,15 +778,31 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     let mut printer = Printer::new(&spec, text_out, progress, !t.iperf3).with_note(
         (t.iperf3 && spec.direction != Direction::Reverse && spec.interval_s > 0.0).then(|| {
             format!(
-                "(the iperf3 server gives no intervals of what it receives: {} is in the summary only)",
+                "(the iperf3 server gives no intervals of what it receives: the {} lines are this side's sent bytes)",
                 Flow::ClientToServer.name()
             )
         }),
     );
+    if a.json_stream {
+        // an iperf3 server reports no intervals of what it receives: those the client sends
+        // are the client's count of what it wrote
+        let by_sender: Vec<Flow> = (spec.direction.flows().iter())
+            .filter(|f| t.iperf3 && f.sender_is_client())
+            .copied()
+            .collect();
+        printer = printer.with_json_stream(serde_json::json!({
+            "version": concat!("wirerate ", env!("CARGO_PKG_VERSION")),
+            "server": t.describe(),
+            "spec": &spec,
+            "intervals_counted_by_sender": by_sender,
+        }));
+    }
     let (result, errors) = execute(&t, &spec, &mut printer, Duration::ZERO)?;
     printer.clear_progress();
     printer.finish(&result);
-    emit(&result, format)?;
+    if !a.json_stream {
+        emit(&result, format)?;
+    }
     let stored = match store.as_mut() {
         Some(store) => save(store, &result, a.store.label.as_deref(), None),
         None => true,

@@ -33,6 +33,8 @@ With --users (and --tls), every client logs in first (SCRAM-SHA-256: the passwor
 the wire); a failed login is told only that it failed, and an address with 5 failures in a minute \
 is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
+With text logs, standard output shows the test being served as iperf3's server does: a line per \
+interval of what this side receives (per second for iperf3 clients; a wirerate client's -i).\n\n\
 With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
 `wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
 rule's third_party_targets), and send back the result (docs/fleet.md). With --tls it takes such \
@@ -97,7 +99,8 @@ pub struct Args {
     /// Run in the background, detached from the terminal (output to --logfile, if given)
     #[arg(short = 'D', long)]
     pub daemon: bool,
-    /// Write the server's process id to FILE (removed when -1 ends the server)
+    /// Write the server's process id to FILE (removed when -1 ends the server, and on
+    /// SIGTERM or SIGINT, which then end it cleanly)
     #[arg(short = 'I', long, value_name = "FILE")]
     pub pidfile: Option<std::path::PathBuf>,
     /// Act as an agent for third-party tests (`wirerate run --from THIS --to B`): run a
@@ -304,6 +307,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             credentials,
         },
         threads: a.threads,
+        shutdown: a.pidfile.is_some().then(crate::interrupt::install_shutdown),
+        intervals: Some(interval_lines()),
         ..Default::default()
     };
     // every stream of a test takes two descriptors on this side: room for the largest -P
@@ -340,12 +345,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else if let Some(p) = &a.pidfile {
         super::daemon::write_pidfile(p, std::process::id())?;
     }
-    if !a.one_off {
+    let shutdown = server.shutdown_flag();
+    let ok = if a.one_off {
+        server.spawn()?;
+        one_off_end(&ended, shutdown)
+    } else {
+        // returns only when SIGTERM or SIGINT came (handled so with a pid file)
         server.serve();
-        return Ok(ExitCode::SUCCESS);
-    }
-    server.spawn()?;
-    let ok = ended.recv().unwrap_or(false);
+        true
+    };
     if let Some(p) = &a.pidfile {
         let _ = std::fs::remove_file(p);
     }
@@ -354,4 +362,50 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `serve -1`: whether the one test completed; false too when a shutdown came first.
+fn one_off_end(
+    ended: &std::sync::mpsc::Receiver<bool>,
+    shutdown: Option<&'static std::sync::atomic::AtomicBool>,
+) -> bool {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        match ended.recv_timeout(Duration::from_millis(250)) {
+            Ok(ok) => return ok,
+            Err(RecvTimeoutError::Disconnected) => return false,
+            Err(RecvTimeoutError::Timeout) => {
+                if shutdown.is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst)) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// The interval lines of the test being served, on standard output as iperf3's server
+/// prints them: a header when a test's first interval comes, then a line per flow (the
+/// flows this side receives; the client shows the others).
+fn interval_lines() -> wirerate_engine::server::IntervalSink {
+    use wirerate_render::intervals::{header, line, Columns};
+    let last_start = std::sync::Mutex::new(None::<f64>);
+    let cols = std::sync::Mutex::new(Columns::default());
+    wirerate_engine::server::IntervalSink(Arc::new(move |iv| {
+        if iv.stream.is_some() || iv.rr.is_some() {
+            return;
+        }
+        let (Ok(mut last), Ok(mut c)) = (last_start.lock(), cols.lock()) else {
+            return;
+        };
+        // the first interval, or a start before the last one's: a new test
+        if iv.start_s < 1e-9 || last.is_none_or(|s| iv.start_s < s) {
+            *c = Columns {
+                udp: iv.packets.is_some(),
+                ..Default::default()
+            };
+            crate::say!("{}", header(*c));
+        }
+        *last = Some(iv.start_s);
+        crate::say!("{}", line(iv, *c));
+    }))
 }

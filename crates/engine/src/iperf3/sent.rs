@@ -1,0 +1,96 @@
+//! The client's own intervals of what it sends to an iperf3 server. An iperf3 server
+//! reports what it received only in its final results, so these lines are the sender's
+//! count (bytes written into the sockets), cut on the same schedule as received intervals.
+
+use std::time::{Duration, Instant};
+
+use wirerate_core::result::Interval;
+use wirerate_core::spec::Flow;
+use wirerate_core::TestSpec;
+
+/// Cuts intervals from a running total of sent bytes.
+pub(super) struct SentClock {
+    start: Instant,
+    period: f64,
+    omit_s: f64,
+    index: u64,
+    last_bytes: u64,
+}
+
+impl SentClock {
+    /// A clock for a test whose client sends (`None` when it does not, or intervals are off).
+    pub(super) fn new(spec: &TestSpec, start: Instant) -> Option<SentClock> {
+        let sends = spec.direction.flows().iter().any(|f| f.sender_is_client());
+        (sends && spec.interval_s > 0.0).then_some(SentClock {
+            start,
+            period: spec.interval_s,
+            omit_s: spec.omit_s,
+            index: 0,
+            last_bytes: 0,
+        })
+    }
+
+    /// When the next interval ends.
+    pub(super) fn next(&self) -> Instant {
+        self.start + Duration::from_secs_f64((self.index + 1) as f64 * self.period)
+    }
+
+    /// The intervals that ended by `now`, given the bytes sent so far. Bytes are read once
+    /// per call: the first of several intervals one late call passes over takes them all.
+    pub(super) fn poll(&mut self, now: Instant, sent: u64) -> Vec<Interval> {
+        let mut out = Vec::new();
+        while now >= self.next() {
+            let (start_s, end_s) = (
+                self.index as f64 * self.period,
+                (self.index + 1) as f64 * self.period,
+            );
+            let bytes = sent.saturating_sub(self.last_bytes);
+            self.last_bytes += bytes;
+            out.push(interval(start_s, end_s, bytes, end_s <= self.omit_s + 1e-9));
+            self.index += 1;
+        }
+        out
+    }
+}
+
+fn interval(start_s: f64, end_s: f64, bytes: u64, omitted: bool) -> Interval {
+    Interval {
+        flow: Flow::ClientToServer,
+        stream: None,
+        start_s,
+        end_s,
+        bytes,
+        bps: bytes as f64 * 8.0 / (end_s - start_s),
+        omitted,
+        packets: None,
+        loss_percent: None,
+        tcp: None,
+        bottleneck: None,
+        rr: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirerate_core::spec::Direction;
+
+    #[test]
+    fn sent_bytes_are_cut_per_interval() {
+        let mut spec = TestSpec {
+            interval_s: 1.0,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let mut c = SentClock::new(&spec, t0).expect("forward sends");
+        assert!(c.poll(t0 + Duration::from_millis(500), 10).is_empty());
+        let a = c.poll(t0 + Duration::from_millis(1001), 1000);
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].bytes, a[0].start_s, a[0].end_s), (1000, 0.0, 1.0));
+        assert_eq!(a[0].bps, 8000.0);
+        let b = c.poll(t0 + Duration::from_millis(2001), 1500);
+        assert_eq!(b[0].bytes, 500);
+        spec.direction = Direction::Reverse;
+        assert!(SentClock::new(&spec, t0).is_none());
+    }
+}
