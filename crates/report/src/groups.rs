@@ -3,6 +3,7 @@
 //! first), and the A/B table of every metric.
 
 use wirerate_core::diagnosis::{differences, Diagnosis};
+use wirerate_core::facts;
 use wirerate_core::metrics::jain_fairness;
 use wirerate_core::stats::{compare, Change, Comparison, Metric};
 use wirerate_core::RunResult;
@@ -100,6 +101,15 @@ pub fn section(groups: &[&Group]) -> Section {
             blocks.push(Block::Styled(
                 "verdict",
                 format!("A = {}, B = {}: {head}", base.name, g.name),
+            ));
+            // the same list `compare` prints under its sides' names
+            let settings = facts::differences(&base.runs, &g.runs)
+                .into_iter()
+                .map(|d| format!("{}: A {}, B {}", d.what, d.a, d.b))
+                .collect();
+            blocks.push(Block::List(
+                "Settings and host facts in which they differ".into(),
+                settings,
             ));
             let why = why_differences(base, g);
             blocks.push(Block::List("How their diagnoses differ".into(), why));
