@@ -350,10 +350,10 @@ fn rtt(base: f64) -> wirerate_core::latency::RttStats {
     }
 }
 
-#[test]
-fn an_rr_run_shows_round_trips_and_transactions_not_goodput() {
+/// An rr run of 40000 transactions/s whose median round trip is `base` µs.
+fn rr_run(n: u64, base: f64) -> RunResult {
     use wirerate_core::rr::{RrInterval, RrMode, RrSummary};
-    let mut run = synth::run(1, 1e6, 4);
+    let mut run = synth::run(n, 1e6, 4);
     for (k, i) in run.intervals.iter_mut().enumerate() {
         i.rr = Some(Box::new(RrInterval {
             transactions: 20_000,
@@ -374,11 +374,17 @@ fn an_rr_run_shows_round_trips_and_transactions_not_goodput() {
         lost: 0,
         loss_percent: 0.0,
         connections: 0,
-        rtt: Some(rtt(24.5)),
+        rtt: Some(rtt(base)),
         cpu_us_per_transaction_local: None,
         cpu_us_per_transaction_remote: None,
         flows: vec![],
     });
+    run
+}
+
+#[test]
+fn an_rr_run_shows_round_trips_and_transactions_not_goodput() {
+    let run = rr_run(1, 24.5);
     let r = render(&Input {
         groups: vec![group("run 1", vec![run])],
         ..Input::default()
@@ -445,4 +451,22 @@ fn a_sweep_shows_its_size_curves_and_the_fit() {
         .unwrap()
         .svg;
     assert!(lat.contains("Hockney fit t0 + n/r∞"));
+}
+
+#[test]
+fn rr_groups_are_compared_by_transactions_and_round_trips() {
+    let a = (1..=3).map(|n| rr_run(n, 20.0 + n as f64)).collect();
+    let b = (4..=6).map(|n| rr_run(n, 40.0 + n as f64)).collect();
+    let r = render(&Input {
+        groups: vec![group("a", a), group("b", b)],
+        ..Input::default()
+    })
+    .unwrap();
+    let ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        ids.contains(&"compare-tps") && ids.contains(&"compare-rtt-p99"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"compare-goodput"), "{ids:?}");
+    assert!(!r.html.contains("no goodput to compare"));
 }

@@ -668,6 +668,55 @@ mod browser {
     }
 
     #[test]
+    fn chromium_draws_rr_and_sweep_reports_without_a_console_message() {
+        let Some(browser) = chromium() else {
+            eprintln!("SKIPPED: chromium is not installed");
+            return;
+        };
+        let fx = fixture();
+        let rr = fx.dir.join("browser-rr.json");
+        let out = ok(
+            wr(&fx.db, &["rr", "-t", "0.5", "--json", "--no-store"]),
+            "an rr run",
+        );
+        std::fs::write(&rr, &out.stdout).unwrap();
+        let sweep = fx.dir.join("browser-sweep.json");
+        let args = [
+            "sweep",
+            "--max",
+            "1024",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "2",
+            "--json",
+            "--no-store",
+        ];
+        let out = ok(wr(&fx.db, &args), "a sweep");
+        std::fs::write(&sweep, &out.stdout).unwrap();
+        let page = fx.dir.join("browser-rr.html");
+        let args = [
+            "report",
+            rr.to_str().unwrap(),
+            sweep.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ];
+        ok(wr(&fx.db, &args), "report of an rr run and a sweep");
+        let ids = chart_ids(&read(&page));
+        assert!(ids.iter().any(|i| i.ends_with("-rr-cdf")), "{ids:?}");
+        assert!(ids.iter().any(|i| i.ends_with("-sweep-latency")), "{ids:?}");
+        let dom = headless(&browser, &page, &["--dump-dom"]);
+        let text = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            text.contains(&format!("data-charts-ready=\"{}\"", ids.len())),
+            "the page's script did not run; stderr: {}",
+            stderr(&dom)
+        );
+        assert_eq!(console(&dom), Vec::<String>::new());
+    }
+
+    #[test]
     fn the_console_check_sees_a_script_error() {
         let Some(browser) = chromium() else {
             eprintln!("SKIPPED: chromium is not installed");
