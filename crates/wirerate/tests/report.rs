@@ -380,9 +380,29 @@ fn a_find_max_search_and_an_iperf3_file_are_reported() {
             .collect();
         assert!(!cwnd.is_empty(), "iperf3 -J has snd_cwnd");
         let tcp = table_values(&html, "iperf3-json-tcp");
-        for c in cwnd {
-            assert!(tcp.contains(&c), "cwnd {c} in {tcp:?}");
+        for c in &cwnd {
+            assert!(tcp.contains(c), "cwnd {c} in {tcp:?}");
         }
+        // imported and shown: the largest window, not "-"
+        let db = fx.dir.join("iperf3.db");
+        let _ = std::fs::remove_file(&db);
+        ok(
+            wr(&db, &["import", ip_path.to_str().unwrap()]),
+            "import of iperf3 -J",
+        );
+        let out = ok(wr(&db, &["history", "--json"]), "history");
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let id = rows[0]["id"].as_i64().unwrap().to_string();
+        let out = ok(wr(&db, &["show", &id]), "show of an iperf3 import");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("largest cwnd"))
+            .unwrap_or_else(|| panic!("no cwnd line: {text}"));
+        assert!(!line.ends_with(" -"), "{line}");
+        let max = cwnd.iter().copied().fold(0.0, f64::max) as u64;
+        let want = wirerate_core::units::format_bytes(max);
+        assert!(line.contains(&want), "{line} should hold {want}");
     }
     assert_self_contained(&html);
 }
