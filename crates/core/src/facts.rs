@@ -73,3 +73,23 @@ pub fn differences(a: &[RunResult], b: &[RunResult]) -> Vec<Difference> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth;
+
+    #[test]
+    fn only_the_facts_that_differ_are_listed_with_each_sides_values() {
+        let a = vec![synth::run(1, 1e9, 2), synth::run(2, 1e9, 2)];
+        let mut b = vec![synth::run(3, 1e9, 2)];
+        assert!(differences(&a, &b).is_empty());
+        b[0].spec.parallel = 4;
+        b[0].env.server.kernel = Some("6.9.0".into());
+        let d = differences(&a, &b);
+        let what: Vec<&str> = d.iter().map(|d| d.what.as_str()).collect();
+        assert_eq!(what, ["server kernel", "spec.parallel"]);
+        assert_eq!((d[0].a.as_str(), d[0].b.as_str()), ("6.8.0-test", "6.9.0"));
+        assert_eq!((d[1].a.as_str(), d[1].b.as_str()), ("1", "4"));
+    }
+}
