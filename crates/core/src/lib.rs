@@ -7,6 +7,7 @@
 pub mod assemble;
 pub mod diagnosis;
 pub mod evidence;
+pub mod facts;
 pub mod latency;
 pub mod metrics;
 pub mod report;

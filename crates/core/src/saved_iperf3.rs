@@ -86,7 +86,9 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
             ..CpuSide::default()
         })
     };
-    let streams = streams(end, flow);
+    // iperf3 gives windows in bytes; its default MSS turns them into segments
+    let mss = count(start, "tcp_mss_default").filter(|m| *m > 0);
+    let streams = streams(end, flow, mss);
     let rtts: Vec<f64> = streams
         .iter()
         .filter_map(|s| s.tcp_sender.as_ref()?.rtt_us.map(|r| r as f64))
@@ -134,7 +136,7 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
         started_unix_s: num(&start["timestamp"], "timesecs").unwrap_or(0.0),
         spec,
         summary,
-        intervals: intervals(v, flow, udp),
+        intervals: intervals(v, flow, udp, mss),
         streams,
         env: Env::default(),
         evidence: Default::default(),
@@ -159,7 +161,7 @@ fn udp_summary(sum: &Value, spec: &TestSpec) -> UdpSummary {
     }
 }
 
-fn intervals(v: &Value, flow: Flow, udp: bool) -> Vec<Interval> {
+fn intervals(v: &Value, flow: Flow, udp: bool, mss: Option<u64>) -> Vec<Interval> {
     let Some(list) = v.get("intervals").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -171,8 +173,15 @@ fn intervals(v: &Value, flow: Flow, udp: bool) -> Vec<Interval> {
                 .and_then(Value::as_array)
                 .map(|s| s.iter().filter_map(|s| num(s, "rtt")).collect())
                 .unwrap_or_default();
+            // the largest window of the streams, as the model's intervals hold it
+            let cwnd = i
+                .get("streams")
+                .and_then(Value::as_array)
+                .and_then(|s| s.iter().filter_map(|s| count(s, "snd_cwnd")).max());
             let tcp = (!udp && sum.get("retransmits").is_some()).then(|| IntervalTcp {
                 retransmits: count(sum, "retransmits"),
+                snd_cwnd_bytes: cwnd,
+                snd_cwnd: cwnd.zip(mss).map(|(c, m)| c / m),
                 rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
                 ..IntervalTcp::default()
             });
@@ -194,7 +203,7 @@ fn intervals(v: &Value, flow: Flow, udp: bool) -> Vec<Interval> {
         .collect()
 }
 
-fn streams(end: &Value, flow: Flow) -> Vec<StreamResult> {
+fn streams(end: &Value, flow: Flow, mss: Option<u64>) -> Vec<StreamResult> {
     let Some(list) = end.get("streams").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -219,6 +228,8 @@ fn streams(end: &Value, flow: Flow) -> Vec<StreamResult> {
                 tcp_sender: snd.get("retransmits").map(|_| TcpInfo {
                     retransmits_total: count(snd, "retransmits"),
                     rtt_us: count(snd, "mean_rtt"),
+                    snd_cwnd: count(snd, "max_snd_cwnd").zip(mss).map(|(c, m)| c / m),
+                    snd_mss: mss,
                     ..TcpInfo::default()
                 }),
                 tcp_receiver: None,
@@ -234,17 +245,18 @@ mod tests {
     fn doc() -> Value {
         serde_json::json!({
             "start": {"version": "iperf 3.12", "timestamp": {"timesecs": 1_700_000_000},
+                      "tcp_mss_default": 1448,
                       "test_start": {"protocol": "TCP", "num_streams": 2, "blksize": 131072,
                                      "omit": 0, "duration": 2, "reverse": 0, "target_bitrate": 0}},
             "intervals": [
-                {"streams": [{"rtt": 100}, {"rtt": 300}],
+                {"streams": [{"rtt": 100, "snd_cwnd": 144800}, {"rtt": 300, "snd_cwnd": 289600}],
                  "sum": {"start": 0, "end": 1.0, "bytes": 1000, "bits_per_second": 8000.0,
                          "retransmits": 3, "omitted": false}}
             ],
             "end": {
                 "streams": [
                     {"sender": {"bytes": 600, "seconds": 2.0, "bits_per_second": 2400.0,
-                                "retransmits": 2, "mean_rtt": 150},
+                                "retransmits": 2, "mean_rtt": 150, "max_snd_cwnd": 434400},
                      "receiver": {"bytes": 590, "seconds": 2.0, "bits_per_second": 2360.0}},
                     {"sender": {"bytes": 400, "seconds": 2.0, "bits_per_second": 1600.0,
                                 "retransmits": 1, "mean_rtt": 250},
@@ -276,7 +288,13 @@ mod tests {
         assert_eq!(local.process_percent, 40.0);
         assert!((local.sys_s - 0.6).abs() < 1e-9);
         assert_eq!(r.intervals.len(), 1);
-        assert_eq!(r.intervals[0].tcp.as_ref().unwrap().rtt_us, Some(200.0));
+        let itcp = r.intervals[0].tcp.as_ref().unwrap();
+        assert_eq!(itcp.rtt_us, Some(200.0));
+        // the larger stream's window, in bytes and in segments of the default MSS
+        assert_eq!(itcp.snd_cwnd_bytes, Some(289600));
+        assert_eq!(itcp.snd_cwnd, Some(200));
+        let snd = r.streams[0].tcp_sender.as_ref().unwrap();
+        assert_eq!((snd.snd_cwnd, snd.snd_mss), (Some(300), Some(1448)));
         assert_eq!(r.streams.len(), 2);
         assert_eq!(r.streams[1].goodput_bps, 1600.0);
         assert!(r.summary.diagnosis.is_none());

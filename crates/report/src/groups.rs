@@ -1,8 +1,9 @@
 //! Several runs: per-group box plots of goodput, CPU, PI (and fairness, for runs of several
-//! streams), with the verdicts and p-values of `wirerate compare` (each group against the
+//! streams; transactions per second and the p99 round trip, for rr runs), with the verdicts and p-values of `wirerate compare` (each group against the
 //! first), and the A/B table of every metric.
 
 use wirerate_core::diagnosis::{differences, Diagnosis};
+use wirerate_core::facts;
 use wirerate_core::metrics::jain_fairness;
 use wirerate_core::stats::{compare_metric, Change, Comparison, Metric};
 use wirerate_core::RunResult;
@@ -28,7 +29,19 @@ fn fairness(r: &RunResult) -> Option<f64> {
     jain_fairness(&r.streams.iter().map(|s| s.goodput_bps).collect::<Vec<_>>())
 }
 
-const QUANTITIES: [Quantity; 4] = [
+const QUANTITIES: [Quantity; 6] = [
+    Quantity {
+        id: "tps",
+        title: "Transactions per second by group",
+        metric: Some(Metric::Tps),
+        of: |r| Metric::Tps.of(r),
+    },
+    Quantity {
+        id: "rtt-p99",
+        title: "p99 round trip by group",
+        metric: Some(Metric::RttP99),
+        of: |r| Metric::RttP99.of(r),
+    },
     Quantity {
         id: "goodput",
         title: "Goodput by group",
@@ -98,13 +111,24 @@ pub fn section(groups: &[&Group]) -> Section {
     if let Some(base) = groups.first() {
         for (i, rows) in &cmp {
             let g = groups[*i];
+            // compare's headline: goodput, or for rr runs transactions per second
             let head = rows
                 .iter()
                 .find(|(m, _)| *m == Metric::Goodput)
+                .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Tps))
                 .map_or("no goodput to compare".to_string(), |(m, c)| verdict(*m, c));
             blocks.push(Block::Styled(
                 "verdict",
                 format!("A = {}, B = {}: {head}", base.name, g.name),
+            ));
+            // the same list `compare` prints under its sides' names
+            let settings = facts::differences(&base.runs, &g.runs)
+                .into_iter()
+                .map(|d| format!("{}: A {}, B {}", d.what, d.a, d.b))
+                .collect();
+            blocks.push(Block::List(
+                "Settings and host facts in which they differ".into(),
+                settings,
             ));
             let why = why_differences(base, g);
             blocks.push(Block::List("How their diagnoses differ".into(), why));
@@ -185,6 +209,16 @@ fn box_figure(
             1.0,
             "PI (T/C × T/P)".into(),
             Box::new(|v| format!("{v:.2}")),
+        ),
+        "tps" => (
+            1.0,
+            "transactions/s".into(),
+            Box::new(|v| format!("{v:.0}")),
+        ),
+        "rtt-p99" => (
+            1.0,
+            "p99 round trip (µs)".into(),
+            Box::new(|v| format!("{v:.1}")),
         ),
         _ => (
             1.0,

@@ -95,13 +95,13 @@ impl Figure {
         let mut o = format!(
             "<figure class=\"chart\" id=\"{id}\" data-chart=\"{id}\">\n<div class=\"plot\">{}</div>\n<figcaption>{}</figcaption>\n",
             self.svg,
-            esc(&self.caption),
+            rich(&self.caption),
             id = esc(&self.id)
         );
         if !self.notes.is_empty() {
             o.push_str("<ul class=\"notes\">");
             for n in &self.notes {
-                let _ = write!(o, "<li>{}</li>", esc(n));
+                let _ = write!(o, "<li>{}</li>", rich(n));
             }
             o.push_str("</ul>\n");
         }
@@ -109,6 +109,24 @@ impl Figure {
         o.push_str("</figure>\n");
         o
     }
+}
+
+/// Escapes text for HTML, with Markdown-ish `code` spans as `<code>`; an unpaired
+/// backtick is dropped.
+pub fn rich(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    if parts.len().is_multiple_of(2) {
+        return esc(s);
+    }
+    let mut o = String::with_capacity(s.len());
+    for (i, p) in parts.iter().enumerate() {
+        if i % 2 == 1 && !p.is_empty() {
+            let _ = write!(o, "<code>{}</code>", esc(p));
+        } else {
+            o.push_str(&esc(p));
+        }
+    }
+    o
 }
 
 /// Text blocks of a section, before its figures.
@@ -135,15 +153,15 @@ impl Section {
         for b in &self.blocks {
             match b {
                 Block::Para(t) => {
-                    let _ = writeln!(o, "<p>{}</p>", esc(t));
+                    let _ = writeln!(o, "<p>{}</p>", rich(t));
                 }
                 Block::Styled(class, t) => {
-                    let _ = writeln!(o, "<p class=\"{class}\">{}</p>", esc(t));
+                    let _ = writeln!(o, "<p class=\"{class}\">{}</p>", rich(t));
                 }
                 Block::List(title, items) if !items.is_empty() => {
                     let _ = write!(o, "<p class=\"list-title\">{}</p>\n<ul>", esc(title));
                     for i in items {
-                        let _ = write!(o, "<li>{}</li>", esc(i));
+                        let _ = write!(o, "<li>{}</li>", rich(i));
                     }
                     o.push_str("</ul>\n");
                 }
@@ -224,5 +242,15 @@ mod tests {
         assert!(h.contains("<th scope=\"row\">r&amp;1</th>"));
         assert!(h.contains("<td class=\"n\" data-value=\"1234.5678\">1234.6</td>"));
         assert_eq!(Cell::num(Some(f64::NAN), |v| v.to_string()).text, "-");
+    }
+
+    #[test]
+    fn markdown_backticks_become_code_or_go() {
+        assert_eq!(
+            rich("raise `net.core.rmem_max` & retry"),
+            "raise <code>net.core.rmem_max</code> &amp; retry"
+        );
+        assert_eq!(rich("one ` alone"), "one  alone");
+        assert_eq!(esc("`tc qdisc`"), "tc qdisc");
     }
 }

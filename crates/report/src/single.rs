@@ -11,6 +11,7 @@ use wirerate_core::units::format_bps;
 use wirerate_core::{Protocol, RunResult};
 
 use crate::html::{Block, Cell, Figure, Section, Table};
+use crate::rrsweep;
 use crate::svg::{self, Mark, RefLine, Series, StackedBars, XyChart, PALETTE};
 use crate::RateUnit;
 
@@ -44,10 +45,20 @@ pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
         None => blocks.push(Block::Para("This result carries no diagnosis.".into())),
     }
     let caption = verdict.unwrap_or_else(|| "no diagnosis".to_string());
-    let mut figures = vec![goodput_chart(run, &caption, id)];
-    figures.extend(tcp_chart(run, id));
+    // request/response runs and sweeps are judged by round trips and sizes, not goodput
+    let mut figures = if let Some(rr) = &s.rr {
+        rrsweep::rr_figures(run, rr, id)
+    } else if let Some(sw) = &run.sweep {
+        rrsweep::sweep_figures(sw, id)
+    } else {
+        let mut f = vec![goodput_chart(run, &caption, id)];
+        f.extend(tcp_chart(run, id));
+        f
+    };
     figures.extend(cpu_chart(run, id));
-    figures.extend(streams_chart(run, id));
+    if s.rr.is_none() && run.sweep.is_none() {
+        figures.extend(streams_chart(run, id));
+    }
     Section {
         heading: name.to_string(),
         blocks,
@@ -57,6 +68,12 @@ pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
 
 fn describe(run: &RunResult) -> String {
     let s = &run.summary;
+    if let Some(rr) = &s.rr {
+        return rrsweep::describe_rr(rr);
+    }
+    if let Some(sw) = &run.sweep {
+        return rrsweep::describe_sweep(sw);
+    }
     let spec = &run.spec;
     let proto = match spec.protocol {
         Protocol::Tcp => "TCP",
@@ -89,8 +106,35 @@ fn describe(run: &RunResult) -> String {
     o
 }
 
+/// The flows' sums per interval (not one stream's share), warm-up left out.
 fn counted(run: &RunResult) -> impl Iterator<Item = &Interval> {
-    run.intervals.iter().filter(|i| !i.omitted)
+    run.intervals
+        .iter()
+        .filter(|i| !i.omitted && i.stream.is_none())
+}
+
+/// Streams drawn as thin lines of their own under their flow's sum; past this many they
+/// would hide the sum, and the table and the per-stream chart hold them.
+const STREAM_LINES: usize = 4;
+
+/// One stream's intervals (those with a `stream` id), warm-up left out.
+fn stream_intervals(run: &RunResult, flow: Flow, stream: u32) -> Vec<(f64, f64)> {
+    run.intervals
+        .iter()
+        .filter(|i| !i.omitted && i.flow == flow && i.stream == Some(stream))
+        .map(|i| (i.end_s, i.bps))
+        .collect()
+}
+
+/// The stream ids with intervals of their own, per flow.
+fn stream_ids(run: &RunResult, flow: Flow) -> Vec<u32> {
+    let mut ids: Vec<u32> = Vec::new();
+    for i in run.intervals.iter().filter(|i| i.flow == flow) {
+        if let Some(s) = i.stream.filter(|s| !ids.contains(s)) {
+            ids.push(s);
+        }
+    }
+    ids
 }
 
 fn flows(run: &RunResult) -> Vec<Flow> {
@@ -122,7 +166,24 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
             .filter(|i| i.flow == *f)
             .map(|i| (i.end_s, i.bps / unit.div))
             .collect();
-        series.push(Series::new(f.describe(), pts, Mark::Line, k));
+        let ids = stream_ids(run, *f);
+        let name = if ids.is_empty() {
+            f.describe().to_string()
+        } else {
+            format!("{}, sum of {} streams", f.describe(), ids.len())
+        };
+        series.push(Series::new(name, pts, Mark::Line, k));
+        if ids.len() <= STREAM_LINES {
+            for s in ids {
+                let pts = stream_intervals(run, *f, s)
+                    .into_iter()
+                    .map(|(x, y)| (x, y / unit.div))
+                    .collect();
+                series.push(
+                    Series::new(format!("{} stream {s}", f.short()), pts, Mark::Line, k).thin(),
+                );
+            }
+        }
     }
     if fl.len() > 1 {
         // both directions at once: their sum per interval (intervals of the flows share
@@ -217,6 +278,7 @@ fn goodput_chart(run: &RunResult, caption: &str, id: &str) -> Figure {
 fn interval_table(run: &RunResult, unit: RateUnit, udp: bool) -> Table {
     let mut head = vec![
         "flow".to_string(),
+        "stream".into(),
         "start (s)".into(),
         "end (s)".into(),
         format!("goodput ({})", unit.name),
@@ -240,8 +302,10 @@ fn interval_table(run: &RunResult, unit: RateUnit, udp: bool) -> Table {
             } else {
                 i.flow.describe().to_string()
             };
+            let stream = i.stream.map_or("all".to_string(), |s| s.to_string());
             vec![
                 Cell::text(flow),
+                Cell::text(stream),
                 Cell::num(Some(i.start_s), |v| format!("{v:.2}")),
                 Cell::num(Some(i.end_s), |v| format!("{v:.2}")),
                 Cell::num(Some(i.bps), |v| unit.show(v)),
@@ -251,7 +315,8 @@ fn interval_table(run: &RunResult, unit: RateUnit, udp: bool) -> Table {
         })
         .collect();
     Table {
-        caption: "Goodput per interval (data-value: bit/s)".into(),
+        caption: "Goodput per interval; stream \"all\" is the flow's sum (data-value: bit/s)"
+            .into(),
         head,
         rows,
     }
@@ -264,6 +329,10 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
     if with_tcp.is_empty() {
         return None;
     }
+    // an iperf3 file has the window in bytes only
+    let in_bytes = !with_tcp
+        .iter()
+        .any(|i| i.tcp.as_ref().is_some_and(|t| t.snd_cwnd.is_some()));
     let mut series = Vec::new();
     for (k, f) in flows(run).iter().enumerate() {
         let rtt: Vec<(f64, f64)> = with_tcp
@@ -274,7 +343,7 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
         let cwnd: Vec<(f64, f64)> = with_tcp
             .iter()
             .filter(|i| i.flow == *f)
-            .filter_map(|i| Some((i.end_s, i.tcp.as_ref()?.snd_cwnd? as f64)))
+            .filter_map(|i| Some((i.end_s, cwnd_of(i.tcp.as_ref()?, in_bytes)?)))
             .collect();
         series.push(Series::new(
             format!("RTT, {}", f.short()),
@@ -299,7 +368,14 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
             .into(),
         x_name: "time since the start (s)".into(),
         y_name: "RTT (ms)".into(),
-        y2_name: Some("congestion window (segments)".into()),
+        y2_name: Some(
+            if in_bytes {
+                "congestion window (KiB)"
+            } else {
+                "congestion window (segments)"
+            }
+            .into(),
+        ),
         series,
         lines: vec![],
         y_from_zero: true,
@@ -312,8 +388,9 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
             Some(vec![
                 Cell::text(i.flow.describe()),
                 Cell::num(Some(i.end_s), |v| format!("{v:.2}")),
-                Cell::num(t.rtt_us, |v| format!("{:.3}", v / 1000.0)),
+                Cell::num(t.rtt_us, |v| format!("{v:.0}")),
                 Cell::num(t.snd_cwnd.map(|c| c as f64), |v| format!("{v:.0}")),
+                Cell::num(t.snd_cwnd_bytes.map(|c| c as f64), |v| format!("{v:.0}")),
                 Cell::num(t.retransmits.map(|c| c as f64), |v| format!("{v:.0}")),
                 Cell::num(t.delivery_rate_bps.map(|c| c as f64), format_bps),
             ])
@@ -329,20 +406,30 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
             .into(),
         notes: vec![],
         table: Table {
-            caption: "TCP_INFO of the senders per interval (data-value: RTT in µs, cwnd in \
-                      segments, delivery rate in bit/s)"
+            caption: "TCP_INFO of the senders per interval, the flows' sums (data-value: RTT \
+                      in µs, cwnd in segments or bytes, delivery rate in bit/s)"
                 .into(),
             head: vec![
                 "flow".into(),
                 "end (s)".into(),
-                "RTT (ms)".into(),
+                "RTT (µs)".into(),
                 "cwnd (segments)".into(),
+                "cwnd (bytes)".into(),
                 "retransmits".into(),
                 "delivery rate".into(),
             ],
             rows,
         },
     })
+}
+
+/// The window of an interval: segments, or KiB where only bytes are known.
+fn cwnd_of(t: &wirerate_core::evidence::IntervalTcp, in_bytes: bool) -> Option<f64> {
+    if in_bytes {
+        t.snd_cwnd_bytes.map(|b| b as f64 / 1024.0)
+    } else {
+        t.snd_cwnd.map(|c| c as f64)
+    }
 }
 
 /// The hosts whose per-core loads to draw: both, or one when both ends ran on one host
@@ -355,7 +442,10 @@ fn core_hosts(run: &RunResult) -> Vec<(&'static str, &[CoreLoad])> {
     };
     let mut v = Vec::new();
     if let Some(c) = c.as_ref().filter(|c| !c.cores.is_empty()) {
-        v.push((if same { "host" } else { "client" }, c.cores.as_slice()));
+        v.push((
+            if same { "client+server" } else { "client" },
+            c.cores.as_slice(),
+        ));
     }
     if let Some(s) = s.as_ref().filter(|s| !s.cores.is_empty() && !same) {
         v.push(("server", s.cores.as_slice()));
@@ -384,7 +474,7 @@ fn cpu_chart(run: &RunResult, id: &str) -> Option<Figure> {
     let mut rows = Vec::new();
     for (host, cores) in &hosts {
         for c in cores.iter() {
-            categories.push(format!("{host} {}", c.core));
+            categories.push(format!("{host} CPU {}", c.core));
             let vals = [
                 c.user_percent,
                 c.system_percent,
@@ -395,7 +485,7 @@ fn cpu_chart(run: &RunResult, id: &str) -> Option<Figure> {
             for (l, v) in layers.iter_mut().zip(vals) {
                 l.1.push(v);
             }
-            let mut row = vec![Cell::text(format!("{host} core {}", c.core))];
+            let mut row = vec![Cell::text(format!("{host} CPU {}", c.core))];
             row.extend(
                 vals.iter()
                     .map(|v| Cell::num(Some(*v), |x| format!("{x:.1}"))),
@@ -407,7 +497,7 @@ fn cpu_chart(run: &RunResult, id: &str) -> Option<Figure> {
     let chart = StackedBars {
         title: "CPU per core".into(),
         desc: "Busy share of each core over the test window, split by kind of work".into(),
-        x_name: "host and core".into(),
+        x_name: "host (client, server or both on one) and CPU".into(),
         y_name: "busy (% of the core)".into(),
         categories,
         layers,
@@ -575,7 +665,7 @@ fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
                     |v| format!("{v:.0}"),
                 ),
                 Cell::num(snd.and_then(|t| t.rtt_us).map(|v| v as f64), |v| {
-                    format!("{:.3}", v / 1000.0)
+                    format!("{v:.0}")
                 }),
             ]
         })
@@ -596,7 +686,7 @@ fn streams_chart(run: &RunResult, id: &str) -> Option<Figure> {
                 "stream".into(),
                 format!("goodput ({})", unit.name),
                 "retransmits".into(),
-                "RTT (ms)".into(),
+                "RTT (µs)".into(),
             ],
             rows,
         },

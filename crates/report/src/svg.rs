@@ -21,11 +21,14 @@ pub const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
 ];
 
-/// Escapes text for XML and HTML content and for attribute values in double quotes.
+/// Escapes text for XML and HTML content and for attribute values in double quotes. The
+/// backticks of Markdown-ish text (a diagnosis's `sysctl` names) are dropped: a chart or a
+/// table cell shows the words, not the marks (`html::rich` turns them into `<code>`).
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
+            '`' => {}
             '&' => o.push_str("&amp;"),
             '<' => o.push_str("&lt;"),
             '>' => o.push_str("&gt;"),
@@ -127,6 +130,8 @@ pub struct Series {
     pub right: bool,
     pub color: &'static str,
     pub dashed: bool,
+    /// A thin, faint line: a part under the series that matters (a stream under its sum).
+    pub thin: bool,
 }
 
 impl Series {
@@ -141,6 +146,7 @@ impl Series {
             right: false,
             color: PALETTE[color % PALETTE.len()],
             dashed: false,
+            thin: false,
         }
     }
 
@@ -151,6 +157,11 @@ impl Series {
 
     pub fn dashed(mut self) -> Self {
         self.dashed = true;
+        self
+    }
+
+    pub fn thin(mut self) -> Self {
+        self.thin = true;
         self
     }
 }
@@ -419,9 +430,14 @@ fn draw_series(o: &mut String, s: &Series, sx: Scale, sy: Scale, bar_w: f64, uni
             .collect();
         let _ = write!(
             o,
-            r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
+            r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="{}"{dash}/>"#,
             path.join(" "),
-            s.color
+            s.color,
+            if s.thin {
+                r#"0.8" stroke-opacity="0.5"#
+            } else {
+                "2"
+            }
         );
     }
     for &(x, y) in &s.points {
@@ -450,7 +466,8 @@ fn draw_series(o: &mut String, s: &Series, sx: Scale, sy: Scale, bar_w: f64, uni
             Mark::Line | Mark::Points => {
                 let _ = write!(
                     o,
-                    r#"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}"><title>{}</title></circle>"#,
+                    r#"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="{}" fill="{}"><title>{}</title></circle>"#,
+                    if s.thin { "2" } else { "3.5" },
                     s.color,
                     esc(&tip)
                 );

@@ -5,6 +5,7 @@ use wirerate_core::search::Step;
 use wirerate_core::synth;
 
 use super::*;
+use crate::svg::esc;
 
 fn group(name: &str, runs: Vec<RunResult>) -> Group {
     Group {
@@ -264,4 +265,249 @@ fn a_host_pair_matrix_alone_makes_a_report_and_an_empty_one_does_not() {
         .unwrap_err(),
         ReportError::Empty
     );
+}
+
+/// The points of the polyline of series `name` in `svg`.
+fn line_points(svg: &str, name: &str) -> Option<usize> {
+    let at = svg.find(&format!("data-series=\"{name}\"><polyline points=\""))?;
+    let rest = &svg[at..];
+    let start = rest.find("points=\"")? + 8;
+    let end = start + rest[start..].find('"')?;
+    Some(rest[start..end].split(' ').count())
+}
+
+/// A run of `streams` streams: each interval's sum and, per stream, its share.
+fn with_streams(streams: u32) -> RunResult {
+    let mut run = synth::run(1, 51e9, 3);
+    let sums = run.intervals.clone();
+    for i in &sums {
+        for s in 0..streams {
+            let mut one = i.clone();
+            one.stream = Some(s);
+            one.bps = i.bps / f64::from(streams);
+            run.intervals.push(one);
+        }
+    }
+    run.spec.parallel = streams;
+    run
+}
+
+#[test]
+fn stream_intervals_are_lines_of_their_own_under_the_sum() {
+    let run = with_streams(4);
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run.clone()])],
+        ..Input::default()
+    })
+    .unwrap();
+    let g = &r
+        .charts
+        .iter()
+        .find(|c| c.id == "run-1-goodput")
+        .unwrap()
+        .svg;
+    // the sum is one line through its 3 intervals, not a zig-zag through 15 points
+    let flow = wirerate_core::spec::Flow::ClientToServer;
+    let sum = format!("{}, sum of 4 streams", flow.describe());
+    assert_eq!(line_points(g, &esc(&sum)), Some(3), "{g}");
+    for s in 0..4 {
+        let name = format!("{} stream {s}", flow.short());
+        assert_eq!(line_points(g, &esc(&name)), Some(3), "{name}");
+    }
+    assert_eq!(g.matches("stroke-opacity=\"0.5\"").count(), 4);
+    // the table says which row is which
+    assert!(r.html.contains("<th scope=\"col\">stream</th>"));
+    assert_eq!(r.html.matches("<td>all</td>").count(), 3);
+    // past a few streams only the sum is drawn
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![with_streams(8)])],
+        ..Input::default()
+    })
+    .unwrap();
+    let g = &r
+        .charts
+        .iter()
+        .find(|c| c.id == "run-1-goodput")
+        .unwrap()
+        .svg;
+    let sum = format!("{}, sum of 8 streams", flow.describe());
+    assert_eq!(line_points(g, &esc(&sum)), Some(3));
+    assert!(!g.contains("stroke-opacity=\"0.5\""));
+}
+
+#[test]
+fn tables_show_rtt_in_the_unit_of_their_caption_and_cores_by_host() {
+    use wirerate_core::evidence::{CoreLoad, HostEvidence, IntervalTcp};
+    let mut run = synth::run(1, 9e9, 3);
+    for i in &mut run.intervals {
+        i.tcp = Some(IntervalTcp {
+            rtt_us: Some(1500.0),
+            snd_cwnd: Some(100),
+            ..IntervalTcp::default()
+        });
+    }
+    let cores = vec![CoreLoad {
+        core: 3,
+        softirq_percent: 40.0,
+        ..CoreLoad::default()
+    }];
+    for (side, key) in [
+        (&mut run.evidence.client, "a"),
+        (&mut run.evidence.server, "b"),
+    ] {
+        *side = Some(HostEvidence {
+            host_key: Some(key.into()),
+            cores: cores.clone(),
+            ..HostEvidence::default()
+        });
+    }
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run])],
+        ..Input::default()
+    })
+    .unwrap();
+    assert!(r.html.contains("<th scope=\"col\">RTT (µs)</th>"));
+    assert!(r.html.contains("data-value=\"1500\">1500</td>"));
+    assert!(!r.html.contains("RTT (ms)</th>"));
+    let cpu = &r.charts.iter().find(|c| c.id == "run-1-cpu").unwrap().svg;
+    assert!(
+        cpu.contains("client CPU 3") && cpu.contains("server CPU 3"),
+        "{cpu}"
+    );
+    assert!(!cpu.contains("host 0") && !cpu.contains(">host 3<"));
+}
+
+fn rtt(base: f64) -> wirerate_core::latency::RttStats {
+    wirerate_core::latency::RttStats {
+        rtt_min_us: base * 0.8,
+        rtt_mean_us: base * 1.1,
+        rtt_p50_us: base,
+        rtt_p90_us: base * 1.5,
+        rtt_p99_us: base * 3.0,
+        rtt_p999_us: base * 7.0,
+        rtt_max_us: base * 20.0,
+        rtt_stddev_us: base * 0.3,
+    }
+}
+
+/// An rr run of 40000 transactions/s whose median round trip is `base` µs.
+fn rr_run(n: u64, base: f64) -> RunResult {
+    use wirerate_core::rr::{RrInterval, RrMode, RrSummary};
+    let mut run = synth::run(n, 1e6, 4);
+    for (k, i) in run.intervals.iter_mut().enumerate() {
+        i.rr = Some(Box::new(RrInterval {
+            transactions: 20_000,
+            tps: 40_000.0 + k as f64,
+            rtt: Some(rtt(20.0 + k as f64)),
+        }));
+    }
+    run.summary.rr = Some(RrSummary {
+        mode: RrMode::Tcp,
+        request_bytes: 1,
+        response_bytes: 1,
+        burst: 1,
+        rate_tps: None,
+        transactions: 400_000,
+        server_transactions: 400_000,
+        seconds: 10.0,
+        tps: 40_000.0,
+        lost: 0,
+        loss_percent: 0.0,
+        connections: 0,
+        rtt: Some(rtt(base)),
+        cpu_us_per_transaction_local: None,
+        cpu_us_per_transaction_remote: None,
+        flows: vec![],
+        open_loop: None,
+    });
+    run
+}
+
+#[test]
+fn an_rr_run_shows_round_trips_and_transactions_not_goodput() {
+    let run = rr_run(1, 24.5);
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run])],
+        ..Input::default()
+    })
+    .unwrap();
+    let ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        ids.contains(&"run-1-rr-time") && ids.contains(&"run-1-rr-cdf"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"run-1-goodput"), "{ids:?}");
+    for p in [
+        "p50 (µs)",
+        "p90 (µs)",
+        "p99 (µs)",
+        "p99.9 (µs)",
+        "transactions/s",
+    ] {
+        assert!(
+            r.html.contains(&format!("<th scope=\"col\">{p}</th>")),
+            "{p}"
+        );
+    }
+    // the summary's p99.9 and the interval's tps, exactly
+    assert!(r.html.contains(&format!("data-value=\"{}\"", 24.5 * 7.0)));
+    assert!(r.html.contains("data-value=\"40003\""));
+    assert!(r.html.contains("40000 transactions/s"));
+    assert!(!r.html.contains("PI "));
+}
+
+#[test]
+fn a_sweep_shows_its_size_curves_and_the_fit() {
+    use wirerate_core::sweep::{SweepPoint, SweepResult};
+    // one-way T = 10 µs + n / (1 GB/s)
+    let points = [64u64, 1024, 65_536, 1 << 20]
+        .iter()
+        .map(|&n| {
+            let t = 10e-6 + n as f64 / 1e9;
+            SweepPoint::from_trials(n, 1000, &[t, t * 1.01]).unwrap()
+        })
+        .collect();
+    let mut run = synth::run(1, 1e9, 0);
+    run.sweep = Some(SweepResult::new(false, points, false));
+    let fit = run.sweep.as_ref().unwrap().fit.unwrap();
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run])],
+        ..Input::default()
+    })
+    .unwrap();
+    let ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        ids.contains(&"run-1-sweep-rate") && ids.contains(&"run-1-sweep-latency"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"run-1-goodput"), "{ids:?}");
+    assert!(r.html.contains("Hockney&#39;s fit") || r.html.contains("Hockney's fit"));
+    assert!(r.html.contains(&format!("n½ {:.0} B", fit.n_half_bytes)));
+    assert!(r.html.contains(&format!("t0 {:.2} µs", fit.t0_us)));
+    assert!(r.html.contains("data-value=\"1048576\""));
+    let lat = &r
+        .charts
+        .iter()
+        .find(|c| c.id == "run-1-sweep-latency")
+        .unwrap()
+        .svg;
+    assert!(lat.contains("Hockney fit t0 + n/r∞"));
+}
+
+#[test]
+fn rr_groups_are_compared_by_transactions_and_round_trips() {
+    let a = (1..=3).map(|n| rr_run(n, 20.0 + n as f64)).collect();
+    let b = (4..=6).map(|n| rr_run(n, 40.0 + n as f64)).collect();
+    let r = render(&Input {
+        groups: vec![group("a", a), group("b", b)],
+        ..Input::default()
+    })
+    .unwrap();
+    let ids: Vec<&str> = r.charts.iter().map(|c| c.id.as_str()).collect();
+    assert!(
+        ids.contains(&"compare-tps") && ids.contains(&"compare-rtt-p99"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"compare-goodput"), "{ids:?}");
+    assert!(!r.html.contains("no goodput to compare"));
 }

@@ -171,6 +171,37 @@ fn one_stored_run_has_every_chart_and_the_stored_numbers() {
         })
         .collect();
     assert_eq!(values, stored);
+    // -P 2: the flow's sum is one line through the sum intervals, each stream a thin line
+    // of its own, never one line zig-zagging between streams and sum
+    let sums = intervals
+        .iter()
+        .filter(|i| i.get("stream").is_none() && i["omitted"] == false)
+        .count();
+    assert!(
+        sums > 1 && sums < intervals.len(),
+        "{sums} of {}",
+        intervals.len()
+    );
+    let svg = read(&svg_dir.join(format!("{p}-goodput.svg")));
+    let lines: Vec<usize> = svg
+        .split("<polyline points=\"")
+        .skip(1)
+        .map(|l| l[..l.find('"').unwrap()].split(' ').count())
+        .collect();
+    assert_eq!(lines.len(), 3, "the sum and two streams: {lines:?}");
+    // the sum first; a stream may lack an interval its flow's sum has
+    assert_eq!(lines[0], sums, "{lines:?}");
+    assert!(
+        lines[1..].iter().all(|n| *n > 1 && *n <= sums),
+        "{lines:?} against {sums}"
+    );
+    assert!(html.contains("<th scope=\"col\">stream</th>"));
+    // units as the captions say them, cores by host, no Markdown marks
+    assert!(html.contains("<th scope=\"col\">RTT (µs)</th>"));
+    assert!(!html.contains("RTT (ms)</th>"));
+    assert!(html.contains("client CPU ") || html.contains("client+server CPU "));
+    assert!(!html.contains("host 0"));
+    assert!(!html.contains('`'), "a literal backtick");
     // per core: the stored loads of the host
     let cores = run["evidence"]["client"]["cores"].as_array().unwrap();
     let cpu = table_values(&html, &format!("{p}-cpu"));
@@ -226,6 +257,21 @@ fn two_labels_get_box_plots_with_the_compare_verdict_and_table() {
         "{verdict}"
     );
     assert!(html.contains("A/B: A = p1, B = p2"));
+    // the settings in which the sides differ, as `compare` lists them (-P 1 against -P 2)
+    let diffs = cmp["differences"].as_array().unwrap();
+    assert!(
+        diffs.iter().any(|d| d["what"] == "spec.parallel"),
+        "{diffs:?}"
+    );
+    for d in diffs {
+        let line = format!(
+            "{}: A {}, B {}",
+            d["what"].as_str().unwrap(),
+            d["a"].as_str().unwrap(),
+            d["b"].as_str().unwrap()
+        );
+        assert!(html.contains(&format!("<li>{}</li>", esc(&line))), "{line}");
+    }
     // each run's goodput is in the box plot's table, in the order stored
     let stored: Vec<f64> = fx
         .p1
@@ -319,8 +365,132 @@ fn a_find_max_search_and_an_iperf3_file_are_reported() {
         for bps in intervals {
             assert!(shown.contains(&bps), "{bps} in {shown:?}");
         }
+        // the file's windows (bytes) reach the TCP table, largest stream per interval
+        let cwnd: Vec<f64> = doc["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| {
+                i["streams"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|s| s["snd_cwnd"].as_f64())
+                    .reduce(f64::max)
+            })
+            .collect();
+        assert!(!cwnd.is_empty(), "iperf3 -J has snd_cwnd");
+        let tcp = table_values(&html, "iperf3-json-tcp");
+        for c in &cwnd {
+            assert!(tcp.contains(c), "cwnd {c} in {tcp:?}");
+        }
+        // imported and shown: the largest window, not "-"
+        let db = fx.dir.join("iperf3.db");
+        let _ = std::fs::remove_file(&db);
+        ok(
+            wr(&db, &["import", ip_path.to_str().unwrap()]),
+            "import of iperf3 -J",
+        );
+        let out = ok(wr(&db, &["history", "--json"]), "history");
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let id = rows[0]["id"].as_i64().unwrap().to_string();
+        let out = ok(wr(&db, &["show", &id]), "show of an iperf3 import");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("largest cwnd"))
+            .unwrap_or_else(|| panic!("no cwnd line: {text}"));
+        assert!(!line.ends_with(" -"), "{line}");
+        let max = cwnd.iter().copied().fold(0.0, f64::max) as u64;
+        let want = wirerate_core::units::format_bytes(max);
+        assert!(line.contains(&want), "{line} should hold {want}");
     }
     assert_self_contained(&html);
+}
+
+#[test]
+fn rr_and_sweep_runs_get_their_own_charts_and_show() {
+    let fx = fixture();
+    let db = fx.dir.join("rr-sweep.db");
+    ok(
+        wr(&db, &["rr", "-t", "1", "-i", "0.25", "--label", "rr"]),
+        "an rr run",
+    );
+    let sweep = [
+        "sweep",
+        "--max",
+        "4096",
+        "--point-time",
+        "0.002",
+        "--trials",
+        "2",
+        "--label",
+        "sw",
+    ];
+    ok(wr(&db, &sweep), "a sweep");
+    let entry = |label: &str| -> Value {
+        let out = ok(wr(&db, &["history", "--json", "--label", label]), "history");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone()
+    };
+    // rr: percentiles and transactions per second, not goodput
+    let rr = entry("rr");
+    let id = rr["id"].as_i64().unwrap().to_string();
+    let html_path = fx.dir.join("rr.html");
+    ok(
+        wr(&db, &["report", &id, "-o", html_path.to_str().unwrap()]),
+        "report of an rr run",
+    );
+    let html = read(&html_path);
+    let p = format!("run-{id}");
+    assert_eq!(
+        chart_ids(&html),
+        [
+            format!("{p}-rr-time"),
+            format!("{p}-rr-cdf"),
+            format!("{p}-cpu")
+        ]
+    );
+    let sum = &rr["result"]["summary"]["rr"];
+    let cdf = table_values(&html, &format!("{p}-rr-cdf"));
+    for k in ["rtt_p50_us", "rtt_p90_us", "rtt_p99_us", "rtt_p999_us"] {
+        assert!(cdf.contains(&f(&sum[k])), "{k} in {cdf:?}");
+    }
+    assert!(cdf.contains(&f(&sum["tps"])));
+    assert_self_contained(&html);
+    let out = ok(wr(&db, &["show", &id]), "show of an rr run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("p99.9") && text.contains("per second"),
+        "{text}"
+    );
+    assert!(!text.contains("goodput") && !text.contains("PI "), "{text}");
+    // sweep: the size curves and the fit
+    let sw = entry("sw");
+    let id = sw["id"].as_i64().unwrap().to_string();
+    let html_path = fx.dir.join("sweep.html");
+    ok(
+        wr(&db, &["report", &id, "-o", html_path.to_str().unwrap()]),
+        "report of a sweep",
+    );
+    let html = read(&html_path);
+    let p = format!("run-{id}");
+    let ids = chart_ids(&html);
+    assert!(ids.starts_with(&[format!("{p}-sweep-rate"), format!("{p}-sweep-latency")]));
+    let values = table_values(&html, &format!("{p}-sweep-rate"));
+    for pt in sw["result"]["sweep"]["points"].as_array().unwrap() {
+        assert!(values.contains(&f(&pt["bytes"])));
+        assert!(values.contains(&f(&pt["one_way_mean_us"])));
+    }
+    let fit = &sw["result"]["sweep"]["fit"];
+    if !fit.is_null() {
+        assert!(html.contains("Hockney"));
+    }
+    let out = ok(wr(&db, &["show", &id]), "show of a sweep");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("one-way") && text.contains("Hockney fit"),
+        "{text}"
+    );
+    assert!(!text.contains("goodput"), "{text}");
 }
 
 #[test]
@@ -515,6 +685,55 @@ mod browser {
                 .any(|p| p[0] == 0x00 && p[1] == 0x72 && p[2] == 0xB2),
             "no mark in the first series' colour"
         );
+    }
+
+    #[test]
+    fn chromium_draws_rr_and_sweep_reports_without_a_console_message() {
+        let Some(browser) = chromium() else {
+            eprintln!("SKIPPED: chromium is not installed");
+            return;
+        };
+        let fx = fixture();
+        let rr = fx.dir.join("browser-rr.json");
+        let out = ok(
+            wr(&fx.db, &["rr", "-t", "0.5", "--json", "--no-store"]),
+            "an rr run",
+        );
+        std::fs::write(&rr, &out.stdout).unwrap();
+        let sweep = fx.dir.join("browser-sweep.json");
+        let args = [
+            "sweep",
+            "--max",
+            "1024",
+            "--point-time",
+            "0.002",
+            "--trials",
+            "2",
+            "--json",
+            "--no-store",
+        ];
+        let out = ok(wr(&fx.db, &args), "a sweep");
+        std::fs::write(&sweep, &out.stdout).unwrap();
+        let page = fx.dir.join("browser-rr.html");
+        let args = [
+            "report",
+            rr.to_str().unwrap(),
+            sweep.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ];
+        ok(wr(&fx.db, &args), "report of an rr run and a sweep");
+        let ids = chart_ids(&read(&page));
+        assert!(ids.iter().any(|i| i.ends_with("-rr-cdf")), "{ids:?}");
+        assert!(ids.iter().any(|i| i.ends_with("-sweep-latency")), "{ids:?}");
+        let dom = headless(&browser, &page, &["--dump-dom"]);
+        let text = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            text.contains(&format!("data-charts-ready=\"{}\"", ids.len())),
+            "the page's script did not run; stderr: {}",
+            stderr(&dom)
+        );
+        assert_eq!(console(&dom), Vec::<String>::new());
     }
 
     #[test]

@@ -2,15 +2,13 @@
 //! confidence interval of the difference, a p-value and a one-line verdict; the headline is
 //! goodput. `--fail-if-slower` turns it into a gate for CI pipelines.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wirerate_core::diagnosis::Diagnosis;
+use wirerate_core::facts::differences;
 use wirerate_core::stats::{compare_metric, Change, Comparison, Metric};
-use wirerate_core::units::format_bps;
-use wirerate_core::RunResult;
 use wirerate_render::stats::{compare_table, verdict};
 
 use super::results::{open_existing, Operand, Sample, DB_HELP};
@@ -157,72 +155,6 @@ fn runs(n: usize) -> String {
 
 /// A setting or fact of the environment that is not the same for A and B, with each side's
 /// values ("a, b" when a side mixes several).
-struct Difference {
-    what: String,
-    a: String,
-    b: String,
-}
-
-/// The test settings and host facts in which A and B differ: the first thing to know when
-/// judging a difference (seed 000 compares kernels with everything else held equal).
-fn differences(a: &[RunResult], b: &[RunResult]) -> Vec<Difference> {
-    fn facts(r: &RunResult) -> Vec<(String, String)> {
-        let mut v: Vec<(String, String)> = match serde_json::to_value(&r.spec) {
-            Ok(serde_json::Value::Object(m)) => m
-                .into_iter()
-                .map(|(k, v)| (format!("spec.{k}"), v.to_string()))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let env = [
-            ("client kernel", &r.env.client.kernel),
-            ("server kernel", &r.env.server.kernel),
-            ("client CPU", &r.env.client.cpu_model),
-            ("server CPU", &r.env.server.cpu_model),
-            ("client host", &r.env.client.hostname),
-            ("server host", &r.env.server.hostname),
-        ];
-        v.extend(
-            env.into_iter()
-                .map(|(k, x)| (k.to_string(), x.clone().unwrap_or_else(|| "-".into()))),
-        );
-        let wire = &r.summary.wire;
-        v.push((
-            "link rate".into(),
-            wire.link_bps.map_or("-".into(), format_bps),
-        ));
-        v.push((
-            "MTU".into(),
-            wire.mtu_bytes.map_or("-".into(), |m| m.to_string()),
-        ));
-        v
-    }
-    fn values(runs: &[RunResult]) -> BTreeMap<String, BTreeSet<String>> {
-        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for r in runs {
-            for (k, v) in facts(r) {
-                m.entry(k).or_default().insert(v);
-            }
-        }
-        m
-    }
-    let (va, vb) = (values(a), values(b));
-    let join = |s: Option<&BTreeSet<String>>| {
-        s.map_or("-".to_string(), |s| {
-            s.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
-        })
-    };
-    let keys: BTreeSet<&String> = va.keys().chain(vb.keys()).collect();
-    keys.into_iter()
-        .filter(|k| va.get(*k) != vb.get(*k))
-        .map(|k| Difference {
-            what: k.clone(),
-            a: join(va.get(k)),
-            b: join(vb.get(k)),
-        })
-        .collect()
-}
-
 fn text_report(a: &Sample, b: &Sample, rows: &[(Metric, Comparison)]) -> String {
     let mut o = format!(
         "A: {} ({})\nB: {} ({})\n",

@@ -23,8 +23,11 @@ saved JSON file (wirerate results as `run --json` or `history --json` write them
 output, or a `run -u --find-max --json` search). Prefix with label:, id: or file: to say \
 which. Each operand is one group.\n\nOne run gives its goodput, retransmits, RTT and \
 congestion window over time, CPU per core, the streams' shares with Jain's fairness index and \
-the diagnosis; several runs or groups give box plots of goodput, CPU and PI with the verdicts \
-and p-values of `wirerate compare` (each group against the first) and the A/B table; a \
+the diagnosis; an rr run gives round-trip percentiles and transactions per second over time \
+and their distribution, a sweep throughput and one-way time per message size with Hockney's \
+fit; several runs or groups give box plots of goodput, CPU and PI with the verdicts \
+and p-values of `wirerate compare` (each group against the first), the settings in which \
+they differ and the A/B table; a \
 find-max search gives loss against offered rate. Every chart has a table of its numbers.\n\n\
 --matrix adds a section of goodput per (client host, server host) pair from the database, as \
 `compare --matrix` shows it; with --matrix the operands may be left out.\n\n\

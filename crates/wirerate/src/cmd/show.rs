@@ -10,6 +10,7 @@ use wirerate_core::result::HostEnv;
 use wirerate_core::text::safe;
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::RunResult;
+use wirerate_render::latency;
 use wirerate_store::RunRow;
 
 use super::results::{open_existing, utc, DB_HELP};
@@ -100,6 +101,45 @@ fn details(row: &RunRow, r: &RunResult) -> String {
         if r.spec.parallel == 1 { "" } else { "s" },
         format_bytes(r.spec.len_bytes)
     );
+    // request/response runs and sweeps: their own figures, as `rr` and `sweep` print them
+    if let Some(rr) = &s.rr {
+        o.push_str(&latency::rr_summary(r, rr));
+    } else if let Some(sw) = &r.sweep {
+        let _ = writeln!(o, "sweep        {}", sw.mode);
+        o.push_str(&latency::sweep_summary(sw));
+    } else {
+        throughput(&mut o, r);
+    }
+    let _ = writeln!(o, "client       {}", host_line(&r.env.client));
+    let _ = writeln!(o, "server       {}", host_line(&r.env.server));
+    let tool = format!("{} {}", r.tool.name, r.tool.version);
+    let _ = writeln!(o, "tool         {}", safe(&tool));
+    o
+}
+
+/// The largest congestion window the run saw: the senders' (segments) and the intervals'
+/// (bytes, as an iperf3 file has it).
+fn cwnd(r: &RunResult) -> String {
+    let segs = r
+        .streams
+        .iter()
+        .filter_map(|s| s.tcp_sender.as_ref()?.snd_cwnd)
+        .max();
+    let bytes = r
+        .intervals
+        .iter()
+        .filter_map(|i| i.tcp.as_ref()?.snd_cwnd_bytes)
+        .max();
+    match (segs, bytes) {
+        (Some(s), Some(b)) => format!("{s} segments ({})", format_bytes(b)),
+        (Some(s), None) => format!("{s} segments"),
+        (None, Some(b)) => format_bytes(b),
+        (None, None) => "-".to_string(),
+    }
+}
+
+fn throughput(o: &mut String, r: &RunResult) {
+    let s = &r.summary;
     let _ = writeln!(
         o,
         "goodput      {} ({} in {:.2} s; sender {})",
@@ -126,6 +166,7 @@ fn details(row: &RunRow, r: &RunResult) -> String {
     if let Some(t) = &s.tcp {
         let retr = t.retransmits.map_or("-".to_string(), |n| n.to_string());
         let _ = writeln!(o, "retransmits  {retr}");
+        let _ = writeln!(o, "largest cwnd {}", cwnd(r));
     }
     if let Some(u) = &s.udp {
         let _ = writeln!(
@@ -140,9 +181,4 @@ fn details(row: &RunRow, r: &RunResult) -> String {
         });
         let _ = writeln!(o, "link         {}{eff}", format_bps(l));
     }
-    let _ = writeln!(o, "client       {}", host_line(&r.env.client));
-    let _ = writeln!(o, "server       {}", host_line(&r.env.server));
-    let tool = format!("{} {}", r.tool.name, r.tool.version);
-    let _ = writeln!(o, "tool         {}", safe(&tool));
-    o
 }
