@@ -82,7 +82,7 @@ pub(crate) fn set_flowlabel(sock: &SockRef<'_>, dst: &SocketAddrV6, label: u32) 
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    set_int(sock, libc::IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1)
+    crate::net::set_int_opt(sock, libc::IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1)
 }
 
 /// `dst` with the flow label in its flow information, as connect wants it (network order).
@@ -99,37 +99,19 @@ pub(crate) fn with_flowlabel(dst: SocketAddrV6, label: u32) -> SocketAddrV6 {
 /// fragmented. A dual-stack IPv6 socket gets both families' option; the other one is
 /// best effort.
 pub fn set_dont_fragment(sock: &SockRef<'_>) -> io::Result<()> {
-    let v4 = set_int(
+    let v4 = crate::net::set_int_opt(
         sock,
         libc::IPPROTO_IP,
         libc::IP_MTU_DISCOVER,
         libc::IP_PMTUDISC_DO,
     );
-    let v6 = set_int(
+    let v6 = crate::net::set_int_opt(
         sock,
         libc::IPPROTO_IPV6,
         libc::IPV6_MTU_DISCOVER,
         libc::IPV6_PMTUDISC_DO,
     );
     v4.or(v6)
-}
-
-fn set_int(sock: &SockRef<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live i32 and its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub fn batch_receive(sock: &SockRef<'_>, len: u64) {
     let _ = set_int_opt(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat as i32);
 }
 
-fn set_int_opt(sock: &SockRef<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
+pub(crate) fn set_int_opt(sock: &SockRef<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
     // SAFETY: passes a pointer to a live i32 and its exact size.
     let rc = unsafe {
         libc::setsockopt(

@@ -576,3 +576,49 @@ mod tests {
         assert_eq!(port_name("abcdefghijkl").len(), 13);
     }
 }
+
+#[cfg(test)]
+mod delayed_tests {
+    use super::*;
+
+    #[test]
+    fn a_delayed_lab_runs_its_link_through_the_switch_unshaped() {
+        let s = LabSpec {
+            name: "d1".into(),
+            hosts: vec!["a".into(), "b".into()],
+            link_bps: 50e6,
+            buffer_bytes: 1 << 20,
+            mtu: 1500,
+            path: crate::path::PathSpec {
+                ab: crate::path::PathDir {
+                    delay_us: 25_000,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        };
+        assert!(s.validate().is_ok() && s.delayed());
+        let cmds = s.delayed_commands();
+        let lines: Vec<String> = cmds
+            .iter()
+            .map(|(p, a)| format!("{p} {}", a.join(" ")))
+            .collect();
+        // the bottleneck is the delay line's: no end is shaped
+        assert!(lines.iter().all(|l| !l.contains("tbf")), "{lines:#?}");
+        for want in [
+            "ip netns add wrs-d1",
+            "ip link add wr0 netns wr-d1-a type veth peer name pa netns wrs-d1",
+            "ip link add wr0 netns wr-d1-b type veth peer name pb netns wrs-d1",
+            "ip netns exec wr-d1-a ethtool -K wr0 tx off",
+            "ip netns exec wrs-d1 ethtool -K pb tso off gso off gro off tx off",
+        ] {
+            assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
+        }
+        // three hosts cannot have a path
+        let three = LabSpec {
+            hosts: vec!["a".into(), "b".into(), "c".into()],
+            ..s
+        };
+        assert!(three.validate().is_err());
+    }
+}
