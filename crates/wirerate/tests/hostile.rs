@@ -446,10 +446,18 @@ fn import_refuses_impossible_results_and_huge_files() {
         assert_eq!(out.status.code(), Some(1), "{path}: {}", stderr(&out));
         assert!(stderr(&out).contains(why), "{path}: {}", stderr(&out));
     }
-    // 65 MiB: refused by size before it is read
+    // files are read a run at a time: 65 MiB of zeros is refused at its first byte, and one
+    // run of over 64 MiB (a 65 MiB hostname) when it passes the cap, before it is held
     let big = dir.path().join("big.json");
     let f = std::fs::File::create(&big).unwrap();
     f.set_len(65 << 20).unwrap();
+    let out = run(&["import", big.to_str().unwrap(), "--db", dbs], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not wirerate results"), "{}", stderr(&out));
+    let mut huge = String::from("{\"env\":{\"client\":{\"hostname\":\"");
+    huge.push_str(&"x".repeat(65 << 20));
+    huge.push_str("\"}}}");
+    std::fs::write(&big, huge).unwrap();
     let out = run(&["import", big.to_str().unwrap(), "--db", dbs], LIMIT);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("64 MiB"), "{}", stderr(&out));
