@@ -75,6 +75,10 @@ pub mod limits {
     pub const MAX_WORKERS: u32 = 256;
     pub const MAX_LEN: u64 = 64 << 20;
     pub const MAX_SECONDS: f64 = 86_400.0;
+    /// The longest test `wirerate serve` grants by default: five minutes, so no client books
+    /// a public server for long, and a default sweep (1 B to 8 MiB, its bound about 134 s)
+    /// still fits.
+    pub const DEFAULT_SERVER_MAX_SECONDS: f64 = 300.0;
     pub const MAX_WINDOW: u64 = 1 << 30;
     pub const MAX_CONGESTION_NAME: usize = 16;
     /// Buffer memory one test may ask each side for (streams × length × flows).

@@ -40,6 +40,30 @@ impl Default for SweepSpec {
     }
 }
 
+impl SweepSpec {
+    /// The sizes this sweep measures: NetPIPE's schedule within its bounds.
+    pub fn sizes(&self) -> Vec<u64> {
+        let max = self.max_bytes.clamp(1, 1 << 30);
+        schedule(
+            self.min_bytes.clamp(1, max),
+            max,
+            self.perturbation_bytes.min(1 << 20),
+        )
+    }
+
+    /// The longest the sweep may take, what its spec asks of a server: every trial cut at
+    /// twice its point time, and a minute for the rest (capped at the spec's own limit).
+    pub fn longest_s(&self) -> f64 {
+        let points = self.sizes().len() as f64;
+        let s = points * f64::from(self.trials.max(1)) * self.point_time_s.abs() * 2.0 + 60.0;
+        if s.is_finite() {
+            s.min(crate::spec::limits::MAX_SECONDS)
+        } else {
+            60.0
+        }
+    }
+}
+
 pub const DEFAULT_MAX_BYTES: u64 = 8 << 20;
 /// NetPIPE's defaults as it is built: 3 trials of about 0.1 s, ±3 bytes.
 pub const DEFAULT_POINT_TIME_S: f64 = 0.1;
@@ -326,6 +350,16 @@ pub struct SweepSide {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_sweep_fits_a_default_server() {
+        let longest = SweepSpec::default().longest_s();
+        assert!(
+            longest <= crate::spec::limits::DEFAULT_SERVER_MAX_SECONDS,
+            "a default sweep asks {longest} s of a server that grants {}",
+            crate::spec::limits::DEFAULT_SERVER_MAX_SECONDS
+        );
+    }
 
     #[test]
     fn schedule_follows_netpipe() {

@@ -453,7 +453,11 @@ fn import_refuses_impossible_results_and_huge_files() {
     f.set_len(65 << 20).unwrap();
     let out = run(&["import", big.to_str().unwrap(), "--db", dbs], LIMIT);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("not wirerate results"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not wirerate results"),
+        "{}",
+        stderr(&out)
+    );
     let mut huge = String::from("{\"env\":{\"client\":{\"hostname\":\"");
     huge.push_str(&"x".repeat(65 << 20));
     huge.push_str("\"}}}");
@@ -567,7 +571,7 @@ fn a_connection_that_sends_no_spec_holds_no_slot() {
     }
     let held = t0.elapsed();
     assert!(held < Duration::from_secs(3), "held {held:?}");
-    // nor can a spec book the server for a day: the default bound is 120 s
+    // nor can a spec book the server for a day: the default bound is 300 s
     let out = run(
         &[
             "run",
@@ -584,7 +588,7 @@ fn a_connection_that_sends_no_spec_holds_no_slot() {
     );
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("exceeds the server's maximum of 120 s"),
+        stderr(&out).contains("exceeds the server's maximum of 300 s"),
         "{}",
         stderr(&out)
     );

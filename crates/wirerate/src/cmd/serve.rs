@@ -25,7 +25,7 @@ ended as stalled. Every test is bounded in time (--max-duration, byte-count test
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
 A new connection has --handshake-timeout in all (TLS included) to say what it is; at most 8 may \
 wait from one address (an IPv6 /64 counts as one address here, for failed logins and for \
---limits' tests_per_hour), and beyond the start of --max-startups new ones are refused at random. The defaults suit a server open to anyone: tests of at most 120 s, a \
+--limits' tests_per_hour), and beyond the start of --max-startups new ones are refused at random. The defaults suit a server open to anyone: tests of at most 300 s, a \
 2 s handshake, a 10 s idle timeout; raise --max-duration for long tests among trusted clients.\n\n\
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\
@@ -63,7 +63,7 @@ pub struct Args {
     pub max_startups: wirerate_engine::startups::Startups,
     /// Longest test served, warm-up included; tests that end by byte or block count are
     /// ended when they reach it
-    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = wirerate_core::spec::limits::DEFAULT_SERVER_MAX_SECONDS)]
     pub max_duration: f64,
     /// Fastest rate a client may ask of one stream (SI: 10G = 10 000 000 000 bit/s)
     #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "1T")]

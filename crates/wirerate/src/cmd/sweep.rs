@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::ValueEnum;
 use wirerate_core::spec::{End, TestKind};
 use wirerate_core::sweep::{
-    schedule, SweepPoint, SweepSpec, DEFAULT_MAX_BYTES, DEFAULT_PERTURBATION_BYTES,
-    DEFAULT_POINT_TIME_S, DEFAULT_TRIALS,
+    SweepPoint, SweepSpec, DEFAULT_MAX_BYTES, DEFAULT_PERTURBATION_BYTES, DEFAULT_POINT_TIME_S,
+    DEFAULT_TRIALS,
 };
 use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
@@ -100,13 +100,9 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         trials: a.trials,
         perturbation_bytes: a.perturbation,
     };
-    // the longest the sweep may take: every trial cut at the early-stop limit (capped)
-    let points = sizes(&sw).len() as f64;
-    let longest = (points * f64::from(sw.trials.max(1)) * sw.point_time_s.abs() * 2.0 + 60.0)
-        .min(wirerate_core::spec::limits::MAX_SECONDS);
     let spec = TestSpec {
         end: End::Time {
-            seconds: if longest.is_finite() { longest } else { 60.0 },
+            seconds: sw.longest_s(),
         },
         len_bytes: a.max.max(1),
         parallel: 1,
@@ -119,16 +115,6 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         return usage(e.to_string());
     }
     Ok(spec)
-}
-
-/// The sizes the sweep will measure (bounded, for a spec not yet validated).
-fn sizes(sw: &SweepSpec) -> Vec<u64> {
-    let max = sw.max_bytes.clamp(1, 1 << 30);
-    schedule(
-        sw.min_bytes.clamp(1, max),
-        max,
-        sw.perturbation_bytes.min(1 << 20),
-    )
 }
 
 /// A line per size on stderr while the sweep runs: how far it is, and the size's best trial.
@@ -171,7 +157,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         crate::say!("{}", text::header(&spec, &t.describe()));
     }
     let (result, errors) = if format == Format::Text {
-        let total = spec.test.sweep().map_or(0, |sw| sizes(sw).len());
+        let total = spec.test.sweep().map_or(0, |sw| sw.sizes().len());
         let mut progress = Progress {
             total,
             done: 0,
