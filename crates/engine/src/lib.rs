@@ -31,6 +31,7 @@ pub mod rr;
 pub mod server;
 mod side;
 pub mod startups;
+pub mod stats;
 mod stream;
 mod sweep;
 mod tally;

@@ -138,6 +138,8 @@ pub(crate) struct Shared {
     pub(crate) log_limit: crate::logline::RateLimit,
     /// New connections that have sent nothing yet.
     waiting: crate::waiting::WaitingRoom,
+    /// What `serve --metrics` reports: every recorded decision is counted.
+    pub(crate) stats: crate::stats::Counters,
 }
 
 impl Shared {
@@ -158,6 +160,7 @@ impl Shared {
 
     /// A decision: the event as JSON, or the sentence (if any) as text.
     pub(crate) fn record(&self, ev: &Event, text: Option<std::fmt::Arguments<'_>>) {
+        self.stats.count(ev);
         if self.cfg.quiet {
             return;
         }
@@ -178,16 +181,18 @@ impl Shared {
         msg: std::fmt::Arguments<'_>,
     ) {
         if self.cfg.quiet {
-            return;
+            return self.stats.count(&ev);
         }
-        if let Some(suppressed) = self.log_limit.admit(from, Instant::now()) {
-            if suppressed > 0 {
-                self.log(format_args!(
-                    "suppressed {suppressed} line(s) about rejected connections"
-                ));
-            }
-            self.record(&ev, Some(msg));
+        let Some(suppressed) = self.log_limit.admit(from, Instant::now()) else {
+            // not logged, but counted all the same
+            return self.stats.count(&ev);
+        };
+        if suppressed > 0 {
+            self.log(format_args!(
+                "suppressed {suppressed} line(s) about rejected connections"
+            ));
         }
+        self.record(&ev, Some(msg));
     }
 
     pub(crate) fn test_ended(&self, ok: bool) {
@@ -257,8 +262,14 @@ impl Server {
                 pending_by_ip: Mutex::new(HashMap::new()),
                 log_limit: crate::logline::RateLimit::default(),
                 waiting: Default::default(),
+                stats: Default::default(),
             }),
         })
+    }
+
+    /// The server's counters and gauges, for a metrics listener.
+    pub fn stats(&self) -> crate::stats::ServerStats {
+        crate::stats::ServerStats(self.shared.clone())
     }
 
     /// The flag that ends [`Server::serve`], if the configuration has one.

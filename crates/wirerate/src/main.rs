@@ -39,6 +39,8 @@ enum Command {
     Sweep(Box<cmd::sweep::Args>),
     /// Serve tests to wirerate clients
     Serve(Box<cmd::serve::Args>),
+    /// Prometheus exporter: /probe runs a test against an allowed server, /metrics its counters
+    Exporter(Box<cmd::exporter::Args>),
     /// Users of `serve --users`: add, remove, list (salted verifiers, never passwords)
     User(cmd::user::Args),
     /// The wire-rate model: what a link can carry for a protocol and MTU
@@ -105,6 +107,7 @@ fn main() -> ExitCode {
         Command::Rr(a) => cmd::rr::run(*a),
         Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Serve(a) => cmd::serve::run(*a),
+        Command::Exporter(a) => cmd::exporter::run(*a),
         Command::User(a) => cmd::user::run(a),
         Command::Wire(a) => cmd::wire::run(a),
         Command::Ttcp(a) => cmd::ttcp::run(a),

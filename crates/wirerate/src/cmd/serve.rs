@@ -90,6 +90,11 @@ pub struct Args {
     /// (docs/server.md)
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
     pub log_format: LogFormatArg,
+    /// Serve the server's own counters and gauges to Prometheus on ADDR/metrics (tests
+    /// served, refusals by reason, bytes, the test slot, failed logins, pending
+    /// connections; docs/monitoring.md)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
     /// Check a limits file, print its rules and exit
     #[arg(long, value_name = "FILE", exclusive = true)]
     pub check_limits: Option<PathBuf>,
@@ -332,6 +337,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.tls.client_ca.is_some() {
         listening.push_str(", clients must present a certificate");
     }
+    let metrics = match a.metrics {
+        Some(addr) => Some(super::server_metrics::bind(addr, server.stats())?),
+        None => None,
+    };
+    if let Some(m) = &metrics {
+        listening.push_str(&format!(", metrics on http://{}/metrics", m.local_addr()?));
+    }
     match a.log_format {
         LogFormatArg::Text => eprintln!("wirerate serve: {listening}"),
         LogFormatArg::Json => eprintln!(
@@ -344,6 +356,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         super::daemon::detach(a.pidfile.as_deref(), a.output.logfile.is_some())?;
     } else if let Some(p) = &a.pidfile {
         super::daemon::write_pidfile(p, std::process::id())?;
+    }
+    if let Some(m) = metrics {
+        m.spawn()?;
     }
     let shutdown = server.shutdown_flag();
     let ok = if a.one_off {

@@ -1,0 +1,395 @@
+//! One `/probe` of `wirerate exporter`: its parameters (from the query and a module) turned
+//! into the flags of `wirerate run`, so a probe is checked and run exactly as that command
+//! would run it (the same spec rules, the same engine call), bounded in time by what the
+//! scrape allows.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use serde::Deserialize;
+use wirerate_core::RunResult;
+use wirerate_prom::http::Request;
+
+use super::run::{self, Silent};
+use crate::exit::UsageError;
+
+/// Seconds of test a probe runs when neither the query nor its module says.
+pub const DEFAULT_SECONDS: f64 = 5.0;
+/// The shortest test worth running: below it the scrape timeout leaves no room.
+pub const MIN_SECONDS: f64 = 0.5;
+/// The longest a silent server is waited for within a probe.
+const MAX_IDLE_S: f64 = 10.0;
+
+/// A named set of probe parameters (`[modules.NAME]` in `--config`); the query's own
+/// parameters override it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Module {
+    pub seconds: Option<f64>,
+    pub reverse: Option<bool>,
+    pub udp: Option<bool>,
+    /// A rate as `run -b` takes it ("100M").
+    pub bitrate: Option<String>,
+    pub parallel: Option<u32>,
+    /// The socket buffer, as `run -w` takes it ("4M").
+    pub window: Option<String>,
+    pub congestion: Option<String>,
+    pub bidir: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    modules: BTreeMap<String, Module>,
+}
+
+/// Reads the modules of a config file.
+pub fn load_modules(path: &Path) -> anyhow::Result<BTreeMap<String, Module>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+        let msg = e.message().to_string();
+        UsageError(format!("--config {}: {msg}", path.display()))
+    })?;
+    Ok(file.modules)
+}
+
+/// A probe's parameters, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    pub target: String,
+    pub module: Option<String>,
+    pub seconds: f64,
+    /// How long the whole probe may take (the scrape's timeout less the margin), if bounded.
+    pub budget: Option<f64>,
+    pub params: Module,
+}
+
+/// Why a probe is not run: the HTTP status and a one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub u16, pub String);
+
+fn bad(msg: impl Into<String>) -> Refused {
+    Refused(400, msg.into())
+}
+
+/// `true`/`false`, `1`/`0`, `yes`/`no`.
+fn parse_bool(name: &str, v: &str) -> Result<bool, Refused> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(bad(format!("{name}: '{v}' is not true or false"))),
+    }
+}
+
+/// The query's parameters over the module's; the test's length bounded by the scrape's
+/// timeout less `margin`, and by `max_seconds`.
+pub fn parse(
+    req: &Request,
+    modules: &BTreeMap<String, Module>,
+    max_seconds: f64,
+    margin: f64,
+) -> Result<Probe, Refused> {
+    let p = |name: &str| req.param(name).map_err(bad);
+    const KNOWN: [&str; 9] = [
+        "target",
+        "module",
+        "seconds",
+        "reverse",
+        "udp",
+        "bitrate",
+        "parallel",
+        "window",
+        "congestion",
+    ];
+    if let Some((k, _)) = req.query.iter().find(|(k, _)| !KNOWN.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "unknown parameter '{k}' (known: {})",
+            KNOWN.join(", ")
+        )));
+    }
+    let target = match p("target")? {
+        Some(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => return Err(bad("target is missing (target=HOST or HOST:PORT)")),
+    };
+    let module = p("module")?.map(str::to_string);
+    let mut params = match &module {
+        Some(m) => modules
+            .get(m)
+            .cloned()
+            .ok_or_else(|| bad(format!("no module '{m}' in the config")))?,
+        None => Module::default(),
+    };
+    if let Some(v) = p("seconds")? {
+        params.seconds = Some(
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| bad(format!("seconds: '{v}' is not a positive number")))?,
+        );
+    }
+    for (name, field) in [("reverse", &mut params.reverse), ("udp", &mut params.udp)] {
+        if let Some(v) = p(name)? {
+            *field = Some(parse_bool(name, v)?);
+        }
+    }
+    if let Some(v) = p("bitrate")? {
+        run::parse_rate(v).map_err(|e| bad(format!("bitrate: {e}")))?;
+        params.bitrate = Some(v.to_string());
+    }
+    if let Some(v) = p("parallel")? {
+        params.parallel = Some(
+            v.parse::<u32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| bad(format!("parallel: '{v}' is not a whole number from 1")))?,
+        );
+    }
+    if let Some(v) = p("window")? {
+        params.window = Some(v.to_string());
+    }
+    if let Some(v) = p("congestion")? {
+        params.congestion = Some(v.to_string());
+    }
+    let budget = match req.header("X-Prometheus-Scrape-Timeout-Seconds") {
+        Some(h) => {
+            let t = h
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && *t > 0.0);
+            let t = t.ok_or_else(|| {
+                bad(format!(
+                    "X-Prometheus-Scrape-Timeout-Seconds: '{h}' is not a number of seconds"
+                ))
+            })?;
+            Some(t - margin)
+        }
+        None => None,
+    };
+    let asked = params.seconds.unwrap_or(DEFAULT_SECONDS);
+    if asked > max_seconds {
+        return Err(bad(format!(
+            "seconds: {asked} is over the exporter's --max-seconds {max_seconds}"
+        )));
+    }
+    let seconds = budget.map_or(asked, |b| asked.min(b));
+    if seconds < MIN_SECONDS {
+        return Err(bad(format!(
+            "the scrape timeout leaves {:.2} s for the test after the {margin} s margin: at least {MIN_SECONDS} s are needed (raise scrape_timeout)",
+            budget.unwrap_or(seconds)
+        )));
+    }
+    Ok(Probe {
+        target,
+        module,
+        seconds,
+        budget,
+        params,
+    })
+}
+
+/// `wirerate run`'s flags, alone, to parse a probe's flags with.
+#[derive(Parser)]
+#[command(name = "probe", no_binary_name = true)]
+struct RunFlags {
+    #[command(flatten)]
+    run: run::Args,
+}
+
+impl Probe {
+    /// The `run` flags this probe stands for. Values go after `=`, so none is read as a flag.
+    pub fn argv(&self) -> Vec<String> {
+        let m = &self.params;
+        let idle = self.budget.unwrap_or(MAX_IDLE_S).clamp(0.5, MAX_IDLE_S);
+        let mut v = vec![
+            format!("--time={}", self.seconds),
+            "--interval=0".into(),
+            format!("--idle-timeout={idle}"),
+            "--no-store".into(),
+        ];
+        let flags = [
+            (m.reverse, "--reverse"),
+            (m.udp, "--udp"),
+            (m.bidir, "--bidir"),
+        ];
+        v.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on == Some(true))
+                .map(|(_, f)| f.to_string()),
+        );
+        if let Some(b) = &m.bitrate {
+            v.push(format!("--bitrate={b}"));
+        }
+        if let Some(n) = m.parallel {
+            v.push(format!("--parallel={n}"));
+        }
+        if let Some(w) = &m.window {
+            v.push(format!("--window={w}"));
+        }
+        if let Some(c) = &m.congestion {
+            v.push(format!("--congestion={c}"));
+        }
+        v.push("--".into());
+        v.push(self.target.clone());
+        v
+    }
+
+    /// The flags checked as `run` checks them: a mistake is a 400 with `run`'s own words.
+    pub fn run_args(&self) -> Result<run::Args, Refused> {
+        RunFlags::try_parse_from(self.argv())
+            .map(|f| f.run)
+            .map_err(|e| {
+                let text = e.to_string();
+                let line = text.lines().next().unwrap_or("bad parameters");
+                bad(line.trim_start_matches("error: ").to_string())
+            })
+    }
+
+    /// Runs the test: the result (None if it did not get that far), whether it succeeded,
+    /// and why not. A parameter that `run` refuses comes back as `Err`.
+    pub fn execute(&self) -> Result<Outcome, Refused> {
+        let started = Instant::now();
+        let a = self.run_args()?;
+        // the same checks as `run`, before any connection (the datagram size comes after)
+        let usage = |e: anyhow::Error| match e.downcast_ref::<UsageError>() {
+            Some(u) => Err(bad(u.0.clone())),
+            None => Ok(e),
+        };
+        run::spec_from(&a, 1472).map_err(|e| bad(wirerate_engine::chain(e.as_ref())))?;
+        let failed = |e: anyhow::Error| Outcome {
+            result: None,
+            success: false,
+            error: Some(wirerate_engine::chain(e.as_ref())),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let t = match run::target(&a) {
+            Ok(t) => t,
+            Err(e) => return usage(e).map(failed),
+        };
+        let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
+        let spec = match run::spec_from(&a, path_udp) {
+            Ok(s) => s,
+            Err(e) => return usage(e).map(failed),
+        };
+        Ok(match run::execute(&t, &spec, &mut Silent, Duration::ZERO) {
+            Ok((result, errors)) => Outcome {
+                success: errors.is_empty() && !result.interrupted,
+                error: (!errors.is_empty()).then(|| errors.join("; ")),
+                result: Some(result),
+                seconds: started.elapsed().as_secs_f64(),
+            },
+            Err(e) => failed(e),
+        })
+    }
+}
+
+/// What a probe's test came to.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Option<RunResult>,
+    pub success: bool,
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirerate_prom::http::parse_head;
+
+    fn req(q: &str, timeout: Option<&str>) -> Request {
+        let h = timeout.map_or(String::new(), |t| {
+            format!("X-Prometheus-Scrape-Timeout-Seconds: {t}\r\n")
+        });
+        parse_head(format!("GET /probe?{q} HTTP/1.1\r\n{h}").as_bytes()).unwrap()
+    }
+
+    fn modules() -> BTreeMap<String, Module> {
+        let file: ConfigFile =
+            toml::from_str("[modules.udp_small]\nudp = true\nbitrate = \"10M\"\nseconds = 3\n")
+                .unwrap();
+        file.modules
+    }
+
+    #[test]
+    fn the_scrape_timeout_bounds_the_test() {
+        let m = modules();
+        let p = parse(&req("target=h&seconds=20", Some("10")), &m, 60.0, 1.0).unwrap();
+        assert_eq!((p.seconds, p.budget), (9.0, Some(9.0)));
+        let p = parse(&req("target=h", Some("15")), &m, 60.0, 1.0).unwrap();
+        assert_eq!(p.seconds, DEFAULT_SECONDS);
+        let p = parse(&req("target=h&seconds=2", None), &m, 60.0, 1.0).unwrap();
+        assert_eq!((p.seconds, p.budget), (2.0, None));
+        let e = parse(&req("target=h", Some("1.2")), &m, 60.0, 1.0).unwrap_err();
+        assert!(e.0 == 400 && e.1.contains("raise scrape_timeout"), "{e:?}");
+    }
+
+    #[test]
+    fn a_module_gives_defaults_the_query_overrides() {
+        let m = modules();
+        let p = parse(&req("target=h:5350&module=udp_small", None), &m, 60.0, 1.0).unwrap();
+        assert_eq!(p.seconds, 3.0);
+        assert_eq!(
+            p.argv(),
+            [
+                "--time=3",
+                "--interval=0",
+                "--idle-timeout=10",
+                "--no-store",
+                "--udp",
+                "--bitrate=10M",
+                "--",
+                "h:5350"
+            ]
+        );
+        let p = parse(
+            &req("target=h&module=udp_small&udp=false&seconds=1", None),
+            &m,
+            60.0,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(p.params.udp, Some(false));
+        assert_eq!(p.seconds, 1.0);
+        let e = parse(&req("target=h&module=nope", None), &m, 60.0, 1.0).unwrap_err();
+        assert!(e.1.contains("no module 'nope'"));
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_with_one_line() {
+        let m = modules();
+        for (q, words) in [
+            ("seconds=1", "target is missing"),
+            ("target=h&seconds=-1", "not a positive number"),
+            ("target=h&seconds=abc", "not a positive number"),
+            ("target=h&seconds=100", "--max-seconds"),
+            ("target=h&udp=maybe", "not true or false"),
+            ("target=h&bitrate=fast", "bitrate:"),
+            ("target=h&parallel=0", "parallel:"),
+            ("target=h&target=g", "more than once"),
+            ("target=h&colour=red", "unknown parameter 'colour'"),
+        ] {
+            let e = parse(&req(q, None), &m, 60.0, 1.0).unwrap_err();
+            assert_eq!(e.0, 400, "{q}");
+            assert!(e.1.contains(words) && !e.1.contains('\n'), "{q}: {}", e.1);
+        }
+    }
+
+    #[test]
+    fn a_value_cannot_pose_as_a_flag() {
+        let m = modules();
+        let p = parse(&req("target=--help&congestion=--udp", None), &m, 60.0, 1.0).unwrap();
+        let a = p.run_args().unwrap();
+        assert_eq!(a.host.as_deref(), Some("--help"));
+        assert_eq!(a.congestion.as_deref(), Some("--udp"));
+        assert!(!a.udp);
+        // run's own checks answer what the exporter does not know
+        let p = parse(&req("target=h&window=lots", None), &m, 60.0, 1.0).unwrap();
+        assert!(p.run_args().unwrap_err().1.contains("lots"));
+    }
+}
