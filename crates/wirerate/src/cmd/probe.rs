@@ -37,6 +37,9 @@ pub struct Module {
     pub window: Option<String>,
     pub congestion: Option<String>,
     pub bidir: Option<bool>,
+    /// The link's rate, as `run --link` takes it, where it cannot be detected: the wire
+    /// efficiency needs it.
+    pub link: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,7 +97,7 @@ pub fn parse(
     margin: f64,
 ) -> Result<Probe, Refused> {
     let p = |name: &str| req.param(name).map_err(bad);
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 10] = [
         "target",
         "module",
         "seconds",
@@ -104,6 +107,7 @@ pub fn parse(
         "parallel",
         "window",
         "congestion",
+        "link",
     ];
     if let Some((k, _)) = req.query.iter().find(|(k, _)| !KNOWN.contains(&k.as_str())) {
         return Err(bad(format!(
@@ -153,6 +157,10 @@ pub fn parse(
     }
     if let Some(v) = p("congestion")? {
         params.congestion = Some(v.to_string());
+    }
+    if let Some(v) = p("link")? {
+        run::parse_rate(v).map_err(|e| bad(format!("link: {e}")))?;
+        params.link = Some(v.to_string());
     }
     let budget = match req.header("X-Prometheus-Scrape-Timeout-Seconds") {
         Some(h) => {
@@ -233,6 +241,9 @@ impl Probe {
         }
         if let Some(c) = &m.congestion {
             v.push(format!("--congestion={c}"));
+        }
+        if let Some(l) = &m.link {
+            v.push(format!("--link={l}"));
         }
         v.push("--".into());
         v.push(self.target.clone());
