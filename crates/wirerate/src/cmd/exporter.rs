@@ -120,9 +120,8 @@ pub struct Exporter {
     busy: Mutex<HashSet<String>>,
     counters: Counters,
     started_unix_s: f64,
-    /// More families for /metrics: whatever else a command wants exported next to the
-    /// exporter's counters (change points over the history, say).
-    pub sources: Vec<Box<dyn MetricSource>>,
+    /// More families for /metrics ([`more_sources`]).
+    sources: Vec<Box<dyn MetricSource>>,
 }
 
 /// Frees a target's place when its probe ends, however it ends.
@@ -279,6 +278,12 @@ impl Exporter {
     }
 }
 
+/// Families /metrics exports beside the exporter's counters: the place for figures drawn
+/// from the history (change points of a label's runs, say), each a [`MetricSource`].
+fn more_sources(_a: &Args) -> Vec<Box<dyn MetricSource>> {
+    Vec::new()
+}
+
 const LANDING: &str = "<!doctype html><title>wirerate exporter</title><h1>wirerate exporter</h1>\
 <p><a href=\"/metrics\">/metrics</a>: the exporter's own counters.</p>\
 <p>/probe?target=HOST[:PORT]: one test against an allowed wirerate server.</p>\n";
@@ -319,7 +324,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         busy: Mutex::new(HashSet::new()),
         counters: Counters::default(),
         started_unix_s: now_unix_s(),
-        sources: Vec::new(),
+        sources: more_sources(&a),
     });
     let handler: Handler = {
         let e = exporter.clone();

@@ -21,6 +21,9 @@ pub const DEFAULT_SECONDS: f64 = 5.0;
 pub const MIN_SECONDS: f64 = 0.5;
 /// The longest a silent server is waited for within a probe.
 const MAX_IDLE_S: f64 = 10.0;
+/// The longest a connection is waited for within a scrape: `run`'s own default (5 s) or half
+/// the scrape's budget, whichever is less.
+const MAX_CONNECT_MS: f64 = 5000.0;
 
 /// A named set of probe parameters (`[modules.NAME]` in `--config`); the query's own
 /// parameters override it.
@@ -219,6 +222,11 @@ impl Probe {
             format!("--idle-timeout={idle}"),
             "--no-store".into(),
         ];
+        if let Some(b) = self.budget {
+            // a target that does not answer fails the probe within the scrape, not after it
+            let ms = (b * 500.0).clamp(200.0, MAX_CONNECT_MS);
+            v.push(format!("--connect-timeout={ms:.0}"));
+        }
         let flags = [
             (m.reverse, "--reverse"),
             (m.udp, "--udp"),
@@ -332,6 +340,13 @@ mod tests {
         let m = modules();
         let p = parse(&req("target=h&seconds=20", Some("10")), &m, 60.0, 1.0).unwrap();
         assert_eq!((p.seconds, p.budget), (9.0, Some(9.0)));
+        let argv = p.argv();
+        assert!(argv.contains(&"--time=9".to_string()), "{argv:?}");
+        assert!(argv.contains(&"--idle-timeout=9".to_string()), "{argv:?}");
+        assert!(
+            argv.contains(&"--connect-timeout=4500".to_string()),
+            "{argv:?}"
+        );
         let p = parse(&req("target=h", Some("15")), &m, 60.0, 1.0).unwrap();
         assert_eq!(p.seconds, DEFAULT_SECONDS);
         let p = parse(&req("target=h&seconds=2", None), &m, 60.0, 1.0).unwrap();

@@ -5,6 +5,7 @@
 
 pub mod fleet;
 pub mod lab;
+pub mod prom;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
