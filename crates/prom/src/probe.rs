@@ -38,6 +38,14 @@ fn write_result(out: &mut Exposition, r: &RunResult) {
         "Bytes the receiving application got per second of the receivers' window (goodput).",
         Some(s.goodput_bps / 8.0),
     );
+    let mut flows = out.family(
+        "wirerate_flow_goodput_bytes_per_second",
+        g,
+        "Goodput of each direction of a bidirectional test.",
+    );
+    for f in &s.flows {
+        flows.sample(&[("flow", &word(&f.flow))], f.goodput_bps / 8.0);
+    }
     out.single(
         "wirerate_sender_bytes_per_second",
         g,
@@ -246,6 +254,34 @@ mod tests {
         assert_eq!(value(&t, "wirerate_udp_jitter_seconds"), Some(0.0005));
         assert_eq!(value(&t, "wirerate_udp_lost_datagrams"), Some(25.0));
         assert!(!t.contains("wirerate_tcp_"));
+        assert!(!t.contains("wirerate_flow_"), "one direction: no flows");
+    }
+
+    #[test]
+    fn a_bidirectional_test_has_each_flow_goodput() {
+        use wirerate_core::result::FlowSummary;
+        use wirerate_core::spec::Flow;
+        let mut r = wirerate_core::synth::run(0, 3e9, 0);
+        r.summary.flows = [(Flow::ClientToServer, 2e9), (Flow::ServerToClient, 1e9)]
+            .map(|(flow, bps)| FlowSummary {
+                flow,
+                goodput_bps: bps,
+                bytes: 0,
+                seconds: 1.0,
+                sender_bps: bps,
+            })
+            .to_vec();
+        let mut e = Exposition::new();
+        write(&mut e, Some(&r), true, 1.0);
+        let t = e.finish();
+        let flow = |f: &str| {
+            value(
+                &t,
+                &format!("wirerate_flow_goodput_bytes_per_second{{flow=\"{f}\"}}"),
+            )
+        };
+        assert_eq!(flow("client_to_server"), Some(2.5e8));
+        assert_eq!(flow("server_to_client"), Some(1.25e8));
     }
 
     #[test]

@@ -80,10 +80,11 @@ fn docs_alerts_and_dashboard_name_the_metrics_that_exist() {
     let db = dir.path().join("probes.db");
     let (_e, addr) = exporter(&target, &["--db", db.to_str().unwrap()]);
     let mut written = BTreeSet::new();
-    // a link rate, so the wire model has one to compare with
+    // a link rate, so the link's figure is written; a bidirectional test, for its flows
     for q in [
         "seconds=0.5&link=100G",
         "seconds=0.5&udp=1&bitrate=20M&link=100G",
+        "seconds=0.5&bidir=true",
     ] {
         let (status, body) = get(addr, &format!("/probe?target={target}&{q}"), &[SCRAPE]);
         assert_eq!(status, 200, "{body}");

@@ -22,7 +22,7 @@ use crate::exit::usage;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Endpoints:\n  \
-/probe?target=HOST[:PORT]&seconds=S&reverse=BOOL&udp=BOOL&bitrate=RATE&parallel=N&window=SIZE&congestion=ALGO&link=RATE&module=NAME\n    \
+/probe?target=HOST[:PORT]&seconds=S&reverse=BOOL&udp=BOOL&bidir=BOOL&bitrate=RATE&parallel=N&window=SIZE&congestion=ALGO&link=RATE&module=NAME\n    \
 one test against the wirerate server at HOST; its length is the least of seconds (default 5), \
 the module's, --max-seconds and Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
 /metrics   the exporter's own counters\n\n\

@@ -100,7 +100,7 @@ pub fn parse(
     margin: f64,
 ) -> Result<Probe, Refused> {
     let p = |name: &str| req.param(name).map_err(bad);
-    const KNOWN: [&str; 10] = [
+    const KNOWN: [&str; 11] = [
         "target",
         "module",
         "seconds",
@@ -111,6 +111,7 @@ pub fn parse(
         "window",
         "congestion",
         "link",
+        "bidir",
     ];
     if let Some((k, _)) = req.query.iter().find(|(k, _)| !KNOWN.contains(&k.as_str())) {
         return Err(bad(format!(
@@ -138,7 +139,11 @@ pub fn parse(
                 .ok_or_else(|| bad(format!("seconds: '{v}' is not a positive number")))?,
         );
     }
-    for (name, field) in [("reverse", &mut params.reverse), ("udp", &mut params.udp)] {
+    for (name, field) in [
+        ("reverse", &mut params.reverse),
+        ("udp", &mut params.udp),
+        ("bidir", &mut params.bidir),
+    ] {
         if let Some(v) = p(name)? {
             *field = Some(parse_bool(name, v)?);
         }
@@ -295,6 +300,10 @@ impl Probe {
             Ok(s) => s,
             Err(e) => return usage(e).map(failed),
         };
+        // as `run` does: raise the open-file limit the streams need, or say why not
+        if let Err(e) = run::ensure_open_files(&spec, false) {
+            return Ok(failed(e));
+        }
         Ok(match run::execute(&t, &spec, &mut Silent, Duration::ZERO) {
             Ok((result, errors)) => Outcome {
                 success: errors.is_empty() && !result.interrupted,
