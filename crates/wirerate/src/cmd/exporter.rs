@@ -23,8 +23,8 @@ use crate::exit::usage;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Endpoints:\n  \
 /probe?target=HOST[:PORT]&seconds=S&reverse=BOOL&udp=BOOL&bidir=BOOL&bitrate=RATE&parallel=N&window=SIZE&congestion=ALGO&link=RATE&module=NAME\n    \
-one test against the wirerate server at HOST; its length is the least of seconds (default 5), \
-the module's, --max-seconds and Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
+one test against the wirerate server at HOST; it lasts `seconds` (else the module's, else 5; \
+at most --max-seconds), cut to Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
 /metrics   the exporter's own counters\n\n\
 Answers: 200 with wirerate_probe_success 0 or 1; 400 bad parameters (one line says which); \
 403 a target not in --allow; 429 a probe of that target is already running.\n\

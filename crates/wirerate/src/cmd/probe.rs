@@ -60,7 +60,34 @@ pub fn load_modules(path: &Path) -> anyhow::Result<BTreeMap<String, Module>> {
         let msg = e.message().to_string();
         UsageError(format!("--config {}: {msg}", path.display()))
     })?;
+    for (name, m) in &file.modules {
+        m.check().map_err(|e| {
+            UsageError(format!("--config {}: module '{name}': {e}", path.display()))
+        })?;
+    }
     Ok(file.modules)
+}
+
+impl Module {
+    /// What the exporter checks of a module when it starts (`run`'s own checks follow at
+    /// each probe).
+    fn check(&self) -> Result<(), String> {
+        if self.seconds.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+            return Err("seconds must be a positive number".into());
+        }
+        if self.parallel == Some(0) {
+            return Err("parallel must be 1 or more".into());
+        }
+        for (name, v) in [("bitrate", &self.bitrate), ("link", &self.link)] {
+            if let Some(v) = v {
+                run::parse_rate(v).map_err(|e| format!("{name}: {e}"))?;
+            }
+        }
+        if let Some(w) = &self.window {
+            run::parse_size(w).map_err(|e| format!("window: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// A probe's parameters, checked.
@@ -99,31 +126,17 @@ pub fn parse(
     max_seconds: f64,
     margin: f64,
 ) -> Result<Probe, Refused> {
-    let p = |name: &str| req.param(name).map_err(bad);
-    const KNOWN: [&str; 11] = [
-        "target",
-        "module",
-        "seconds",
-        "reverse",
-        "udp",
-        "bitrate",
-        "parallel",
-        "window",
-        "congestion",
-        "link",
-        "bidir",
-    ];
     if let Some((k, _)) = req.query.iter().find(|(k, _)| !KNOWN.contains(&k.as_str())) {
         return Err(bad(format!(
             "unknown parameter '{k}' (known: {})",
             KNOWN.join(", ")
         )));
     }
-    let target = match p("target")? {
+    let target = match req.param("target").map_err(bad)? {
         Some(t) if !t.trim().is_empty() => t.trim().to_string(),
         _ => return Err(bad("target is missing (target=HOST or HOST:PORT)")),
     };
-    let module = p("module")?.map(str::to_string);
+    let module = req.param("module").map_err(bad)?.map(str::to_string);
     let mut params = match &module {
         Some(m) => modules
             .get(m)
@@ -131,6 +144,36 @@ pub fn parse(
             .ok_or_else(|| bad(format!("no module '{m}' in the config")))?,
         None => Module::default(),
     };
+    override_params(req, &mut params)?;
+    let (seconds, budget) = length(req, &params, max_seconds, margin)?;
+    Ok(Probe {
+        target,
+        module,
+        seconds,
+        budget,
+        params,
+    })
+}
+
+/// The query's parameters.
+const KNOWN: [&str; 11] = [
+    "target",
+    "module",
+    "seconds",
+    "reverse",
+    "udp",
+    "bidir",
+    "bitrate",
+    "parallel",
+    "window",
+    "congestion",
+    "link",
+];
+
+/// The query's test parameters over the module's, each checked as far as the exporter can
+/// (`run`'s own checks follow, in [`Probe::run_args`]).
+fn override_params(req: &Request, params: &mut Module) -> Result<(), Refused> {
+    let p = |name: &str| req.param(name).map_err(bad);
     if let Some(v) = p("seconds")? {
         params.seconds = Some(
             v.parse::<f64>()
@@ -148,9 +191,11 @@ pub fn parse(
             *field = Some(parse_bool(name, v)?);
         }
     }
-    if let Some(v) = p("bitrate")? {
-        run::parse_rate(v).map_err(|e| bad(format!("bitrate: {e}")))?;
-        params.bitrate = Some(v.to_string());
+    for (name, field) in [("bitrate", &mut params.bitrate), ("link", &mut params.link)] {
+        if let Some(v) = p(name)? {
+            run::parse_rate(v).map_err(|e| bad(format!("{name}: {e}")))?;
+            *field = Some(v.to_string());
+        }
     }
     if let Some(v) = p("parallel")? {
         params.parallel = Some(
@@ -160,28 +205,37 @@ pub fn parse(
                 .ok_or_else(|| bad(format!("parallel: '{v}' is not a whole number from 1")))?,
         );
     }
-    if let Some(v) = p("window")? {
-        params.window = Some(v.to_string());
+    for (name, field) in [
+        ("window", &mut params.window),
+        ("congestion", &mut params.congestion),
+    ] {
+        if let Some(v) = p(name)? {
+            *field = Some(v.to_string());
+        }
     }
-    if let Some(v) = p("congestion")? {
-        params.congestion = Some(v.to_string());
-    }
-    if let Some(v) = p("link")? {
-        run::parse_rate(v).map_err(|e| bad(format!("link: {e}")))?;
-        params.link = Some(v.to_string());
-    }
+    Ok(())
+}
+
+/// The test's seconds and the probe's budget: the least of what was asked (or the
+/// default), `max_seconds`, and the scrape's timeout less `margin`.
+fn length(
+    req: &Request,
+    params: &Module,
+    max_seconds: f64,
+    margin: f64,
+) -> Result<(f64, Option<f64>), Refused> {
     let budget = match req.header("X-Prometheus-Scrape-Timeout-Seconds") {
         Some(h) => {
             let t = h
                 .trim()
                 .parse::<f64>()
                 .ok()
-                .filter(|t| t.is_finite() && *t > 0.0);
-            let t = t.ok_or_else(|| {
-                bad(format!(
-                    "X-Prometheus-Scrape-Timeout-Seconds: '{h}' is not a number of seconds"
-                ))
-            })?;
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "X-Prometheus-Scrape-Timeout-Seconds: '{h}' is not a number of seconds"
+                    ))
+                })?;
             Some(t - margin)
         }
         None => None,
@@ -199,13 +253,7 @@ pub fn parse(
             budget.unwrap_or(seconds)
         )));
     }
-    Ok(Probe {
-        target,
-        module,
-        seconds,
-        budget,
-        params,
-    })
+    Ok((seconds, budget))
 }
 
 /// `wirerate run`'s flags, alone, to parse a probe's flags with.
@@ -342,6 +390,31 @@ mod tests {
             toml::from_str("[modules.udp_small]\nudp = true\nbitrate = \"10M\"\nseconds = 3\n")
                 .unwrap();
         file.modules
+    }
+
+    #[test]
+    fn a_module_is_checked_when_the_config_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, words) in [
+            ("[modules.a]\nseconds = -1\n", "module 'a': seconds"),
+            ("[modules.b]\nbitrate = \"fast\"\n", "module 'b': bitrate"),
+            ("[modules.c]\nwindow = \"big\"\n", "module 'c': window"),
+            ("[modules.d]\nparallel = 0\n", "module 'd': parallel"),
+            ("[modules.e]\nsecnds = 1\n", "secnds"),
+            ("[module.f]\n", "module"),
+        ] {
+            let path = dir.path().join("x.toml");
+            std::fs::write(&path, text).unwrap();
+            let e = load_modules(&path).unwrap_err().to_string();
+            assert!(e.contains(words) && !e.contains('\n'), "{text}: {e}");
+        }
+        let path = dir.path().join("ok.toml");
+        std::fs::write(
+            &path,
+            "[modules.wan]\nseconds = 8\nparallel = 4\nlink = \"10G\"\n",
+        )
+        .unwrap();
+        assert_eq!(load_modules(&path).unwrap()["wan"].parallel, Some(4));
     }
 
     #[test]
