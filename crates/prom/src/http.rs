@@ -350,6 +350,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever a client sends, the parser answers a request or a reason, never a panic;
+        /// and what it decodes, it decodes back from its own encoding.
+        #[test]
+        fn any_head_is_parsed_or_refused(head in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = parse_head(&head);
+        }
+
+        #[test]
+        fn any_text_survives_a_round_trip_through_the_query(k in "[a-z]{1,8}", v in "\\PC{0,32}") {
+            let enc: String = v.bytes().map(|b| format!("%{b:02X}")).collect();
+            let q = parse_query(&format!("{k}={enc}")).unwrap();
+            proptest::prop_assert_eq!(q, vec![(k, v)]);
+        }
+    }
+
     #[test]
     fn a_parameter_given_twice_is_an_error() {
         let r = parse_head(b"GET /probe?target=a&target=b HTTP/1.1\r\n").unwrap();
