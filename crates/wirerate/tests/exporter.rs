@@ -227,3 +227,44 @@ fn with_a_db_and_a_module_each_probe_is_stored_under_the_module() {
         common::stderr(&out)
     );
 }
+
+#[test]
+fn beyond_max_probes_another_target_waits_its_turn() {
+    let (a, b) = (ServerProc::start(&[]), ServerProc::start(&[]));
+    let (ta, tb) = (
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.1:{}", b.port),
+    );
+    let (_e, addr) = exporter(&format!("{ta},{tb}"), &["--max-probes", "1"]);
+    let first = {
+        let path = format!("/probe?target={ta}&seconds=3");
+        std::thread::spawn(move || get(addr, &path, &[]))
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut other = (0, String::new());
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        other = get(addr, &format!("/probe?target={tb}&seconds=0.5"), &[]);
+        if other.0 == 503 {
+            break;
+        }
+    }
+    assert_eq!(other.0, 503, "{}", other.1);
+    assert!(other.1.contains("--max-probes"), "{}", other.1);
+    assert_eq!(first.join().unwrap().0, 200);
+    let (status, body) = get(addr, &format!("/probe?target={tb}&seconds=0.5"), &[]);
+    assert_eq!(
+        (status, value(&body, "wirerate_probe_success")),
+        (200, Some(1.0)),
+        "{body}"
+    );
+    let (_, own) = get(addr, "/metrics", &[]);
+    assert!(
+        value(
+            &own,
+            "wirerate_exporter_probes_refused_total{reason=\"busy\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+}

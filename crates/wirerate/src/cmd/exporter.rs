@@ -27,7 +27,7 @@ one test against the wirerate server at HOST; it lasts `seconds` (else the modul
 at most --max-seconds), cut to Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
 /metrics   the exporter's own counters\n\n\
 Answers: 200 with wirerate_probe_success 0 or 1; 400 bad parameters (one line says which); \
-403 a target not in --allow; 429 a probe of that target is already running.\n\
+403 a target not in --allow; 429 a probe of that target is already running; 503 --max-probes are.\n\
 Setup, metrics, alert rules and a dashboard: docs/monitoring.md.")]
 pub struct Args {
     /// Address to serve /probe and /metrics on (e.g. 127.0.0.1:9350)
@@ -55,6 +55,9 @@ pub struct Args {
     /// the rest
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     pub timeout_margin: f64,
+    /// Probes (of different targets) that may run at once; more are answered 503
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_probes: u16,
 }
 
 /// One allowed target: a host, and its port if the entry gave one.
@@ -115,6 +118,7 @@ pub struct Exporter {
     modules: BTreeMap<String, Module>,
     max_seconds: f64,
     margin: f64,
+    max_probes: usize,
     store: Option<Mutex<Store>>,
     /// Targets with a probe running.
     busy: Mutex<HashSet<String>>,
@@ -151,15 +155,15 @@ impl Exporter {
     fn refuse(&self, Refused(status, why): Refused) -> Response {
         let c = match status {
             403 => &self.counters.forbidden,
-            429 => &self.counters.busy,
+            429 | 503 => &self.counters.busy,
             _ => &self.counters.bad_request,
         };
         c.fetch_add(1, Ordering::Relaxed);
-        let mut r = Response::text(status, why);
-        if status == 429 {
-            r = r.with_header("Retry-After", "1");
+        let r = Response::text(status, why);
+        match status {
+            429 | 503 => r.with_header("Retry-After", "1"),
+            _ => r,
         }
-        r
     }
 
     fn probe(&self, req: &Request) -> Response {
@@ -173,14 +177,9 @@ impl Exporter {
                 format!("target '{}' is not allowed (see --allow)", p.target),
             ));
         };
-        let _running = match self.claim(key) {
-            Some(r) => r,
-            None => {
-                return self.refuse(Refused(
-                    429,
-                    format!("a probe of '{}' is already running", p.target),
-                ))
-            }
+        let _running = match self.claim(key, &p.target) {
+            Ok(r) => r,
+            Err(refused) => return self.refuse(refused),
         };
         let outcome = match p.execute() {
             Ok(o) => o,
@@ -197,12 +196,27 @@ impl Exporter {
         Response::metrics(out.finish())
     }
 
-    fn claim(&self, key: String) -> Option<Running<'_>> {
-        if !lock(&self.busy).insert(key.clone()) {
-            return None;
+    /// The target's place, while no other probe of it runs and fewer than --max-probes do.
+    fn claim(&self, key: String, target: &str) -> Result<Running<'_>, Refused> {
+        let mut busy = lock(&self.busy);
+        if busy.contains(&key) {
+            return Err(Refused(
+                429,
+                format!("a probe of '{target}' is already running"),
+            ));
         }
+        if busy.len() >= self.max_probes {
+            return Err(Refused(
+                503,
+                format!(
+                    "{} probes are running, the most at once (--max-probes)",
+                    busy.len()
+                ),
+            ));
+        }
+        busy.insert(key.clone());
         self.counters.running.fetch_add(1, Ordering::SeqCst);
-        Some(Running(self, key))
+        Ok(Running(self, key))
     }
 
     /// Counts the probe, says why it failed, stores its result.
@@ -241,7 +255,7 @@ impl Exporter {
         out.family(
             "wirerate_exporter_probes_refused_total",
             Kind::Counter,
-            "Probes not run: a target not allowed, bad parameters, or a probe of the target already running.",
+            "Probes not run: a target not allowed (403), bad parameters (400), or busy: a probe of the target already running (429) or --max-probes of them (503).",
         )
         .sample(&[("reason", "forbidden")], get(&c.forbidden))
         .sample(&[("reason", "bad_request")], get(&c.bad_request))
@@ -320,6 +334,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         modules,
         max_seconds: a.max_seconds,
         margin: a.timeout_margin,
+        max_probes: usize::from(a.max_probes),
         store,
         busy: Mutex::new(HashSet::new()),
         counters: Counters::default(),
