@@ -1,5 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod changes;
+pub mod changes_out;
 pub mod compare;
 pub mod completions;
 pub mod daemon;
