@@ -14,6 +14,7 @@ pub mod live;
 pub mod matrix;
 pub mod migrate;
 pub mod plan;
+pub mod plan_rounds;
 pub mod repeat;
 pub mod report;
 pub mod results;

@@ -65,6 +65,8 @@ struct RunArgs {
     /// Print nothing while running; only the final line
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    rounds: super::plan_rounds::RoundArgs,
 }
 
 #[derive(clap::Args)]
@@ -197,6 +199,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         idle: Duration::from_secs_f64(a.idle_timeout),
         poll: Duration::from_secs(1),
         auth: agent_auth(&plan)?,
+        stop: None,
     };
     let quiet = a.quiet;
     let say = move |line: String| {
@@ -206,6 +209,9 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             let _ = writeln!(std::io::stdout(), "{line}");
         }
     };
+    if let Some(schedule) = a.rounds.schedule(&plan)? {
+        return super::plan_rounds::run(&plan, &cfg, &schedule, &say);
+    }
     let report = run_plan(&plan, &cfg, &say).map_err(fleet_err)?;
     let p = &report.progress;
     println!(
@@ -220,7 +226,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn fleet_err(e: FleetError) -> anyhow::Error {
+pub(super) fn fleet_err(e: FleetError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
@@ -307,6 +313,9 @@ fn check(a: CheckArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    if let Some(r) = &plan.rounds {
+        crate::say!("  {}", super::plan_rounds::describe(r));
+    }
     for (name, addr) in &plan.hosts {
         crate::say!("  host {name:<12} agent {addr}");
     }
