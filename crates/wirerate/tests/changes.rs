@@ -143,6 +143,34 @@ fn the_ttcp_tx_regression_is_found_at_the_run_where_it_began() {
 }
 
 #[test]
+fn a_shared_postgresql_history_gives_the_same_changes() {
+    let test = "a_shared_postgresql_history_gives_the_same_changes";
+    let Some(cluster) = wirerate_testpg::Cluster::shared(test) else {
+        return;
+    };
+    let url = cluster.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let want_id = history(dir.path(), &url);
+    let sqlite = dir.path().join("results.db");
+    history(dir.path(), sqlite.to_str().unwrap());
+    let changes = |db: &str| {
+        let out = wirerate(&["changes", "--label", "tx", "--json", "--db", db]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["client_host"].clone(), s["changes"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let pg = changes(&url);
+    assert_eq!(pg[0].1[0]["run_id"], want_id, "{pg:?}");
+    // the same runs stored in SQLite: the same changes, figure for figure
+    assert_eq!(pg, changes(sqlite.to_str().unwrap()));
+}
+
+#[test]
 fn changes_refuses_what_it_cannot_search() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("results.db");

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::rank::{midranks, normal_approx, EXACT_MAX_N};
+use super::rank::{midranks, normal_approx, EXACT_MAX_N, SHIFT_MAX_PAIRS};
 use super::{mann_whitney, shift_interval, Summary};
 
 /// Significance level of a change, stricter than a comparison's [`super::ALPHA`]: a
@@ -60,7 +60,7 @@ pub struct ChangePoint {
     pub change_percent: Option<f64>,
     /// Hodges and Lehmann's 95 % interval of the shift (the one that goes with the
     /// Mann–Whitney test), in percent of |median before|; None where the sides are too
-    /// small for it.
+    /// small for it. Of sides longer than 500 runs, the 500 nearest the change are used.
     pub change_ci95_low_percent: Option<f64>,
     pub change_ci95_high_percent: Option<f64>,
     /// The Mann–Whitney p-value of before against after, times `split_positions`, at most 1.
@@ -191,7 +191,13 @@ fn describe(before: &[f64], after: &[f64], index: usize, m: usize) -> Option<Cha
         .max(1);
     let base = sb.median.abs();
     let pct = |x: f64| (base > 0.0).then(|| x / base * 100.0);
-    let ci = shift_interval(before, after);
+    // the interval sorts every difference of a run after and a run before: past
+    // SHIFT_MAX_PAIRS of them, it is taken on the runs nearest the change
+    let near = SHIFT_MAX_PAIRS.isqrt();
+    let ci = shift_interval(
+        &before[before.len().saturating_sub(near)..],
+        &after[..after.len().min(near)],
+    );
     Some(ChangePoint {
         index,
         runs_before: before.len(),

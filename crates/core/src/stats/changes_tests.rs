@@ -95,6 +95,15 @@ fn long_series_use_the_running_rank_sum_and_agree_with_the_test() {
     assert_eq!(c.len(), 1, "{c:#?}");
     assert!((88..=92).contains(&c[0].index), "{c:#?}");
     assert!((c[0].change_percent.unwrap() + 7.0).abs() < 2.0);
+    // sides of 800 runs: the interval from the 500 nearest the change on each side
+    let v = series(&[(800, 100.0), (800, 90.0)], 3.0, 8);
+    let c = change_points(&v, ChangeOptions::default());
+    assert_eq!(c.len(), 1, "{c:#?}");
+    let (lo, hi) = (
+        c[0].change_ci95_low_percent.unwrap(),
+        c[0].change_ci95_high_percent.unwrap(),
+    );
+    assert!(lo < -9.5 && hi > -10.5 && hi - lo < 1.0, "{lo} {hi}");
 }
 
 #[test]

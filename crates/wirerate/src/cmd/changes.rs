@@ -155,6 +155,14 @@ pub struct SeriesChanges {
     pub changes: Vec<RunChange>,
 }
 
+impl SeriesChanges {
+    /// The newest change, the level the series is at now: what a metric of the series
+    /// publishes (its change in percent, its run and time).
+    pub fn latest(&self) -> Option<&RunChange> {
+        self.changes.last()
+    }
+}
+
 /// What [`scan`] found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChangesReport {

@@ -84,7 +84,7 @@ pub fn text(r: &ChangesReport) -> String {
             "after".into(),
             "change".into(),
             "95 % CI".into(),
-            "p".into(),
+            "p-value".into(),
         ]];
         for c in &s.changes {
             let p = &c.point;
@@ -99,7 +99,7 @@ pub fn text(r: &ChangesReport) -> String {
                 format!("{} ({})", value(r.metric, p.median_after), p.runs_after),
                 pct(p.change_percent),
                 ci,
-                format!("{:.2e}", p.p_value),
+                wirerate_render::stats::format_p(p.p_value),
             ]);
         }
         table(&mut out, &rows);
@@ -107,7 +107,7 @@ pub fn text(r: &ChangesReport) -> String {
     let _ = writeln!(
         out,
         "(before, after: the median since the previous change and up to the next, with its \
-         run count; p: corrected)"
+         run count; p-value: corrected for the places a change could have been)"
     );
     out
 }
