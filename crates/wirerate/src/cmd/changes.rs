@@ -152,15 +152,8 @@ pub struct SeriesChanges {
     pub runs: usize,
     pub first_unix_s: f64,
     pub last_unix_s: f64,
+    /// Oldest first: the last is the level the series is at now.
     pub changes: Vec<RunChange>,
-}
-
-impl SeriesChanges {
-    /// The newest change, the level the series is at now: what a metric of the series
-    /// publishes (its change in percent, its run and time).
-    pub fn latest(&self) -> Option<&RunChange> {
-        self.changes.last()
-    }
 }
 
 /// What [`scan`] found.
