@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use wirerate_core::units::utc;
+use wirerate_core::units::rfc3339;
 
 use crate::plan::Plan;
 use crate::runner::{run_plan, RunnerConfig};
@@ -75,6 +75,44 @@ pub fn run_rounds(
     stop: &'static AtomicBool,
     say: &(dyn Fn(String) + Sync),
 ) -> Result<RoundsReport, FleetError> {
+    let finished = AtomicBool::new(false);
+    let said = AtomicBool::new(false);
+    let tell = || {
+        if !said.swap(true, Ordering::SeqCst) {
+            say(format!(
+                "plan {}: stopping: no test starts now; those running end and are recorded",
+                plan.name
+            ));
+        }
+    };
+    std::thread::scope(|s| {
+        // the signal handler only sets a flag: this says what it means, once, while the
+        // tests running end
+        s.spawn(|| {
+            while !finished.load(Ordering::SeqCst) {
+                if stop.load(Ordering::SeqCst) {
+                    tell();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let r = rounds(plan, cfg, schedule, stop, say);
+        if stop.load(Ordering::SeqCst) {
+            tell();
+        }
+        finished.store(true, Ordering::SeqCst);
+        r
+    })
+}
+
+fn rounds(
+    plan: &Plan,
+    cfg: &RunnerConfig,
+    schedule: &Schedule,
+    stop: &'static AtomicBool,
+    say: &(dyn Fn(String) + Sync),
+) -> Result<RoundsReport, FleetError> {
     let cfg = RunnerConfig {
         stop: Some(stop),
         ..cfg.clone()
@@ -100,10 +138,10 @@ pub fn run_rounds(
         let skipped = k - done.map_or(0, |d| d + 1);
         let start = schedule.start_of(t0, k, uniform()).max(now_unix_s());
         say(format!(
-            "plan {}: round {} at {} UTC{}",
+            "plan {}: round {} at {}{}",
             plan.name,
             r.rounds + 1,
-            utc(start),
+            rfc3339(start),
             if skipped > 0 {
                 format!(" ({skipped} round(s) skipped: the one before ran past their time)")
             } else {
