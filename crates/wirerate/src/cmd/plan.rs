@@ -191,6 +191,8 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             return exit::usage(format!("--lease takes {min} to 86400 seconds"));
         }
     }
+    // checked before the password is asked for
+    let schedule = a.rounds.schedule(&plan)?;
     let cfg = RunnerConfig {
         lease_s: a.lease,
         db_url,
@@ -209,7 +211,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             let _ = writeln!(std::io::stdout(), "{line}");
         }
     };
-    if let Some(schedule) = a.rounds.schedule(&plan)? {
+    if let Some(schedule) = schedule {
         return super::plan_rounds::run(&plan, &cfg, &schedule, &say);
     }
     let report = run_plan(&plan, &cfg, &say).map_err(fleet_err)?;
