@@ -151,6 +151,10 @@ fn schedules_are_checked_before_anything_runs() {
         ),
         (vec!["--every", "PT1H", "--count", "0"], "1 or more"),
         (vec!["--every", "PT1H", "--until", "tomorrow"], "--until"),
+        (
+            vec!["--every", "PT1H", "--until", "2020-01-01T00:00:00Z"],
+            "has passed",
+        ),
     ] {
         let mut all = vec!["plan", "run", plan.as_str(), "--db", "postgres:///nowhere"];
         all.extend(args.iter());

@@ -82,6 +82,9 @@ impl RoundArgs {
                 Err(e) => return bad("--until", e),
             },
             Some(u) => match parse_instant(u) {
+                Ok(t) if t <= now_unix_s() => {
+                    return exit::usage(format!("--until {u}: that time has passed"))
+                }
                 Ok(t) => Some(t),
                 Err(e) => return bad("--until", e),
             },
