@@ -92,6 +92,32 @@ fn every_second_three_times_makes_three_rounds_a_second_apart() {
 }
 
 #[test]
+fn until_ends_the_rounds_at_its_time() {
+    let test = "until_ends_the_rounds_at_its_time";
+    let Some(url) = fresh_db(test) else {
+        return;
+    };
+    let (plan, _agents, _dir) = one_way_plan("until");
+    // slots at 0, 1 and 2 s begin before the end, 2.5 s from now; the one at 3 s does not
+    let out = run(
+        &[
+            "plan", "run", &plan, "--db", &url, "--every", "PT1S", "--until", "PT2.5S",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("until its end time"), "{said}");
+    // three rounds, or two where a round ran past the next one's whole slot
+    let r = rounds(&url, "until");
+    assert!((2..=3).contains(&r.len()), "{r:?}");
+    assert!(
+        said.contains(&format!("{} round(s) until", r.len())),
+        "{said}"
+    );
+}
+
+#[test]
 fn sigterm_stops_the_rounds_between_tests() {
     let test = "sigterm_stops_the_rounds_between_tests";
     let Some(url) = fresh_db(test) else {
