@@ -11,13 +11,16 @@
 //! - A test that fails (agent down, refused, a broken stream) is recorded with its reason,
 //!   and the rest of the plan goes on.
 //!
-//! [`plan`] is pure; [`queue`] speaks SQL; [`runner`] opens sockets and threads.
+//! [`plan`] and [`schedule`] are pure; [`queue`] speaks SQL; [`runner`] opens sockets and
+//! threads; [`rounds`] runs a plan round after round on its schedule.
 
 #![forbid(unsafe_code)]
 
 pub mod plan;
 pub mod queue;
+pub mod rounds;
 pub mod runner;
+pub mod schedule;
 
 pub use plan::Plan;
 

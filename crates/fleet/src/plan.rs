@@ -38,6 +38,8 @@
 //! runs = 1                           # one-shot by default
 //! # every_min = 60                   # between the starts of runs (runs > 1)
 //! # window = "08:00-18:00"           # UTC: tests begin only inside it
+//! # every = "R/PT4H"                 # plan run: a round every 4 h, for ever (R6/PT4H: six)
+//! # slip = "PT10M"                   # each round starts at a random moment in its first 10 min
 //! ```
 
 use std::collections::BTreeMap;
@@ -177,6 +179,18 @@ struct RawSchedule {
     runs: Option<u32>,
     every_min: Option<f64>,
     window: Option<String>,
+    every: Option<String>,
+    slip: Option<String>,
+}
+
+/// A plan run round after round (`[schedule] every`): each round is one run of the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rounds {
+    pub every_s: f64,
+    /// Each round starts at a random moment in its first `slip_s` seconds.
+    pub slip_s: f64,
+    /// At most this many rounds (`R6/…`); None: until stopped.
+    pub count: Option<u64>,
 }
 
 /// A time-of-day window, UTC, in seconds since midnight; `start > end` wraps midnight.
@@ -200,6 +214,9 @@ pub struct Plan {
     pub runs: u32,
     pub every_s: f64,
     pub window: Option<Window>,
+    /// Rounds on a repeating schedule (not part of what a round tests: not in the
+    /// fingerprint, so a controller with another interval still joins a running round).
+    pub rounds: Option<Rounds>,
     /// How the agents are reached (not part of what is tested: not in the fingerprint).
     pub auth: PlanAuth,
 }
@@ -347,6 +364,7 @@ impl Plan {
             (_, None) => return Err(bad("schedule: runs above 1 need every_min")),
         };
         let window = s.window.as_deref().map(parse_window).transpose()?;
+        let rounds = rounds_of(s.every.as_deref(), s.slip.as_deref(), runs)?;
         let total = pairs.len() * repeat as usize * runs as usize;
         if total > MAX_TESTS {
             return Err(bad(format!(
@@ -363,6 +381,7 @@ impl Plan {
             runs,
             every_s,
             window,
+            rounds,
             auth,
         })
     }
@@ -425,6 +444,44 @@ impl Plan {
             self.every_s
         )
     }
+}
+
+/// `[schedule] every` and `slip`: rounds on an ISO 8601 repeating interval.
+fn rounds_of(
+    every: Option<&str>,
+    slip: Option<&str>,
+    runs: u32,
+) -> Result<Option<Rounds>, FleetError> {
+    let Some(every) = every else {
+        return match slip {
+            Some(_) => Err(bad("schedule: slip goes with every")),
+            None => Ok(None),
+        };
+    };
+    if runs > 1 {
+        return Err(bad(
+            "schedule: every (rounds, one plan run each) or runs with every_min (runs queued \
+             together), not both",
+        ));
+    }
+    let wrap = |e: FleetError| {
+        bad(format!(
+            "schedule: {}",
+            e.to_string().trim_start_matches("plan: ")
+        ))
+    };
+    let (count, every_s) = crate::schedule::parse_repeat(every).map_err(wrap)?;
+    let slip_s = slip
+        .map(crate::schedule::parse_duration)
+        .transpose()
+        .map_err(wrap)?
+        .unwrap_or(0.0);
+    crate::schedule::Schedule::new(every_s, slip_s, count, None).map_err(wrap)?;
+    Ok(Some(Rounds {
+        every_s,
+        slip_s,
+        count,
+    }))
 }
 
 fn pairs_of(
@@ -704,6 +761,34 @@ seconds = 1
         assert_eq!(w.next_open(day + 23.0 * 3600.0), day + 23.0 * 3600.0);
         assert_eq!(w.next_open(day + 3600.0), day + 3600.0);
         assert_eq!(w.next_open(day + 3.0 * 3600.0), day + 22.0 * 3600.0);
+    }
+
+    #[test]
+    fn rounds_repeat_on_an_iso_8601_interval() {
+        let with = |s: &str| Plan::parse(&format!("{FOUR}\n[schedule]\n{s}\n"));
+        let p = with("every = \"R/PT4H\"\nslip = \"PT10M\"").unwrap();
+        let r = p.rounds.unwrap();
+        assert_eq!((r.every_s, r.slip_s, r.count), (14_400.0, 600.0, None));
+        let p = with("every = \"R6/PT1H\"").unwrap();
+        assert_eq!(p.rounds.unwrap().count, Some(6));
+        assert_eq!(p.rounds.unwrap().slip_s, 0.0);
+        // the schedule is how rounds are started, not what a round tests
+        assert_eq!(p.fingerprint(), Plan::parse(FOUR).unwrap().fingerprint());
+        assert_eq!(Plan::parse(FOUR).unwrap().rounds, None);
+        for (bad, why) in [
+            ("slip = \"PT1M\"", "slip goes with every"),
+            (
+                "every = \"PT1H\"\nslip = \"PT1H\"",
+                "shorter than the interval",
+            ),
+            ("every = \"P1M\"", "years and months"),
+            ("every = \"4h\"", "ISO 8601"),
+            ("every = \"PT1H\"\nruns = 2\nevery_min = 5", "not both"),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+            assert_eq!(e.matches("plan:").count(), 1, "{e}");
+        }
     }
 
     #[test]

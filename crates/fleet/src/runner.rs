@@ -35,6 +35,9 @@ pub struct RunnerConfig {
     /// How each agent (by host name) is reached: TLS and a login (the plan's `[auth]`);
     /// plain where a host has none.
     pub auth: std::collections::BTreeMap<String, wirerate_engine::agent::CallerAuth>,
+    /// Once set (a signal), workers claim no more tests: the running ones end and are
+    /// recorded, the rest stay queued for the next `plan run`.
+    pub stop: Option<&'static std::sync::atomic::AtomicBool>,
 }
 
 /// What a controller did.
@@ -133,7 +136,14 @@ fn worker(
     let mut renewer = Some(connect(&cfg.db_url)?);
     let (mut ran, mut failed) = (0, 0);
     let lease = cfg.lease_s.unwrap_or_else(|| plan.lease_s());
+    let stopped = || {
+        cfg.stop
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+    };
     loop {
+        if stopped() {
+            return Ok((ran, failed));
+        }
         if let Some(claim) = queue::claim(&mut c, &plan.name, epoch, me, lease)? {
             say(format!(
                 "{} -> {} (run {}, #{}): started by {me}",

@@ -60,6 +60,9 @@ enum Command {
     Show(cmd::show::Args),
     /// Compare two sets of runs: change, confidence interval, p-value and a verdict
     Compare(cmd::compare::Args),
+    /// Where the level of goodput (or another figure) shifted in a label's or a host pair's
+    /// history: the run, the medians before and after, the change with its interval, p
+    Changes(cmd::changes::Args),
     /// One self-contained HTML report of charts from stored runs or saved files
     Report(cmd::report::Args),
     /// Print a shell completion script (bash, zsh, fish)
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
         Command::Import(a) => cmd::import::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Changes(a) => cmd::changes::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Completions(a) => cmd::completions::run(a, Cli::command()),
         Command::Man(a) => cmd::completions::man(a, Cli::command()),

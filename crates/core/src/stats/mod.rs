@@ -1,16 +1,21 @@
 //! Statistics of repeated runs: summaries with Student's t confidence intervals, Welch's
 //! t-test, the Mann–Whitney U test, the rule that picks between them, and the comparison of
-//! two sets of runs metric by metric.
+//! two sets of runs metric by metric, and the change points of a history.
 //!
 //! Promise: pure functions of their arguments (no IO, no clock, no randomness) that never
 //! panic, whatever the samples hold. Non-finite values (an unknown figure) are dropped before
 //! anything is computed, so one NaN never poisons a mean. Distributions come from `statrs`.
 
+mod changes;
 mod compare;
 mod matrix;
 mod rank;
 mod welch;
 
+pub use changes::{
+    change_points, run_changes, ChangeOptions, ChangePoint, RunChange, SeriesRun, CHANGE_ALPHA,
+    MIN_SEGMENT_RUNS,
+};
 pub use compare::{
     choose_test, compare, compare_metric, summarize_runs, Change, Comparison, Metric, TestKind,
     TestResult, RETRANSMIT_MIN_COUNT, SKEW_LIMIT, WELCH_MIN_N,

@@ -60,17 +60,7 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
             ties,
         });
     }
-    let n = (na + nb) as f64;
-    let mu = pairs / 2.0;
-    let var = pairs / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
-    let (z, p) = if var > 0.0 {
-        let dev = ((u_b - mu).abs() - 0.5).max(0.0);
-        let z = dev.copysign(u_b - mu) / var.sqrt();
-        (z, normal_two_sided_p(z)?)
-    } else {
-        // every value is the same: nothing tells the samples apart
-        (0.0, 1.0)
-    };
+    let (z, p) = normal_approx(na, nb, u_b, tie_term)?;
     Some(MannWhitney {
         n_a: na,
         n_b: nb,
@@ -81,6 +71,48 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
         exact: false,
         ties,
     })
+}
+
+/// The normal approximation of U's distribution: z (positive when B tends higher) and the
+/// two-sided p-value, with the variance corrected for ties (`tie_term` is Σ(t³ − t) over
+/// groups of t equal values in the pooled sample) and a continuity correction of one half.
+pub(super) fn normal_approx(na: usize, nb: usize, u_b: f64, tie_term: f64) -> Option<(f64, f64)> {
+    let pairs = (na * nb) as f64;
+    let n = (na + nb) as f64;
+    let mu = pairs / 2.0;
+    let var = pairs / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
+    if var > 0.0 {
+        let dev = ((u_b - mu).abs() - 0.5).max(0.0);
+        let z = dev.copysign(u_b - mu) / var.sqrt();
+        Some((z, normal_two_sided_p(z)?))
+    } else {
+        // every value is the same: nothing tells the samples apart
+        Some((0.0, 1.0))
+    }
+}
+
+/// Mid-ranks (1-based) of the values in their order, and the tie term Σ(t³ − t): what the
+/// test needs of a pooled sample, computed once for every way of splitting it in two.
+pub(super) fn midranks(v: &[f64]) -> (Vec<f64>, f64) {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
+    let mut ranks = vec![0.0; v.len()];
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+            j += 1;
+        }
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        let t = (j - i + 1) as f64;
+        tie_term += t * t * t - t;
+        for &k in &order[i..=j] {
+            ranks[k] = rank;
+        }
+        i = j + 1;
+    }
+    (ranks, tie_term)
 }
 
 /// Whether an exact rank test on samples of these sizes can reach p < `alpha` at all: its

@@ -1,5 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod changes;
+pub mod changes_out;
 pub mod compare;
 pub mod completions;
 pub mod daemon;
@@ -13,6 +15,7 @@ pub mod live;
 pub mod matrix;
 pub mod migrate;
 pub mod plan;
+pub mod plan_rounds;
 pub mod probe;
 pub mod repeat;
 pub mod report;

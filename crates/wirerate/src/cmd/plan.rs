@@ -65,6 +65,8 @@ struct RunArgs {
     /// Print nothing while running; only the final line
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    rounds: super::plan_rounds::RoundArgs,
 }
 
 #[derive(clap::Args)]
@@ -189,6 +191,8 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             return exit::usage(format!("--lease takes {min} to 86400 seconds"));
         }
     }
+    // checked before the password is asked for
+    let schedule = a.rounds.schedule(&plan)?;
     let cfg = RunnerConfig {
         lease_s: a.lease,
         db_url,
@@ -197,6 +201,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         idle: Duration::from_secs_f64(a.idle_timeout),
         poll: Duration::from_secs(1),
         auth: agent_auth(&plan)?,
+        stop: None,
     };
     let quiet = a.quiet;
     let say = move |line: String| {
@@ -206,6 +211,9 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
             let _ = writeln!(std::io::stdout(), "{line}");
         }
     };
+    if let Some(schedule) = schedule {
+        return super::plan_rounds::run(&plan, &cfg, &schedule, &say);
+    }
     let report = run_plan(&plan, &cfg, &say).map_err(fleet_err)?;
     let p = &report.progress;
     println!(
@@ -220,7 +228,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn fleet_err(e: FleetError) -> anyhow::Error {
+pub(super) fn fleet_err(e: FleetError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
@@ -307,6 +315,9 @@ fn check(a: CheckArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    if let Some(r) = &plan.rounds {
+        crate::say!("  {}", super::plan_rounds::describe(r));
+    }
     for (name, addr) in &plan.hosts {
         crate::say!("  host {name:<12} agent {addr}");
     }
