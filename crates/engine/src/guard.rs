@@ -89,9 +89,7 @@ impl Caps {
                 "rate {rate} per stream exceeds the server's maximum of {max}"
             ));
         }
-        let streams = spec
-            .parallel
-            .saturating_mul(spec.direction.flows().len() as u32);
+        let streams = spec.streams();
         let need = crate::net::open_files_needed(streams, false, spec.pooled());
         if let Ok((soft, _)) = crate::net::raise_open_files(need) {
             if soft < need {
@@ -147,11 +145,8 @@ pub struct Watchdog {
 
 impl Watchdog {
     pub fn new(spec: &TestSpec, caps: &Caps, idle: Duration, now: Instant) -> Watchdog {
-        let flows = spec.direction.flows().len() as f64;
         // a slow paced test is judged against a quarter of what it asked for
-        let asked = spec
-            .rate_bps
-            .map(|r| r / 8.0 * f64::from(spec.parallel) * flows);
+        let asked = spec.rate_bps.map(|r| r / 8.0 * f64::from(spec.streams()));
         let min_bytes_per_s = asked.map_or(MIN_PROGRESS_BYTES_PER_S, |a| {
             MIN_PROGRESS_BYTES_PER_S.min(a / 4.0)
         });
