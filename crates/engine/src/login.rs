@@ -315,19 +315,14 @@ pub(crate) fn read_error(e: std::io::Error) -> crate::error::EngineError {
         Some(rustls::Error::AlertReceived(alert)) => Some(*alert),
         _ => None,
     };
-    let said = |s: &str| crate::error::EngineError::Setup(s.to_string());
-    match alert {
-        Some(Alert::CertificateRequired) => {
-            said("the server requires a client certificate (--client-cert FILE --client-key FILE)")
-        }
-        Some(Alert::UnknownCA | Alert::BadCertificate) => {
-            said("the server does not accept this client certificate (not signed by its CA)")
-        }
-        Some(Alert::CertificateExpired) => {
-            said("the server refused this client certificate: it has expired")
-        }
-        _ => crate::error::EngineError::io("reading from the server")(e),
-    }
+    use crate::error::{CertRefusal, EngineError};
+    let refusal = match alert {
+        Some(Alert::CertificateRequired) => CertRefusal::Required,
+        Some(Alert::UnknownCA | Alert::BadCertificate) => CertRefusal::NotTrusted,
+        Some(Alert::CertificateExpired) => CertRefusal::Expired,
+        _ => return EngineError::io("reading from the server")(e),
+    };
+    EngineError::ClientCertificate(refusal)
 }
 
 /// The client's session: with a login when the config has one (bound to TLS when on).
