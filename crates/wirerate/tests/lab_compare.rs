@@ -6,9 +6,13 @@
 //! its own name and is removed when the test ends, however it ends; only processes this test
 //! started are ended, by PID; traffic goes only to addresses inside the test's namespaces.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::ok;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirerate");
 /// Host a's address in a lab.
@@ -35,15 +39,6 @@ fn wirerate(args: &[&str], limit: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().expect("output")
-}
-
-fn ok(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A lab, removed when dropped; its server too.

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{stderr, wait_bounded, ServerProc};
+use common::{stderr, succeeded as ok, wait_bounded, ServerProc};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -35,11 +35,6 @@ fn wr(db: &Path, args: &[&str]) -> Output {
         .spawn()
         .expect("spawn wirerate");
     wait_bounded(child, LIMIT)
-}
-
-fn ok(out: Output, what: &str) -> Output {
-    assert!(out.status.success(), "{what}: {}", stderr(&out));
-    out
 }
 
 fn fixture() -> &'static Fixture {
