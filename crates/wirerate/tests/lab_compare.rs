@@ -22,23 +22,7 @@ const RUNS: usize = 5;
 
 /// Runs the binary, ending it (by PID) and failing when it outlives `limit`.
 fn wirerate(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("wirerate {args:?} ran over {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+    common::run_cmd(Command::new(BIN), args, limit)
 }
 
 /// A lab, removed when dropped; its server too.

@@ -26,15 +26,9 @@ struct Fixture {
 }
 
 fn wr(db: &Path, args: &[&str]) -> Output {
-    let child = Command::new(common::bin())
-        .env("WIRERATE_DB", db)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
-    wait_bounded(child, LIMIT)
+    let mut cmd = Command::new(common::bin());
+    cmd.env("WIRERATE_DB", db);
+    common::run_cmd(cmd, args, LIMIT)
 }
 
 fn fixture() -> &'static Fixture {

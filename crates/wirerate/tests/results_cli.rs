@@ -6,7 +6,7 @@ mod common;
 use wirerate_core::synth;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use wirerate_core::RunResult;
@@ -283,15 +283,9 @@ fn broken_inputs_give_one_line_and_a_failure_status() {
 fn the_wirerate_db_variable_names_the_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = lab_db(dir.path());
-    let child = common::bare()
-        .args(["history", "--label", "again"])
-        .env("WIRERATE_DB", &db)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = common::wait_bounded(child, LIMIT);
+    let mut cmd = common::bare();
+    cmd.env("WIRERATE_DB", &db);
+    let out = common::run_cmd(cmd, &["history", "--label", "again"], LIMIT);
     let (code, out, _) = outcome(&out);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 11, "{out}");

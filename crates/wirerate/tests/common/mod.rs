@@ -51,14 +51,13 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
 
 /// Runs [`bare`] with `args`, no input, killing it if it outlives `limit`.
 pub fn run_bare(args: &[&str], limit: Duration) -> Output {
-    let child = bare()
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
-    wait_bounded(child, limit)
+    run_cmd(bare(), args, limit)
+}
+
+/// Runs `cmd` (the binary with an environment of the test's choosing) with `args`, no
+/// input, its output on pipes, killing it if it outlives `limit`.
+pub fn run_cmd(cmd: Command, args: &[&str], limit: Duration) -> Output {
+    wait_bounded(spawn_cmd(cmd, args, Stdio::piped), limit)
 }
 
 /// A quick test against the server on 127.0.0.1:`port`: 4 MiB, one JSON document.
@@ -79,7 +78,11 @@ pub fn spawn_quiet(args: &[&str]) -> Child {
 }
 
 fn spawn_with(args: &[&str], out: fn() -> Stdio) -> Child {
-    wr().args(args)
+    spawn_cmd(wr(), args, out)
+}
+
+fn spawn_cmd(mut cmd: Command, args: &[&str], out: fn() -> Stdio) -> Child {
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(out())
         .stderr(out())
