@@ -34,6 +34,18 @@ pub enum EngineError {
     /// A stream gave up for want of progress (its error begins with `stream::STALLED`).
     #[error("stalled: {0}")]
     StreamStalled(String),
+    /// The caller's interrupt (Ctrl-C) came before the test started: nothing was measured.
+    #[error("interrupted before the test started")]
+    InterruptedBeforeStart,
+    /// The peer's UDP port never answered the first datagrams; the text says whose.
+    #[error("{0}")]
+    UdpUnanswered(&'static str),
+    /// The control connection ended before both sides' results were in.
+    #[error("{0}")]
+    ResultsMissing(&'static str),
+    /// The peer closed the control connection; the text says when.
+    #[error("{0}")]
+    PeerClosed(&'static str),
     /// The server's TLS alert on the client's certificate, said in words.
     #[error("{0}")]
     ClientCertificate(CertRefusal),

@@ -171,8 +171,8 @@ fn greet(sock: &UdpSocket, idle: Duration) -> Result<(), EngineError> {
             return Ok(());
         }
     }
-    Err(EngineError::Setup(
-        "the iperf3 server did not answer the UDP greeting".into(),
+    Err(EngineError::UdpUnanswered(
+        "the iperf3 server did not answer the UDP greeting",
     ))
 }
 
