@@ -272,6 +272,14 @@ pub const UDP_MIN_LEN: u64 = 40;
 /// Default rate of a UDP stream when none is given, as in iperf3.
 pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
 
+/// The port a wirerate server listens on, and a client or a plan dials, when none is given.
+pub const DEFAULT_PORT: u16 = 5350;
+
+/// The UDP payload that crosses a 1500-byte Ethernet MTU unfragmented over IPv4: 1500 less
+/// the IPv4 header (20) and the UDP header (8). The path's size where the path's own MTU
+/// cannot be read (or is not asked).
+pub const ETHERNET_UDP_PAYLOAD: u64 = 1500 - 20 - 8;
+
 /// Default TCP I/O size: large enough that syscalls are not the limit.
 pub const DEFAULT_TCP_LEN: u64 = 1 << 20;
 
@@ -354,16 +362,21 @@ impl TestSpec {
             Protocol::Tcp => self.send_mode == SendMode::Copy,
             Protocol::Udp => true,
         };
-        self.test.is_stream()
-            && protocol
-            && u64::from(self.parallel) * self.direction.flows().len() as u64 > 1
+        self.test.is_stream() && protocol && self.streams() > 1
+    }
+
+    /// The streams of the whole test: `parallel` in each flow of its direction, so twice
+    /// that both ways (`--bidir`).
+    pub fn streams(&self) -> u32 {
+        let flows = self.direction.flows().len() as u32;
+        self.parallel.saturating_mul(flows)
     }
 
     /// How many streams of a side hold a buffer of their own: every stream, except in a bulk
     /// test on data workers ([`TestSpec::pooled`]; at most [`limits::MAX_WORKERS`]), each of
     /// which holds one for all its streams.
     pub fn buffered_streams(&self) -> u64 {
-        let streams = u64::from(self.parallel) * self.direction.flows().len() as u64;
+        let streams = u64::from(self.streams());
         if self.pooled() {
             streams.min(u64::from(limits::MAX_WORKERS))
         } else {
@@ -532,6 +545,21 @@ mod tests {
         // under one segment: as asked
         assert_eq!(fit_to_segments(4096, 1448), 4096);
         assert_eq!(fit_to_segments(65_000, 65_483), 65_000);
+    }
+
+    #[test]
+    fn streams_are_parallel_in_each_flow() {
+        let spec = |direction, parallel| TestSpec {
+            direction,
+            parallel,
+            ..Default::default()
+        };
+        assert_eq!(spec(Direction::Forward, 4).streams(), 4);
+        assert_eq!(spec(Direction::Reverse, 4).streams(), 4);
+        assert_eq!(spec(Direction::Bidir, 4).streams(), 8);
+        assert_eq!(spec(Direction::Bidir, u32::MAX).streams(), u32::MAX);
+        // what an Ethernet path carries when its own MTU cannot be read
+        assert_eq!(ETHERNET_UDP_PAYLOAD, 1472);
     }
 
     #[test]

@@ -552,7 +552,7 @@ pub fn request(
         match ctl.read(wait) {
             Ok(Input::Closed) => {
                 c.handle_close()?;
-                return Err(EngineError::Setup("the agent closed the connection".into()));
+                return Err(EngineError::PeerClosed("the agent closed the connection"));
             }
             Ok(Input::Bytes(n)) => {
                 if let Some(out) = c.handle_input(ctl.bytes(n), Instant::now())? {
@@ -631,8 +631,8 @@ fn log_in(
             Input::Bytes(n) => n,
             Input::Nothing => continue,
             Input::Closed => {
-                return Err(EngineError::Setup(
-                    "the agent closed the connection during the login".into(),
+                return Err(EngineError::PeerClosed(
+                    "the agent closed the connection during the login",
                 ))
             }
         };

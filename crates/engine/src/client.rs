@@ -156,8 +156,8 @@ pub fn run_test(
             udp: None,
             interrupted: run.interrupted,
         }),
-        _ => Err(EngineError::Setup(
-            "the test ended without both reports".into(),
+        _ => Err(EngineError::ResultsMissing(
+            "the test ended without both reports",
         )),
     }
 }
@@ -255,9 +255,7 @@ impl Handler<ClientSession> for ClientRun<'_> {
                     self.interrupted = true;
                 }
             } else if self.local.is_none() {
-                return Err(EngineError::Setup(
-                    "interrupted before the test started".into(),
-                ));
+                return Err(EngineError::InterruptedBeforeStart);
             }
         }
         let Some(s) = self.side.as_mut() else {

@@ -167,16 +167,7 @@ impl Control {
         match got {
             Ok(0) => Ok(Input::Closed),
             Ok(n) => Ok(Input::Bytes(n)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(Input::Nothing)
-            }
+            Err(e) if crate::net::transient(&e) => Ok(Input::Nothing),
             // a TLS peer that closes without close_notify: a close all the same
             Err(e)
                 if matches!(

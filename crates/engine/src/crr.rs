@@ -303,12 +303,7 @@ pub fn run_crr_anchor(mut anchor: TcpStream, route: Arc<CrrRoute>, plan: Plan) -
         match anchor.read(&mut buf) {
             Ok(0) => break None,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::net::timed_out(&e) => {
                 let since = u64::try_from(route.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 let last = route.last_ns.load(Ordering::Relaxed);
                 if since.saturating_sub(last) > idle_ns {

@@ -25,6 +25,30 @@ pub enum EngineError {
     Iperf3(#[from] wirerate_proto::iperf3::Iperf3Error),
     #[error("{0}")]
     Setup(String),
+    /// The server's caps or the operator's rules refused the spec; the reason is theirs.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The watchdog ended the running test.
+    #[error(transparent)]
+    Stopped(#[from] crate::guard::Stop),
+    /// A stream gave up for want of progress (its error begins with `stream::STALLED`).
+    #[error("stalled: {0}")]
+    StreamStalled(String),
+    /// The caller's interrupt (Ctrl-C) came before the test started: nothing was measured.
+    #[error("interrupted before the test started")]
+    InterruptedBeforeStart,
+    /// The peer's UDP port never answered the first datagrams; the text says whose.
+    #[error("{0}")]
+    UdpUnanswered(&'static str),
+    /// The control connection ended before both sides' results were in.
+    #[error("{0}")]
+    ResultsMissing(&'static str),
+    /// The peer closed the control connection; the text says when.
+    #[error("{0}")]
+    PeerClosed(&'static str),
+    /// The server's TLS alert on the client's certificate, said in words.
+    #[error("{0}")]
+    ClientCertificate(CertRefusal),
     #[error(
         "cannot start the thread of stream {stream} ({}); the {started} stream thread(s) already started were stopped",
         flow.words()
@@ -35,6 +59,17 @@ pub enum EngineError {
         started: usize,
         source: std::io::Error,
     },
+}
+
+/// Why a server with `--client-ca` refused this client's certificate (its TLS alert).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CertRefusal {
+    #[error("the server requires a client certificate (--client-cert FILE --client-key FILE)")]
+    Required,
+    #[error("the server does not accept this client certificate (not signed by its CA)")]
+    NotTrusted,
+    #[error("the server refused this client certificate: it has expired")]
+    Expired,
 }
 
 /// An error and its causes in one line, `context: cause: cause`, each said once (a library

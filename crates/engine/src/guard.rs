@@ -9,6 +9,21 @@ use wirerate_core::spec::{End, Protocol, TestKind};
 use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
 
+/// Why the watchdog ends a running test; the message is what the client and the log are told.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Stop {
+    #[error("the test ran past the server's maximum duration of {max_s} s")]
+    PastMaxDuration { max_s: f64 },
+    #[error("the test moved {total} bytes, over the {max}-byte limit of {rule}")]
+    OverByteLimit { total: u64, max: u64, rule: String },
+    #[error("stalled: no data moved for {quiet_s:.1} s")]
+    Silent { quiet_s: f64 },
+    #[error(
+        "stalled: {rate:.0} B/s over the last {span_s:.0} s, below the minimum of {min:.0} B/s"
+    )]
+    Crawling { rate: f64, span_s: f64, min: f64 },
+}
+
 /// Below this many bytes per second over two idle timeouts, a bulk test is stalled.
 pub const MIN_PROGRESS_BYTES_PER_S: f64 = 1024.0;
 
@@ -89,9 +104,7 @@ impl Caps {
                 "rate {rate} per stream exceeds the server's maximum of {max}"
             ));
         }
-        let streams = spec
-            .parallel
-            .saturating_mul(spec.direction.flows().len() as u32);
+        let streams = spec.streams();
         let need = crate::net::open_files_needed(streams, false, spec.pooled());
         if let Ok((soft, _)) = crate::net::raise_open_files(need) {
             if soft < need {
@@ -147,11 +160,8 @@ pub struct Watchdog {
 
 impl Watchdog {
     pub fn new(spec: &TestSpec, caps: &Caps, idle: Duration, now: Instant) -> Watchdog {
-        let flows = spec.direction.flows().len() as f64;
         // a slow paced test is judged against a quarter of what it asked for
-        let asked = spec
-            .rate_bps
-            .map(|r| r / 8.0 * f64::from(spec.parallel) * flows);
+        let asked = spec.rate_bps.map(|r| r / 8.0 * f64::from(spec.streams()));
         let min_bytes_per_s = asked.map_or(MIN_PROGRESS_BYTES_PER_S, |a| {
             MIN_PROGRESS_BYTES_PER_S.min(a / 4.0)
         });
@@ -190,17 +200,18 @@ impl Watchdog {
     }
 
     /// Takes the bytes moved so far; an error says why the test must end now.
-    pub fn observe(&mut self, now: Instant, total: u64) -> Result<(), String> {
+    pub fn observe(&mut self, now: Instant, total: u64) -> Result<(), Stop> {
         if self.hard_end.is_some_and(|e| now >= e) {
-            return Err(format!(
-                "the test ran past the server's maximum duration of {} s",
-                self.max_duration.as_secs_f64()
-            ));
+            return Err(Stop::PastMaxDuration {
+                max_s: self.max_duration.as_secs_f64(),
+            });
         }
         if let Some((max, rule)) = self.max_bytes.as_ref().filter(|(m, _)| total > *m) {
-            return Err(format!(
-                "the test moved {total} bytes, over the {max}-byte limit of {rule}"
-            ));
+            return Err(Stop::OverByteLimit {
+                total,
+                max: *max,
+                rule: rule.clone(),
+            });
         }
         if self.last_total == 0 && total > 0 {
             // the rules start with the first byte: workers may take a while to fill large
@@ -217,10 +228,9 @@ impl Watchdog {
         }
         let quiet = now.saturating_duration_since(self.last_change);
         if self.rate_rule && quiet >= self.silence {
-            return Err(format!(
-                "stalled: no data moved for {:.1} s",
-                quiet.as_secs_f64()
-            ));
+            return Err(Stop::Silent {
+                quiet_s: quiet.as_secs_f64(),
+            });
         }
         if self
             .samples
@@ -240,11 +250,11 @@ impl Watchdog {
         if self.rate_rule && span >= self.window {
             let rate = total.saturating_sub(b0) as f64 / span.as_secs_f64();
             if rate < self.min_bytes_per_s {
-                return Err(format!(
-                    "stalled: {rate:.0} B/s over the last {:.0} s, below the minimum of {:.0} B/s",
-                    span.as_secs_f64(),
-                    self.min_bytes_per_s
-                ));
+                return Err(Stop::Crawling {
+                    rate,
+                    span_s: span.as_secs_f64(),
+                    min: self.min_bytes_per_s,
+                });
             }
         }
         Ok(())
@@ -359,6 +369,7 @@ mod tests {
         assert!(w
             .observe(t0 + Duration::from_secs(5), 30_000_000)
             .unwrap_err()
+            .to_string()
             .contains("maximum duration"));
     }
 
@@ -387,7 +398,8 @@ mod tests {
         let e = w
             .observe(burst(8) + Duration::from_secs(79), total)
             .unwrap_err();
-        assert!(e.contains("stalled"), "{e}");
+        assert!(matches!(e, Stop::Silent { .. }), "{e}");
+        assert!(e.to_string().contains("stalled"), "{e}");
     }
 
     #[test]

@@ -45,5 +45,5 @@ mod waiting;
 mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};
-pub use error::{chain, EngineError};
+pub use error::{chain, CertRefusal, EngineError};
 pub use server::{Server, ServerConfig};

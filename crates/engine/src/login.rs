@@ -304,18 +304,25 @@ impl Login<'_> {
 
 /// A read from the server failed: with mutual TLS, the server's verdict on the client's
 /// certificate arrives as a TLS alert after the handshake, and is said in words.
+/// The alert is read from the error's type (TLS errors travel inside the io::Error), never
+/// from its text.
 pub(crate) fn read_error(e: std::io::Error) -> crate::error::EngineError {
-    let text = e.to_string();
-    let said = |s: &str| crate::error::EngineError::Setup(s.to_string());
-    if text.contains("CertificateRequired") {
-        said("the server requires a client certificate (--client-cert FILE --client-key FILE)")
-    } else if text.contains("UnknownCA") || text.contains("BadCertificate") {
-        said("the server does not accept this client certificate (not signed by its CA)")
-    } else if text.contains("CertificateExpired") {
-        said("the server refused this client certificate: it has expired")
-    } else {
-        crate::error::EngineError::io("reading from the server")(e)
-    }
+    use rustls::AlertDescription as Alert;
+    let alert = match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::AlertReceived(alert)) => Some(*alert),
+        _ => None,
+    };
+    use crate::error::{CertRefusal, EngineError};
+    let refusal = match alert {
+        Some(Alert::CertificateRequired) => CertRefusal::Required,
+        Some(Alert::UnknownCA | Alert::BadCertificate) => CertRefusal::NotTrusted,
+        Some(Alert::CertificateExpired) => CertRefusal::Expired,
+        _ => return EngineError::io("reading from the server")(e),
+    };
+    EngineError::ClientCertificate(refusal)
 }
 
 /// The client's session: with a login when the config has one (bound to TLS when on).

@@ -17,6 +17,22 @@ use crate::error::EngineError;
 /// the kernel caps it at half the receive buffer.
 pub const MAX_RCVLOWAT: u64 = 512 << 10;
 
+/// A blocking call's time ran out: a socket timeout (SO_RCVTIMEO or SO_SNDTIMEO) ends the
+/// call with EAGAIN, which std calls WouldBlock; other waits say TimedOut. The one test of
+/// "the peer was silent" for every read and write with a deadline.
+pub fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// Nothing is wrong yet: the call timed out ([`timed_out`]) or a signal cut it short. A
+/// loop that checks its own deadline and end flag goes round again.
+pub fn transient(e: &io::Error) -> bool {
+    timed_out(e) || e.kind() == io::ErrorKind::Interrupted
+}
+
 /// Applies the spec's window, Nagle and congestion-control options to a data socket.
 pub fn apply_options(sock: &SockRef<'_>, spec: &TestSpec) -> Result<(), EngineError> {
     let size = |w: u64| usize::try_from(w).unwrap_or(usize::MAX);
@@ -226,12 +242,7 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) 
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if timed_out(&e) => {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "peer was silent"))
             }
             Err(e) => return Err(e),
@@ -275,11 +286,13 @@ pub fn path_udp_payload(addr: SocketAddr) -> Option<u64> {
     };
     let sock = std::net::UdpSocket::bind(local).ok()?;
     sock.connect(addr).ok()?;
-    let (level, name, overhead) = if addr.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_MTU, 28)
+    use wirerate_core::wire::{IPV4_HEADER_BYTES, IPV6_HEADER_BYTES, UDP_HEADER_BYTES};
+    let (level, name, ip_header) = if addr.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU, IPV4_HEADER_BYTES)
     } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU, 48)
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU, IPV6_HEADER_BYTES)
     };
+    let overhead = (ip_header + UDP_HEADER_BYTES) as libc::c_int;
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: the kernel writes one int into `mtu`, bounded by `len`.

@@ -292,7 +292,7 @@ pub(crate) fn report(
 
 pub(crate) fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+        _ if crate::net::timed_out(e) => {
             format!("{what}: the peer was silent for the idle timeout")
         }
         io::ErrorKind::UnexpectedEof => format!("{what}: the peer closed the connection"),
@@ -553,13 +553,8 @@ pub fn run_udp_server(sock: UdpSocket, peer: Option<SocketAddr>, plan: Plan) -> 
                 }
                 Ok(_) => {}
                 Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                            | io::ErrorKind::ConnectionRefused
-                    ) =>
+                    if crate::net::transient(&e)
+                        || e.kind() == io::ErrorKind::ConnectionRefused =>
                 {
                     if last.elapsed() > plan.idle {
                         return Err("udp rr: the client was silent for the idle timeout".into());

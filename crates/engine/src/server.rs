@@ -901,7 +901,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         }
         if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {
             let total = side.moved(Role::Sender) + side.moved(Role::Receiver);
-            w.observe(now, total).map_err(EngineError::Setup)?;
+            w.observe(now, total)?;
             let target = run.spec.as_ref().and_then(target_bytes);
             if let Some(end) = w.expected_end(now, target) {
                 set_free_at(self.shared, end);
@@ -914,7 +914,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
                 // waiting for its report would hold the slot another idle timeout
                 let mut errors = report.streams.iter().filter_map(|s| s.error.as_deref());
                 if let Some(e) = errors.find(|e| e.starts_with(STALLED)) {
-                    return Err(EngineError::Setup(format!("stalled: {e}")));
+                    return Err(EngineError::StreamStalled(e.to_string()));
                 }
                 run.local_report = Some(report.clone());
                 sess.local_report(report, Instant::now());
@@ -941,7 +941,7 @@ fn on_event(
             if let Err(reason) = shared.cfg.caps.check(&spec) {
                 run.note.refused = Some(reason.clone());
                 sess.refuse(&reason);
-                return Err(EngineError::Setup(format!("refused: {reason}")));
+                return Err(EngineError::Refused(reason));
             }
             if let Some(ip) = run.peer_ip {
                 let user = run.user.as_deref();
@@ -952,7 +952,7 @@ fn on_event(
                     Err(reason) => {
                         run.note.refused = Some(reason.clone());
                         sess.refuse(&reason);
-                        return Err(EngineError::Setup(format!("refused: {reason}")));
+                        return Err(EngineError::Refused(reason));
                     }
                 }
             }

@@ -17,6 +17,7 @@ use wirerate_core::TestSpec;
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;
 
+use crate::net::timed_out;
 use crate::zerocopy::Splicer;
 
 pub use crate::tally::{unacked, Counters, Tally};
@@ -324,13 +325,6 @@ impl Deadline {
     }
 }
 
-fn timed_out(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 /// The send timeout of one write: a quarter of the idle timeout (at least 1 ms).
 fn write_step(idle: Duration) -> Duration {
     (idle / 4).max(Duration::from_millis(1))
@@ -565,7 +559,7 @@ pub const STALLED: &str = "stream stalled";
 
 pub(crate) fn describe(e: &io::Error, what: &str) -> String {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+        _ if timed_out(e) => {
             format!("{STALLED} while {what}: no progress within the idle timeout")
         }
         _ => format!("{what}: {e}"),

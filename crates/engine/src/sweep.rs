@@ -22,9 +22,7 @@ fn sweep_of(plan: &Plan) -> SweepSpec {
 
 fn describe(e: &io::Error) -> String {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-            "sweep: the peer was silent for the idle timeout".into()
-        }
+        _ if crate::net::timed_out(e) => "sweep: the peer was silent for the idle timeout".into(),
         io::ErrorKind::UnexpectedEof => "sweep: the peer closed the connection".into(),
         _ => format!("sweep: {e}"),
     }

@@ -677,8 +677,8 @@ fn hello_until_challenge(
             }
         }
     }
-    Err(EngineError::Setup(
-        "the server's UDP port did not answer (a firewall dropping UDP?)".into(),
+    Err(EngineError::UdpUnanswered(
+        "the server's UDP port did not answer (a firewall dropping UDP?)",
     ))
 }
 

@@ -45,7 +45,9 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use wirerate_core::spec::{Direction, End, Protocol, DEFAULT_UDP_RATE_BPS};
+use wirerate_core::spec::{
+    Direction, End, Protocol, DEFAULT_PORT, DEFAULT_UDP_RATE_BPS, ETHERNET_UDP_PAYLOAD,
+};
 use wirerate_core::units::BitRate;
 use wirerate_core::TestSpec;
 
@@ -54,7 +56,6 @@ use crate::FleetError;
 /// The most hosts a plan names, and the most tests one plan run may hold.
 pub const MAX_HOSTS: usize = 256;
 pub const MAX_TESTS: usize = 100_000;
-pub const DEFAULT_PORT: u16 = 5350;
 /// The longest default lease, seconds.
 pub const MAX_DEFAULT_LEASE_S: f64 = 120.0;
 /// The shortest lease `--lease` takes, seconds: three renewals must fit in it.
@@ -581,7 +582,7 @@ fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
         None if udp => Some(DEFAULT_UDP_RATE_BPS),
         None => None,
     };
-    let datagram = wirerate_core::spec::default_datagram(1472, rate_bps);
+    let datagram = wirerate_core::spec::default_datagram(ETHERNET_UDP_PAYLOAD, rate_bps);
     let spec = TestSpec {
         protocol: if udp { Protocol::Udp } else { Protocol::Tcp },
         direction: if t.reverse.unwrap_or(false) {

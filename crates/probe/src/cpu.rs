@@ -37,8 +37,9 @@ impl ThreadTimes {
     /// User and system seconds only: one getrusage call, cheap enough to take per
     /// connection (`now` also reads files). Zeros if getrusage fails.
     pub fn cpu_now() -> ThreadTimes {
-        // SAFETY: rusage is plain data, and getrusage only writes into the struct we pass.
+        // SAFETY: rusage is plain data (integers and timevals): all zeros is a valid value.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a live, writable rusage that getrusage fills and nothing else holds.
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
         if rc != 0 {
             return ThreadTimes::default();

@@ -90,15 +90,18 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     if sa.is_null() {
         return None;
     }
-    match i32::from((*sa).sa_family) {
+    // SAFETY: `sa` is not null, and the caller promises it points to a valid sockaddr.
+    match i32::from(unsafe { (*sa).sa_family }) {
         libc::AF_INET => {
-            let sin = &*(sa as *const libc::sockaddr_in);
+            // SAFETY: the family is AF_INET, so the caller's sockaddr is a sockaddr_in.
+            let sin = unsafe { &*(sa as *const libc::sockaddr_in) };
             Some(IpAddr::from(
                 u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
             ))
         }
         libc::AF_INET6 => {
-            let sin6 = &*(sa as *const libc::sockaddr_in6);
+            // SAFETY: the family is AF_INET6, so the caller's sockaddr is a sockaddr_in6.
+            let sin6 = unsafe { &*(sa as *const libc::sockaddr_in6) };
             Some(IpAddr::from(sin6.sin6_addr.s6_addr))
         }
         _ => None,

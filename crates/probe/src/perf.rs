@@ -98,8 +98,8 @@ impl Counter {
             )
         };
         let fd = libc::c_int::try_from(rc).ok().filter(|fd| *fd >= 0)?;
-        // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
         Some(Counter {
+            // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }

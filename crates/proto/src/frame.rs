@@ -19,7 +19,7 @@ pub const CLIENT_REPORT_BYTES_PER_STREAM: usize = 2 << 10;
 /// the final report lists every stream, so a test of many streams needs more than the cap
 /// that holds before the spec. Both ends compute it from the validated spec.
 pub fn client_frame_limit(spec: &wirerate_core::TestSpec) -> usize {
-    let streams = spec.parallel as usize * spec.direction.flows().len();
+    let streams = spec.streams() as usize;
     MAX_CLIENT_FRAME + streams.saturating_mul(CLIENT_REPORT_BYTES_PER_STREAM)
 }
 

@@ -865,6 +865,11 @@ mod mutual_tls {
         );
         assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
         assert!(!stderr(&bad).contains("goodput"), "{}", stderr(&bad));
+        assert!(
+            stderr(&bad).contains("not signed by its CA"),
+            "{}",
+            stderr(&bad)
+        );
         let log = log_until(&s.log, |l| l.iter().any(|v| v["event"] == "test"));
         let test = log.iter().find(|v| v["event"] == "test").unwrap();
         assert_eq!(test["user"], "carol", "{log:?}");

@@ -14,11 +14,11 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    assert_no_host_overlap, fresh_db, plan_file, plan_status, spawn_piped, stderr, stdout, stored,
-    Agent, LOOP_TARGETS,
+    assert_no_host_overlap, fresh_db, plan_file, plan_status, spawn_piped, stored, Agent,
+    LOOP_TARGETS,
 };
 use common::lab::{skip_unless_root, Lab};
-use common::{bin, free_port, run, wait_bounded};
+use common::{bin, free_port, run, stderr, stdout, wait_bounded};
 use serde_json::Value;
 
 /// `run --from FROM --to TO -t SECONDS --no-store extra…`, bounded in time.

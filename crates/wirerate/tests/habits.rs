@@ -9,13 +9,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, json, run, stderr, wait_bounded, wr, ServerProc};
+use common::{free_port, json, run, stderr, stdout, wait_bounded, wr, ServerProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn stdout(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn parallel_streams_print_a_line_each_and_a_sum_with_retr_and_cwnd() {

@@ -2,18 +2,18 @@
 //! figures, and large histories moved between databases through `history --json`,
 //! `history --ndjson` and `history migrate`. Real SQLite files and the real binary.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+use std::time::Duration;
 
 use wirerate_core::{synth, RunResult};
 use wirerate_store::{RunFilter, Store, ToStore};
 
+/// The binary with no database of its own (each test names one), bounded in time.
 fn wirerate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wirerate"))
-        .args(args)
-        .env_remove("WIRERATE_DB")
-        .output()
-        .unwrap()
+    common::run_bare(args, LIMIT)
 }
 
 /// Exit code, stdout, stderr; and a check that nothing panicked.
@@ -37,6 +37,7 @@ fn raw_control(bytes: &[u8]) -> Option<char> {
         .find(|&c| wirerate_core::text::is_control(c) && c != '\n' && c != '\t')
 }
 
+const LIMIT: Duration = Duration::from_secs(60);
 const TITLE_ATTACK: &str = "\u{1b}]0;PWNED\u{7}\u{1b}[41mred\u{1b}[0m";
 
 #[test]

@@ -10,18 +10,13 @@ use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run, stderr, ServerProc};
+use common::{quick_test, run, stderr, ServerProc};
 use wirerate_core::spec::{Direction, End, Flow, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::data::DataHello;
 use wirerate_proto::{ClientEvent, ClientSession, ProtoError, Token};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn quick_test(port: u16) -> std::process::Output {
-    let p = port.to_string();
-    run(&["run", "127.0.0.1", "-p", &p, "-n", "4M", "--json"], LIMIT)
-}
 
 /// Seconds until a quick test succeeds, polling every 100 ms up to `limit`.
 fn seconds_until_served(port: u16, limit: Duration) -> f64 {

@@ -6,9 +6,13 @@
 //! its own name and is removed when the test ends, however it ends; only processes this test
 //! started are ended, by PID; traffic goes only to addresses inside the test's namespaces.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::ok;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirerate");
 /// Host a's address in a lab.
@@ -18,32 +22,7 @@ const RUNS: usize = 5;
 
 /// Runs the binary, ending it (by PID) and failing when it outlives `limit`.
 fn wirerate(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("wirerate {args:?} ran over {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn ok(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::run_cmd(Command::new(BIN), args, limit)
 }
 
 /// A lab, removed when dropped; its server too.

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use common::fleet::{
     assert_no_host_overlap, fresh_db, loopback_agents, loopback_hosts, pair_plan, plan_file,
-    plan_status, spawn_piped, stderr, stdout, stored,
+    plan_status, spawn_piped, stored,
 };
-use common::{free_port, run, wait_bounded};
+use common::{free_port, run, stderr, stdout, wait_bounded};
 
 #[test]
 fn two_controllers_on_one_plan_run_each_test_once() {

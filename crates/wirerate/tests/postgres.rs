@@ -25,9 +25,8 @@ fn spawn(args: &[&str]) -> Child {
 
 /// [`spawn`] with its standard error going to `stderr`.
 fn spawn_with(args: &[&str], stderr: Stdio) -> Child {
-    Command::new(common::bin())
+    common::bare()
         .args(args)
-        .env_remove("WIRERATE_DB")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -40,10 +39,7 @@ fn wirerate(args: &[&str]) -> Output {
 }
 
 fn ok(args: &[&str]) -> String {
-    let o = wirerate(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{args:?}: {err}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    common::ok(&wirerate(args), &format!("{args:?}"))
 }
 
 fn write_jsonl(path: &Path, runs: &[RunResult]) {

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{stderr, wait_bounded, ServerProc};
+use common::{stderr, succeeded as ok, wait_bounded, ServerProc};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -26,20 +26,9 @@ struct Fixture {
 }
 
 fn wr(db: &Path, args: &[&str]) -> Output {
-    let child = Command::new(common::bin())
-        .env("WIRERATE_DB", db)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn wirerate");
-    wait_bounded(child, LIMIT)
-}
-
-fn ok(out: Output, what: &str) -> Output {
-    assert!(out.status.success(), "{what}: {}", stderr(&out));
-    out
+    let mut cmd = Command::new(common::bin());
+    cmd.env("WIRERATE_DB", db);
+    common::run_cmd(cmd, args, LIMIT)
 }
 
 fn fixture() -> &'static Fixture {

@@ -1,22 +1,23 @@
 //! `history`, `show` and `compare` through the real binary, on a temporary database filled
 //! with synthetic runs and on saved JSON files.
 
+mod common;
+
 use wirerate_core::synth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use wirerate_core::RunResult;
 use wirerate_store::Store;
 
 const GBIT: f64 = 1e9;
+const LIMIT: Duration = Duration::from_secs(60);
 
+/// The binary with no database of its own (each test names one), bounded in time.
 fn wirerate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wirerate"))
-        .args(args)
-        .env_remove("WIRERATE_DB")
-        .output()
-        .unwrap()
+    common::run_bare(args, LIMIT)
 }
 
 fn text(b: &[u8]) -> String {
@@ -282,11 +283,9 @@ fn broken_inputs_give_one_line_and_a_failure_status() {
 fn the_wirerate_db_variable_names_the_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = lab_db(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_wirerate"))
-        .args(["history", "--label", "again"])
-        .env("WIRERATE_DB", &db)
-        .output()
-        .unwrap();
+    let mut cmd = common::bare();
+    cmd.env("WIRERATE_DB", &db);
+    let out = common::run_cmd(cmd, &["history", "--label", "again"], LIMIT);
     let (code, out, _) = outcome(&out);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 11, "{out}");
@@ -569,10 +568,7 @@ fn a_result_that_cannot_be_stored_is_printed_and_the_run_fails() {
     }
     std::fs::write(&db, &bytes).unwrap();
     for format in ["--json", "--format=text"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_wirerate"))
-            .args(["run", "-t", "0.3", format, "--db", db.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = wirerate(&["run", "-t", "0.3", format, "--db", db.to_str().unwrap()]);
         let (code, out, err) = outcome(&out);
         assert_eq!(code, 1, "{format}: {err}");
         assert!(

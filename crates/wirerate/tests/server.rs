@@ -9,14 +9,9 @@ use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{json, run, stderr, ServerProc};
+use common::{json, quick_test, run, stderr, ServerProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn quick_test(port: u16) -> std::process::Output {
-    let p = port.to_string();
-    run(&["run", "127.0.0.1", "-p", &p, "-n", "4M", "--json"], LIMIT)
-}
 
 fn assert_serves(port: u16) {
     let out = quick_test(port);

@@ -1,8 +1,11 @@
 //! End-to-end tests of `wirerate wire`, the wire-rate calculator: the seed's figures to
 //! the digit, the JSON contract, and one-line usage errors.
 
+mod common;
+
 use std::process::{Command, Output};
 
+use common::ok;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirerate");
@@ -15,18 +18,9 @@ fn wire(args: &[&str]) -> Output {
         .expect("run the wirerate binary")
 }
 
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn seed_001_tcp_breakdown() {
-    let text = stdout(&wire(&["--link", "10M", "--no-timestamps"]));
+    let text = ok(&wire(&["--link", "10M", "--no-timestamps"]), "wire");
     for want in [
         "preamble+SFD",
         "6.4 µs",
@@ -49,13 +43,13 @@ fn seed_001_tcp_breakdown() {
 
 #[test]
 fn seed_001_udp_goodput() {
-    let text = stdout(&wire(&["--link", "10M", "--proto", "udp"]));
+    let text = ok(&wire(&["--link", "10M", "--proto", "udp"]), "wire");
     assert!(text.contains("1472 B × 812.7/s = 1196359 B/s"), "{text}");
 }
 
 #[test]
 fn json_carries_the_contract_fields() {
-    let v: Value = serde_json::from_str(&stdout(&wire(&["--link", "10M", "--json"]))).unwrap();
+    let v: Value = serde_json::from_str(&ok(&wire(&["--link", "10M", "--json"]), "wire")).unwrap();
     assert_eq!(v["wire_bytes_per_frame"], 1538);
     assert_eq!(v["payload_bytes_per_frame"], 1448);
     assert_eq!(v["params"]["proto"], "tcp");
@@ -69,19 +63,22 @@ fn json_carries_the_contract_fields() {
 
 #[test]
 fn jumbo_ipv6_vlan_and_payload() {
-    let v: Value = serde_json::from_str(&stdout(&wire(&[
-        "--link",
-        "10G",
-        "--mtu",
-        "9000",
-        "--ipv6",
-        "--vlan",
-        "--proto",
-        "udp",
-        "--payload",
-        "8K",
-        "--json",
-    ])))
+    let v: Value = serde_json::from_str(&ok(
+        &wire(&[
+            "--link",
+            "10G",
+            "--mtu",
+            "9000",
+            "--ipv6",
+            "--vlan",
+            "--proto",
+            "udp",
+            "--payload",
+            "8K",
+            "--json",
+        ]),
+        "wire",
+    ))
     .unwrap();
     // 8 + 14 + 4 + (40 + 8 + 8192) + 4 + 12 = 8282 bytes on the wire.
     assert_eq!(v["wire_bytes_per_frame"], 8282);
@@ -118,16 +115,17 @@ fn an_interface_without_a_speed_needs_link() {
         err.contains("give --link") && err.lines().count() == 1,
         "{err}"
     );
-    let v: Value = serde_json::from_str(&stdout(&wire(&[
-        "--dev", "lo", "--link", "10G", "--mtu", "9000", "--json",
-    ])))
+    let v: Value = serde_json::from_str(&ok(
+        &wire(&["--dev", "lo", "--link", "10G", "--mtu", "9000", "--json"]),
+        "wire",
+    ))
     .unwrap();
     assert_eq!(v["params"]["mtu"], 9000);
 }
 
 #[test]
 fn help_explains_units() {
-    let text = stdout(&wire(&["--help"]));
+    let text = ok(&wire(&["--help"]), "wire");
     assert!(
         text.contains("powers of 1000") && text.contains("powers of 1024"),
         "{text}"

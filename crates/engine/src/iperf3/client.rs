@@ -150,8 +150,8 @@ pub fn run_client(
         },
     )?;
     let (Some(local), Some(remote)) = (run.local, run.remote) else {
-        return Err(EngineError::Setup(
-            "the iperf3 test ended without both sides' results".into(),
+        return Err(EngineError::ResultsMissing(
+            "the iperf3 test ended without both sides' results",
         ));
     };
     let window_s = match (run.started, run.ended) {
@@ -204,9 +204,7 @@ impl ClientRun<'_> {
             }
             // the test already ended: its results are on their way
             Some(_) => Ok(()),
-            None => Err(EngineError::Setup(
-                "interrupted before the test started".into(),
-            )),
+            None => Err(EngineError::InterruptedBeforeStart),
         }
     }
 }

@@ -420,14 +420,14 @@ fn on_event(
             run.note.spec = Some(SpecShort::of(&p.spec));
             if let Err(reason) = shared.cfg.caps.check(&p.spec) {
                 run.note.refused = Some(reason.clone());
-                return Err(EngineError::Setup(format!("refused: {reason}")));
+                return Err(EngineError::Refused(reason));
             }
             if let Some(ip) = addrs.peer {
                 let admitted = shared.cfg.policy.admit(ip, None, &p.spec, now);
                 run.note.rule = shared.cfg.policy.rule_name(ip, None);
                 let a = admitted.map_err(|reason| {
                     run.note.refused = Some(reason.clone());
-                    EngineError::Setup(format!("refused: {reason}"))
+                    EngineError::Refused(reason)
                 })?;
                 run.admission = Some((a, shared.cfg.policy.clone()));
             }
@@ -635,7 +635,7 @@ fn watch(run: &mut Run, now: Instant, shared: &Shared) -> Result<(), EngineError
     let w = run.watch.get_or_insert_with(|| {
         Watchdog::new(&p.spec, &shared.cfg.caps, shared.cfg.idle, now).with_max_bytes(max_bytes)
     });
-    w.observe(now, moved).map_err(EngineError::Setup)
+    Ok(w.observe(now, moved)?)
 }
 
 /// The intervals of the running streams as they end, and the rest once the workers are done.

@@ -171,8 +171,8 @@ fn greet(sock: &UdpSocket, idle: Duration) -> Result<(), EngineError> {
             return Ok(());
         }
     }
-    Err(EngineError::Setup(
-        "the iperf3 server did not answer the UDP greeting".into(),
+    Err(EngineError::UdpUnanswered(
+        "the iperf3 server did not answer the UDP greeting",
     ))
 }
 
@@ -476,14 +476,7 @@ fn receive(sock: UdpSocket, plan: Plan) -> WorkerResult {
                 heard = last;
                 plan.bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) || e.kind() == io::ErrorKind::ConnectionRefused =>
-            {
+            Err(e) if crate::net::transient(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {
                 if heard.elapsed() > plan.idle {
                     error = Some(
                         "stream stalled while receiving: no datagram within the idle timeout"

@@ -136,13 +136,7 @@ pub(super) fn receive(
         let n = match sock.recv_from(data) {
             Ok((n, _)) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if going
-                    && matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-            {
+            Err(e) if going && crate::net::timed_out(&e) => {
                 idle = true;
                 break;
             }

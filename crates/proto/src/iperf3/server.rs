@@ -99,8 +99,7 @@ impl ServerSession {
                     };
                     match spec_from_params(&v) {
                         Ok(p) => {
-                            let flows = p.spec.direction.flows().len();
-                            self.expected = flows * p.spec.parallel as usize;
+                            self.expected = p.spec.streams() as usize;
                             self.out.push_back(vec![state::CREATE_STREAMS as u8]);
                             self.st = St::AwaitStreams;
                             self.deadline = Some(now + self.idle);

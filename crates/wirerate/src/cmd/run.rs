@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::ValueEnum;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::spec::{End, Flow, RecvMode, SendMode, DEFAULT_UDP_RATE_BPS};
+use wirerate_core::spec::{
+    End, Flow, RecvMode, SendMode, DEFAULT_PORT, DEFAULT_UDP_RATE_BPS, ETHERNET_UDP_PAYLOAD,
+};
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
@@ -24,9 +26,6 @@ use crate::cmd::results::StoreArgs;
 use crate::exit::usage;
 use crate::link::link_facts;
 use wirerate_store::Store;
-
-pub const DEFAULT_PORT: u16 = 5350;
-/// UDP payload per datagram unless -l says otherwise: fits a 1500-byte Ethernet MTU.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -378,7 +377,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
             }
         }
     }
-    let streams = a.parallel * spec.direction.flows().len() as u32;
+    let streams = spec.streams();
     a.habits
         .check(streams, spec.direction == Direction::Reverse, a.parallel)?;
     a.habits.check_cpus(a.host.is_none() && a.from.is_none())?;
@@ -389,9 +388,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
 /// Raises the open-file limit to what the test's streams need, or says before starting that
 /// the limit is too low and how to raise it.
 pub fn ensure_open_files(spec: &TestSpec, embedded: bool) -> anyhow::Result<()> {
-    let streams = spec
-        .parallel
-        .saturating_mul(spec.direction.flows().len() as u32);
+    let streams = spec.streams();
     let need = wirerate_engine::net::open_files_needed(streams, embedded, spec.pooled());
     match wirerate_engine::net::raise_open_files(need) {
         Ok((soft, _)) if soft >= need => Ok(()),
@@ -716,7 +713,7 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     }
     a.habits.apply_output();
     // validate flags before touching the network; the datagram size is settled below
-    spec_from(&a, 1472)?;
+    spec_from(&a, ETHERNET_UDP_PAYLOAD)?;
     if a.find_max && !a.udp {
         return usage("--find-max searches UDP rates: add -u");
     }
@@ -744,7 +741,7 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         // there Ctrl-C ends the process)
         t.cfg.interrupt = Some(crate::interrupt::install());
     }
-    let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(1472);
+    let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(ETHERNET_UDP_PAYLOAD);
     let mut spec = spec_from(&a, path_udp)?;
     ensure_open_files(&spec, t.embedded)?;
     if a.find_max {
@@ -848,7 +845,7 @@ fn third_party(
     };
     let (from, to) = (hp("--from", from)?, hp("--to", to)?);
     let agent = resolve_hostport(&from, a.ipv4, a.ipv6)?;
-    let spec = spec_from(a, 1472)?;
+    let spec = spec_from(a, ETHERNET_UDP_PAYLOAD)?;
     if format == Format::Text {
         crate::say!(
             "{}",

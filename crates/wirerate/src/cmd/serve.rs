@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wirerate_core::spec::DEFAULT_PORT;
 use wirerate_engine::guard::Caps;
 use wirerate_engine::limits::{Limits, Policy, Reload};
 use wirerate_engine::logline::{Event, Kind, LogFormat};
 use wirerate_engine::{Server, ServerConfig};
 
-use crate::cmd::run::{parse_rate, parse_size, DEFAULT_PORT};
+use crate::cmd::run::{parse_rate, parse_size};
 use crate::exit::usage;
 
 #[derive(clap::Args, Debug)]

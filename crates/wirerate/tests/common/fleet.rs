@@ -2,14 +2,14 @@
 //! what a plan left in its database.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::bin;
 use super::lab::Lab;
-use super::run;
+use super::{run, stderr};
 
 /// A `wirerate serve` started by this test, ended by its PID on drop.
 pub struct Agent {
@@ -70,14 +70,6 @@ impl Drop for Agent {
             self.kill();
         }
     }
-}
-
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 pub const LOOP_TARGETS: &str = "--third-party-targets=127.0.0.0/8";

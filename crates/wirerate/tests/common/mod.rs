@@ -37,9 +37,35 @@ pub fn wr() -> Command {
     c
 }
 
+/// The binary as a command with no database of its own: the test names one (`--db`,
+/// `WIRERATE_DB`) or expects none.
+pub fn bare() -> Command {
+    let mut c = Command::new(bin());
+    c.env_remove("WIRERATE_DB");
+    c
+}
+
 /// Runs the binary with `args`, killing it if it outlives `limit`.
 pub fn run(args: &[&str], limit: Duration) -> Output {
     wait_bounded(spawn_piped(args), limit)
+}
+
+/// Runs [`bare`] with `args`, no input, killing it if it outlives `limit`.
+pub fn run_bare(args: &[&str], limit: Duration) -> Output {
+    run_cmd(bare(), args, limit)
+}
+
+/// Runs `cmd` (the binary with an environment of the test's choosing) with `args`, no
+/// input, its output on pipes, killing it if it outlives `limit`.
+pub fn run_cmd(cmd: Command, args: &[&str], limit: Duration) -> Output {
+    wait_bounded(spawn_cmd(cmd, args, Stdio::piped), limit)
+}
+
+/// A quick test against the server on 127.0.0.1:`port`: 4 MiB, one JSON document.
+pub fn quick_test(port: u16) -> Output {
+    let p = port.to_string();
+    let args = ["run", "127.0.0.1", "-p", &p, "-n", "4M", "--json"];
+    run(&args, Duration::from_secs(30))
 }
 
 /// Starts the binary with `args`, no input, its output on pipes.
@@ -53,7 +79,11 @@ pub fn spawn_quiet(args: &[&str]) -> Child {
 }
 
 fn spawn_with(args: &[&str], out: fn() -> Stdio) -> Child {
-    wr().args(args)
+    spawn_cmd(wr(), args, out)
+}
+
+fn spawn_cmd(mut cmd: Command, args: &[&str], out: fn() -> Stdio) -> Child {
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(out())
         .stderr(out())
@@ -179,6 +209,22 @@ pub fn wait_listening(addr: SocketAddr, what: &str) {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `out`, once it is checked that the command succeeded (its stderr, under `what`, if not).
+pub fn succeeded(out: Output, what: &str) -> Output {
+    assert!(out.status.success(), "{what}: {}", stderr(&out));
+    out
+}
+
+/// The stdout of a command that must succeed (its stderr, under `what`, if it did not).
+pub fn ok(out: &Output, what: &str) -> String {
+    assert!(out.status.success(), "{what}: {}", stderr(out));
+    stdout(out)
 }
 
 /// `wirerate user add NAME` into the users file (few hash iterations, for speed), with the
