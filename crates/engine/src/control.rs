@@ -167,13 +167,15 @@ impl Control {
         match got {
             Ok(0) => Ok(Input::Closed),
             Ok(n) => Ok(Input::Bytes(n)),
+            // the read timeout; not TCP giving up on the peer (ETIMEDOUT), which is an error
             Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
+                if !crate::breaker::gave_up(&e)
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
             {
                 Ok(Input::Nothing)
             }
