@@ -901,7 +901,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
             self.shared.interval(&iv);
             sess.send_interval(iv);
         }
-        if let (Some(b), false) = (run.breaker.as_ref(), side.is_done()) {
+        if let (Some(b), false) = (run.breaker.as_mut(), side.is_done()) {
             b.check(side.moved(Role::Sender), now)
                 .map_err(EngineError::Setup)?;
         }

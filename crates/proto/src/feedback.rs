@@ -20,6 +20,9 @@ pub struct Breaker {
     since: Instant,
     /// Whether any report came at all.
     reported: bool,
+    /// What this side had sent at the last check, and when that last grew.
+    sent_last: u64,
+    sending_at: Instant,
 }
 
 impl Breaker {
@@ -31,6 +34,8 @@ impl Breaker {
             sent_then: 0,
             since: now,
             reported: false,
+            sent_last: 0,
+            sending_at: now,
         }
     }
 
@@ -45,11 +50,16 @@ impl Breaker {
     }
 
     /// Whether the senders, having sent `sent` bytes by `now`, may go on; the error says why
-    /// not, for the log and the peer. A sender that has sent nothing since the last progress
-    /// (its test is over) is never stopped.
-    pub fn check(&self, sent: u64, now: Instant) -> Result<(), String> {
+    /// not, for the log and the peer. A sender that has sent nothing since the last progress,
+    /// or nothing for the breaker's time (its test is over), is never stopped.
+    pub fn check(&mut self, sent: u64, now: Instant) -> Result<(), String> {
+        if sent > self.sent_last {
+            self.sent_last = sent;
+            self.sending_at = now;
+        }
         let quiet = now.saturating_duration_since(self.since);
-        if sent <= self.sent_then || quiet < self.window {
+        let sending = now.saturating_duration_since(self.sending_at) < self.window;
+        if sent <= self.sent_then || quiet < self.window || !sending {
             return Ok(());
         }
         let what = if self.reported {
@@ -116,6 +126,12 @@ mod tests {
         let mut b = Breaker::new(&spec(), t0);
         b.feedback(1_000_000, 1_000_000, at(t0, 8000));
         // the last report covered all that was sent: nothing more goes out
+        assert!(b.check(1_000_000, at(t0, 60_000)).is_ok());
+        // the last datagrams were lost, and the sender has stopped since
+        let mut b = Breaker::new(&spec(), t0);
+        b.feedback(900_000, 900_000, at(t0, 8000));
+        assert!(b.check(1_000_000, at(t0, 9000)).is_ok());
+        assert!(b.check(1_000_000, at(t0, 12_000)).is_ok());
         assert!(b.check(1_000_000, at(t0, 60_000)).is_ok());
     }
 }
