@@ -5,6 +5,7 @@
 //! tested with plain unit tests and property tests.
 
 pub mod assemble;
+pub mod breaker;
 pub mod diagnosis;
 pub mod evidence;
 pub mod facts;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::SideReport;
+use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
 use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::sweep::SweepPoint;
@@ -261,6 +261,8 @@ impl Handler<ClientSession> for ClientRun<'_> {
         let Some(s) = self.side.as_mut() else {
             return Ok(());
         };
+        // what this side's UDP receivers took, when the server sends UDP and asked for it
+        sess.udp_feedback(s.moved(Role::Receiver), now);
         for iv in s.poll_intervals(now) {
             self.obs.interval(&iv);
             self.shown += 1;

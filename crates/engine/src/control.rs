@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use crate::tls::Tls;
 
+/// A control connection's first read buffer, and the most one read takes.
+const READ_MIN: usize = 4 << 10;
+const READ_MAX: usize = 64 << 10;
+
 /// The result of one bounded read.
 pub enum Input {
     Bytes(usize),
@@ -19,7 +23,10 @@ pub struct Control {
     pub sock: TcpStream,
     /// TLS over `sock`, when the control connection has it.
     pub tls: Option<Box<Tls>>,
-    buf: Box<[u8; 64 * 1024]>,
+    /// Where reads land: small while the connection logs in or waits for its spec (a
+    /// thousand such connections may be held at once), grown to [`READ_MAX`] when a read
+    /// fills it (reports of many streams).
+    buf: Vec<u8>,
     /// What arrived while a write waited for room: both peers may write large reports at
     /// once (thousands of streams), and neither may wait on the other without reading.
     stash: std::collections::VecDeque<u8>,
@@ -33,7 +40,7 @@ impl Control {
         Control {
             sock,
             tls: None,
-            buf: Box::new([0u8; 64 * 1024]),
+            buf: vec![0u8; READ_MIN],
             stash: std::collections::VecDeque::new(),
             stash_closed: false,
         }
@@ -124,7 +131,12 @@ impl Control {
                     self.stash_closed = true;
                     return;
                 }
-                n if n > 0 => self.stash.extend(&self.buf[..n as usize]),
+                n if n > 0 => {
+                    self.stash.extend(&self.buf[..n as usize]);
+                    if n as usize == self.buf.len() {
+                        self.buf.resize(READ_MAX, 0);
+                    }
+                }
                 _ => {
                     if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                         return;
@@ -166,8 +178,17 @@ impl Control {
         };
         match got {
             Ok(0) => Ok(Input::Closed),
-            Ok(n) => Ok(Input::Bytes(n)),
-            Err(e) if crate::net::transient(&e) => Ok(Input::Nothing),
+            Ok(n) => {
+                if n == self.buf.len() && n < READ_MAX {
+                    // the next read may take more at once; what was read stays in place
+                    self.buf.resize(READ_MAX, 0);
+                }
+                Ok(Input::Bytes(n))
+            }
+            // the read timeout; not TCP giving up on the peer (ETIMEDOUT), which is an error
+            Err(e) if !crate::breaker::gave_up(&e) && crate::net::transient(&e) => {
+                Ok(Input::Nothing)
+            }
             // a TLS peer that closes without close_notify: a close all the same
             Err(e)
                 if matches!(

@@ -12,6 +12,7 @@
 //! and time; a client that stalls or vanishes frees the server within the idle timeout.
 
 pub mod agent;
+mod breaker;
 pub mod client;
 mod control;
 mod crr;

@@ -719,6 +719,8 @@ struct Running {
     /// What the log line about the test will say.
     note: TestNote,
     threads: Option<usize>,
+    /// Stops the server's UDP senders when the client's reports stop (`-u -R`, `--bidir`).
+    breaker: Option<wirerate_proto::feedback::Breaker>,
 }
 
 impl Running {
@@ -779,6 +781,12 @@ fn run_session(
     let peer_ip = ctl.sock.peer_addr().ok().map(|a| a.ip());
     let token = pre.token;
     let mut sess = pre.sess;
+    if let Some(spec) = early.iter().find_map(|e| match e {
+        ServerEvent::Spec(s) if s.server_sends_udp() => Some(s),
+        _ => None,
+    }) {
+        crate::breaker::watch_control(&ctl.sock, spec);
+    }
     let mut run = Running {
         spec: None,
         pending: Vec::new(),
@@ -796,6 +804,7 @@ fn run_session(
         user: pre.user.clone(),
         admission: None,
         threads: shared.cfg.threads,
+        breaker: None,
         note: TestNote {
             user: pre.user,
             ..Default::default()
@@ -854,6 +863,10 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         self.run.idle
     }
 
+    fn read_error(e: std::io::Error) -> EngineError {
+        crate::breaker::dead_control(e, Self::PEER.read)
+    }
+
     fn max_wait(&self) -> Duration {
         // UDP challenges are answered between rounds
         if self.run.binders.is_empty() {
@@ -898,6 +911,10 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         for iv in side.poll_intervals(now) {
             self.shared.interval(&iv);
             sess.send_interval(iv);
+        }
+        if let (Some(b), false) = (run.breaker.as_mut(), side.is_done()) {
+            b.check(side.moved(Role::Sender), now)
+                .map_err(EngineError::Setup)?;
         }
         if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {
             let total = side.moved(Role::Sender) + side.moved(Role::Receiver);
@@ -990,6 +1007,11 @@ fn on_event(
                 side.stop_sending();
             }
         }
+        ServerEvent::UdpFeedback(received) => {
+            if let (Some(b), Some(side)) = (run.breaker.as_mut(), &run.side) {
+                b.feedback(received, side.moved(Role::Sender), Instant::now());
+            }
+        }
         ServerEvent::Start | ServerEvent::Login(_) | ServerEvent::LoggedIn(_) => {}
     }
     Ok(())
@@ -1073,6 +1095,11 @@ fn attach_udp(
         });
         if start == Some(ServerEvent::Start) {
             run.start_side()?;
+            run.breaker = run
+                .spec
+                .as_ref()
+                .filter(|s| s.server_sends_udp() && sess.client_gives_feedback())
+                .map(|s| wirerate_proto::feedback::Breaker::new(s, Instant::now()));
         }
     }
     Ok(())

@@ -21,6 +21,7 @@ pub mod control;
 pub mod data;
 pub mod datagram;
 pub mod depth;
+pub mod feedback;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzz_login;

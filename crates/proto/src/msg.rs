@@ -25,8 +25,15 @@ pub enum Msg {
     LoginOk { scram: String },
     /// Server → client: another test is running; try again later.
     Busy { retry_after_s: f64 },
-    /// Client → server: the test to run.
-    Spec { spec: TestSpec },
+    /// Client → server: the test to run. `feedback`: this client reports what its UDP
+    /// receivers take (`udp_feedback`) when the server asks for it in `accepted`; a client
+    /// from before the field does not, and the server then relies on the control
+    /// connection's liveness alone.
+    Spec {
+        spec: TestSpec,
+        #[serde(default, skip_serializing_if = "is_false")]
+        feedback: bool,
+    },
     /// Server → client: spec accepted; data streams must present this token (hex), or,
     /// when the control connection is TLS, the token both sides derive from the TLS session
     /// (the field is then absent). For UDP, the server's port of each stream, flow by flow,
@@ -36,10 +43,19 @@ pub enum Msg {
         token: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         udp_ports: Vec<u16>,
+        /// When the server sends UDP (`-u -R`, `-u --bidir`): every how many seconds it
+        /// wants `udp_feedback` while the test runs. Absent from a server from before it,
+        /// which must not be sent any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback_s: Option<f64>,
     },
     /// Client → server (UDP): the nonces the server's challenges carried, proving the client
     /// receives at the addresses its hellos came from.
     UdpProof { proofs: Vec<UdpProof> },
+    /// Client → server, while a test whose server sends UDP runs, every `feedback_s` of
+    /// `accepted`: the bytes this client's UDP receivers have taken so far. The server's
+    /// circuit breaker stops its senders when these stop growing (`wirerate_core::breaker`).
+    UdpFeedback { received: u64 },
     /// Either way: the test cannot go on, and why.
     Refused { reason: String },
     /// Server → client: every data stream is attached; the clock starts now.
@@ -73,6 +89,7 @@ impl Msg {
             Msg::Spec { .. } => "spec",
             Msg::Accepted { .. } => "accepted",
             Msg::UdpProof { .. } => "udp_proof",
+            Msg::UdpFeedback { .. } => "udp_feedback",
             Msg::Refused { .. } => "refused",
             Msg::Start => "start",
             Msg::Stop => "stop",
@@ -81,6 +98,10 @@ impl Msg {
             Msg::Report { .. } => "report",
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One UDP stream's answer to its challenge.

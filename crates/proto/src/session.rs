@@ -18,7 +18,7 @@ use crate::frame::{
     PREAMBLE_LEN,
 };
 use crate::msg::{token_from_hex, token_hex, Msg, UdpProof};
-use crate::parts::{report_frames, Parts};
+use crate::parts::report_frames;
 use crate::Token;
 
 /// The set of (flow, stream id) a spec asks for.
@@ -87,6 +87,8 @@ pub enum ServerEvent {
     PeerReport(Box<SideReport>),
     /// The client ends the test early: stop sending; the reports follow as usual.
     Stop,
+    /// The client's UDP receivers have taken this many bytes so far (`feedback::Breaker`).
+    UdpFeedback(u64),
 }
 
 /// The server's half of one control connection, after its preamble was read.
@@ -109,6 +111,8 @@ pub struct ServerSession {
     derived_token: bool,
     /// The login of a third-party request (`for_agent`), not of a test.
     pub(crate) agent: bool,
+    /// The client promised `udp_feedback` in its spec, and `accepted` asked for it.
+    feedback: (bool, bool),
 }
 
 impl ServerSession {
@@ -132,6 +136,7 @@ impl ServerSession {
             scram: None,
             derived_token: false,
             agent: false,
+            feedback: (false, false),
         }
     }
 
@@ -221,7 +226,7 @@ impl ServerSession {
             (ServerState::AwaitSpec, Msg::Login { .. }) if !self.login_required => {
                 Err(ProtoError::NoLogin)
             }
-            (ServerState::AwaitSpec, Msg::Spec { spec }) => {
+            (ServerState::AwaitSpec, Msg::Spec { spec, feedback }) => {
                 if let Err(e) = spec.validate() {
                     let reason = e.to_string();
                     self.c.out.push_back(encode(&Msg::Refused {
@@ -235,6 +240,7 @@ impl ServerSession {
                 self.dec
                     .set_max_frame(crate::frame::client_frame_limit(&spec));
                 self.spec = Some(spec.clone());
+                self.feedback.0 = feedback;
                 self.c.state = ServerState::Preparing;
                 self.c.deadline = Some(now + self.idle);
                 Ok(ServerEvent::Spec(Box::new(spec)))
@@ -245,6 +251,9 @@ impl ServerSession {
                 Ok(ServerEvent::UdpProof(proofs))
             }
             (ServerState::Running, Msg::Stop) => Ok(ServerEvent::Stop),
+            (ServerState::Running, Msg::UdpFeedback { received }) if self.feedback.1 => {
+                Ok(ServerEvent::UdpFeedback(received))
+            }
             (ServerState::Running, Msg::Report { mut report }) if !self.c.peer_report => {
                 self.c.peer_report = true;
                 self.c.parts.complete(&mut report);
@@ -272,6 +281,7 @@ impl ServerSession {
     /// of each UDP stream (empty for TCP).
     pub fn accept(&mut self, udp_ports: Vec<u16>, now: Instant) {
         if self.c.state == ServerState::Preparing {
+            self.feedback.1 = self.spec.as_ref().is_some_and(TestSpec::server_sends_udp);
             self.c.out.push_back(encode(&Msg::Accepted {
                 token: if self.derived_token {
                     String::new()
@@ -279,6 +289,10 @@ impl ServerSession {
                     token_hex(&self.token)
                 },
                 udp_ports,
+                feedback_s: self
+                    .feedback
+                    .1
+                    .then_some(wirerate_core::breaker::FEEDBACK_INTERVAL_S),
             }));
             self.c.state = ServerState::AwaitStreams;
             self.c.deadline = Some(now + self.idle);
@@ -452,6 +466,8 @@ pub struct ClientSession {
     login: Option<Box<ScramClient>>,
     /// The data token both sides derive from the TLS session, if any.
     data_token: Option<Token>,
+    /// How often the server wants `udp_feedback`, and when it is next due.
+    feedback: Option<(Duration, Option<Instant>)>,
 }
 
 impl ClientSession {
@@ -459,7 +475,10 @@ impl ClientSession {
     pub fn new(spec: &TestSpec, now: Instant, idle: Duration) -> ClientSession {
         let mut out = VecDeque::new();
         out.push_back(Preamble::new(Channel::Control).emit().to_vec());
-        out.push_back(encode(&Msg::Spec { spec: spec.clone() }));
+        out.push_back(encode(&Msg::Spec {
+            spec: spec.clone(),
+            feedback: true,
+        }));
         ClientSession {
             c: Common::new(ClientState::AwaitPreamble, out, Some(now + idle)),
             spec: spec.clone(),
@@ -468,6 +487,7 @@ impl ClientSession {
             idle,
             login: None,
             data_token: None,
+            feedback: None,
         }
     }
 
@@ -573,12 +593,20 @@ impl ClientSession {
                 l.verify(&scram)?;
                 self.c.out.push_back(encode(&Msg::Spec {
                     spec: self.spec.clone(),
+                    feedback: true,
                 }));
                 self.c.state = ClientState::AwaitAccepted;
                 self.c.deadline = Some(now + self.idle);
                 Ok(None)
             }
-            (ClientState::AwaitAccepted, Msg::Accepted { token, udp_ports }) => {
+            (
+                ClientState::AwaitAccepted,
+                Msg::Accepted {
+                    token,
+                    udp_ports,
+                    feedback_s,
+                },
+            ) => {
                 let t = match (token.is_empty(), self.data_token) {
                     (true, Some(t)) => t,
                     (true, None) => {
@@ -590,12 +618,16 @@ impl ClientSession {
                         ProtoError::BadMessage("token is not 32 hex digits".into())
                     })?,
                 };
+                self.feedback = feedback_every(feedback_s).map(|every| (every, None));
                 self.c.state = ClientState::AwaitStart;
                 self.c.deadline = Some(now + self.idle);
                 Ok(Some(ClientEvent::Accepted(t, udp_ports)))
             }
             (ClientState::AwaitStart, Msg::Start) => {
                 self.c.state = ClientState::Running;
+                if let Some((every, next)) = self.feedback.as_mut() {
+                    *next = Some(now + *every);
+                }
                 self.c.parts.start(&self.spec, now);
                 self.c.deadline = None;
                 Ok(Some(ClientEvent::Start))
@@ -681,106 +713,16 @@ impl ClientSession {
     }
 }
 
-/// The states of a session, as [`Common`] needs them.
-trait SessionState: Copy + PartialEq {
-    const FAILED: Self;
-    fn name(self) -> &'static str;
-}
-
-impl SessionState for ServerState {
-    const FAILED: Self = ServerState::Failed;
-    fn name(self) -> &'static str {
-        ServerState::name(self)
-    }
-}
-
-impl SessionState for ClientState {
-    const FAILED: Self = ClientState::Failed;
-    fn name(self) -> &'static str {
-        ClientState::name(self)
-    }
-}
-
-/// What both sides of a session keep alike: the state, the frames queued to send, the
-/// deadline, and whether each side's final report has gone.
-#[derive(Debug)]
-struct Common<S> {
-    state: S,
-    out: VecDeque<Vec<u8>>,
-    deadline: Option<Instant>,
-    peer_report: bool,
-    local_report: bool,
-    /// The peer's report parts, until its report arrives.
-    parts: Parts,
-}
-
-impl<S: SessionState> Common<S> {
-    fn new(state: S, out: VecDeque<Vec<u8>>, deadline: Option<Instant>) -> Common<S> {
-        Common {
-            state,
-            out,
-            deadline,
-            peer_report: false,
-            local_report: false,
-            parts: Parts::default(),
-        }
-    }
-
-    /// Takes a part of the peer's report: only while the test runs (the parts are bounded
-    /// from its start) and before the report itself. Each part renews a running deadline,
-    /// so a long report on a slow path is not taken for a silent peer.
-    fn take_part(
-        &mut self,
-        intervals: Vec<Interval>,
-        samples: Vec<wirerate_core::evidence::TcpSample>,
-        now: Instant,
-        idle: Duration,
-    ) -> Result<(), ProtoError> {
-        if self.peer_report {
-            self.state = S::FAILED;
-            return Err(ProtoError::Unexpected {
-                got: "report_part",
-                state: "after the report",
-            });
-        }
-        self.parts
-            .add(intervals, samples, now)
-            .inspect_err(|_| self.state = S::FAILED)?;
-        if self.deadline.is_some() {
-            self.deadline = Some(now + idle);
-        }
-        Ok(())
-    }
-
-    fn is_finished(&self) -> bool {
-        self.peer_report && self.local_report
-    }
-
-    /// Fails the session once its deadline has passed.
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtoError> {
-        match self.deadline {
-            Some(d) if now >= d => {
-                let what = self.state.name();
-                self.state = S::FAILED;
-                Err(ProtoError::TimedOut(what))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// A close is fine once both reports have gone; before, it fails the session.
-    fn handle_close(&mut self) -> Result<(), ProtoError> {
-        if self.is_finished() {
-            return Ok(());
-        }
-        let what = self.state.name();
-        self.state = S::FAILED;
-        Err(ProtoError::Closed(what))
-    }
-}
+#[path = "session_common.rs"]
+mod common;
+use common::Common;
 
 #[path = "session_login.rs"]
 mod login;
+
+#[path = "session_feedback.rs"]
+mod udp_feedback;
+use udp_feedback::feedback_every;
 
 #[cfg(test)]
 #[path = "session_tests.rs"]

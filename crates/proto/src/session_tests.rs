@@ -153,6 +153,7 @@ fn truncated_frame_waits_and_close_is_an_error() {
     let mut s = ServerSession::new(now, IDLE, TOKEN, "t");
     let frame = encode(&Msg::Spec {
         spec: TestSpec::default(),
+        feedback: false,
     });
     let ev = s.handle_input(&frame[..frame.len() - 3], now).unwrap();
     assert!(ev.is_empty());
@@ -209,7 +210,13 @@ fn invalid_spec_is_refused_with_a_reason() {
         parallel: 0,
         ..Default::default()
     };
-    let r = s.handle_input(&encode(&Msg::Spec { spec }), now);
+    let r = s.handle_input(
+        &encode(&Msg::Spec {
+            spec,
+            feedback: false,
+        }),
+        now,
+    );
     assert!(matches!(r, Err(ProtoError::Refused(_))));
     let mut c = ClientSession::new(&TestSpec::default(), now, IDLE);
     let reply = drain(&mut || s.poll_transmit());
@@ -279,8 +286,14 @@ fn udp_proofs_come_between_accepted_and_start() {
     assert_eq!(ev, vec![ServerEvent::UdpProof(proofs)]);
     // more proofs than streams is refused
     let mut s2 = ServerSession::new(now, IDLE, TOKEN, "t");
-    s2.handle_input(&encode(&Msg::Spec { spec: spec.clone() }), now)
-        .unwrap();
+    s2.handle_input(
+        &encode(&Msg::Spec {
+            spec: spec.clone(),
+            feedback: false,
+        }),
+        now,
+    )
+    .unwrap();
     s2.accept(vec![1, 2], now);
     let many = encode(&Msg::UdpProof {
         proofs: vec![
@@ -304,7 +317,8 @@ mod fuzz {
         prop_oneof![
             Just(encode(&Msg::Start)),
             Just(encode(&Msg::Spec {
-                spec: TestSpec::default()
+                spec: TestSpec::default(),
+                feedback: true,
             })),
             Just(encode(&Msg::Report {
                 report: Box::default()
@@ -312,8 +326,10 @@ mod fuzz {
             Just(encode(&Msg::Busy { retry_after_s: 1.0 })),
             Just(encode(&Msg::Accepted {
                 token: "00".repeat(16),
-                udp_ports: vec![1, 2]
+                udp_ports: vec![1, 2],
+                feedback_s: Some(1.0),
             })),
+            Just(encode(&Msg::UdpFeedback { received: 7 })),
             proptest::collection::vec(any::<u8>(), 0..64),
         ]
     }

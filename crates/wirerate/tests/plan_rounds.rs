@@ -7,10 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fleet::fresh_db;
-use common::fleet::{
-    loopback_agents, loopback_hosts, plan_file, spawn_piped, stderr, stdout, stored,
-};
-use common::{free_port, run, wait_bounded};
+use common::fleet::{loopback_agents, loopback_hosts, plan_file, spawn_piped, stored};
+use common::{free_port, run, stderr, stdout, wait_bounded};
 
 /// A plan of one test, h1 -> h2, on two loopback agents (kept alive by the returned value).
 fn one_way_plan(name: &str) -> (String, Vec<common::fleet::Agent>, tempfile::TempDir) {

@@ -167,3 +167,84 @@ fn sighup_changes_the_next_test_and_the_running_one_completes() {
     assert_eq!(tests[1]["decision"], "refused");
     assert_eq!(tests[1]["rule"], "tight");
 }
+
+/// A peer's words in a log line: a client that ends its test with a `refused` whose reason
+/// holds a terminal title, colours, a bell, a C1 escape and a line break.
+const HOSTILE: &str = "\u{1b}]0;PWNED\u{7}\u{1b}[41mred\u{9b}2J\nwirerate serve: forged line";
+
+/// Connects by hand, sends a spec, and once it is accepted refuses with [`HOSTILE`].
+fn refuse_with_hostile_words(port: u16) {
+    use std::io::{Read, Write};
+    use wirerate_proto::{ClientEvent, ClientSession};
+    let mut ctl = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let spec = wirerate_core::TestSpec::default();
+    let mut sess = ClientSession::new(&spec, Instant::now(), Duration::from_secs(10));
+    let send = |sess: &mut ClientSession, ctl: &mut std::net::TcpStream| {
+        while let Some(b) = sess.poll_transmit() {
+            ctl.write_all(&b).unwrap();
+        }
+    };
+    send(&mut sess, &mut ctl);
+    ctl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = ctl.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the spec was accepted");
+        let ev = sess.handle_input(&buf[..n], Instant::now()).unwrap();
+        if ev.iter().any(|e| matches!(e, ClientEvent::Accepted(..))) {
+            break;
+        }
+    }
+    sess.abort(HOSTILE);
+    send(&mut sess, &mut ctl);
+    // the server closes once it has logged the end of the test
+    let _ = ctl.read(&mut buf);
+}
+
+#[test]
+fn a_peers_control_characters_are_escaped_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["text", "json"] {
+        let logfile = dir.path().join(format!("serve-{format}.log"));
+        let srv = ServerProc::start(&[
+            "--log-format",
+            format,
+            "--logfile",
+            logfile.to_str().unwrap(),
+        ]);
+        refuse_with_hostile_words(srv.port);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let log = loop {
+            let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+            if log.contains("PWNED") || Instant::now() > deadline {
+                break log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(srv);
+        // nothing a terminal would act on, and the peer's line break did not make a line
+        for c in ['\u{1b}', '\u{7}', '\u{9b}'] {
+            assert!(!log.contains(c), "{format}: {c:?} reached the log: {log:?}");
+        }
+        let line = log
+            .lines()
+            .find(|l| l.contains("PWNED"))
+            .unwrap_or_else(|| panic!("{format}: the reason was not logged: {log}"));
+        assert!(
+            !log.lines()
+                .any(|l| l.starts_with("wirerate serve: forged line")),
+            "{log}"
+        );
+        match format {
+            "text" => assert!(
+                line.contains("\\x1b]0;PWNED\\x07\\x1b[41mred\\u009b2J\\x0awirerate serve: forged"),
+                "{line}"
+            ),
+            // the JSON keeps its meaning: the reason reads back as it was sent
+            _ => {
+                let v: Value = serde_json::from_str(line).unwrap();
+                assert!(v["error"].as_str().unwrap().contains(HOSTILE), "{v}");
+            }
+        }
+    }
+}

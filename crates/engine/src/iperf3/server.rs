@@ -283,6 +283,13 @@ fn run_session(
     };
     let mut run = Run::default();
     run.shown = shared.cfg.intervals.as_ref().map(|_| 0);
+    // an iperf3 client says nothing while it receives: TCP watches the connection
+    if let Some(p) = early.iter().find_map(|e| match e {
+        ServerEvent::Params(p, _) if p.spec.server_sends_udp() => Some(p),
+        _ => None,
+    }) {
+        crate::breaker::watch_control(&ctl.sock, &p.spec);
+    }
     // the parameters first, before `CREATE_STREAMS` goes: a UDP test's port must be bound
     // before the client sends to it
     let mut result = early
@@ -357,6 +364,10 @@ impl Handler<ServerSession> for ServerRun<'_> {
 
     fn idle(&self) -> Duration {
         self.shared.cfg.idle
+    }
+
+    fn read_error(e: std::io::Error) -> EngineError {
+        crate::breaker::dead_control(e, Self::PEER.read)
     }
 
     fn max_wait(&self) -> Duration {
@@ -518,12 +529,19 @@ fn attach_udp(
     Ok(took)
 }
 
-/// iperf3's client ends a timed test; this side's senders run until then (bounded).
+/// iperf3's client ends a timed test; this side's senders run until then, bounded: TCP
+/// senders by the idle timeout past the test's time, UDP senders, which nothing else stops,
+/// by the circuit breaker's time (`wirerate_core::breaker`). A client whose `TEST_END` is that
+/// late is silent or gone.
 fn local_spec(spec: &TestSpec, idle: Duration) -> TestSpec {
     let mut local = spec.clone();
+    let grace = match spec.protocol {
+        Protocol::Udp => spec.breaker_after_s(),
+        Protocol::Tcp => idle.as_secs_f64(),
+    };
     if let End::Time { seconds } = local.end {
         local.end = End::Time {
-            seconds: seconds + idle.as_secs_f64(),
+            seconds: seconds + grace,
         };
     }
     local
