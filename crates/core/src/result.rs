@@ -420,6 +420,14 @@ pub struct TcpInfo {
     pub total_rto: Option<u64>,
 }
 
+impl TcpInfo {
+    /// The congestion window in bytes (segments × the sender's MSS): the one unit every
+    /// report shows it in.
+    pub fn cwnd_bytes(&self) -> Option<u64> {
+        self.snd_cwnd?.checked_mul(self.snd_mss?)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Env {
     pub client: HostEnv,

@@ -15,6 +15,7 @@ use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
 use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
 use wirerate_proto::ProtoError;
+use wirerate_render::brief::Storage;
 use wirerate_render::export::{self, Output};
 use wirerate_render::text;
 
@@ -210,6 +211,11 @@ pub struct Args {
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// The full text report: I/O calls, per-core CPU, the Performance Index, TCP_INFO per
+    /// stream, socket buffers, interfaces, the wire and every line of the Why (the default
+    /// is a short summary with the Why's verdict and first advice)
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
     /// Seconds a silent peer is waited for before the test fails
     #[arg(
         long,
@@ -801,23 +807,17 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     printer.clear_progress();
     printer.finish(&result);
     if !a.json_stream {
-        emit(&result, format)?;
+        emit(&result, format, a.verbose)?;
     }
-    let stored = match store.as_mut() {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    let stored = store_and_say(&a.store, store.as_mut(), &result, text_out)?;
     if !errors.is_empty() {
         eprintln!(
             "wirerate: {}",
             wirerate_core::text::safe(&errors.join("; "))
         );
     }
-    if result.interrupted {
-        eprintln!(
-            "wirerate: interrupted: the figures cover the first {:.2} s",
-            result.summary.seconds
-        );
+    if let Some(words) = wirerate_render::brief::interrupted(&result) {
+        eprintln!("wirerate: {words}: the figures cover what was measured until then");
         return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if errors.is_empty() && stored {
@@ -875,11 +875,8 @@ fn third_party(
     let mut printer = Printer::new(&spec, format == Format::Text, false, false);
     printer.started();
     printer.finish(&result);
-    emit(&result, format)?;
-    let stored = match store {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    emit(&result, format, a.verbose)?;
+    let stored = store_and_say(&a.store, store, &result, format == Format::Text)?;
     Ok(if stored {
         ExitCode::SUCCESS
     } else {
@@ -945,29 +942,75 @@ pub fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
 /// non-zero at the end.
 #[must_use]
 pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
+    !matches!(
+        save_where(store, r, label, group),
+        Storage::Failed { .. } | Storage::Spooled { .. }
+    )
+}
+
+/// [`save`], saying where the run went.
+fn save_where<'s>(
+    store: &'s mut Store,
+    r: &RunResult,
+    label: Option<&str>,
+    group: Option<&str>,
+) -> Storage<'s> {
     match store.insert_run(r, label, group) {
-        Ok(_) => {
+        Ok(id) => {
             super::spool::flush_after_store(store);
-            true
+            Storage::Stored {
+                id,
+                location: store.location(),
+            }
         }
         // a PostgreSQL server that is down: the run waits in the local spool
         Err(e) if e.is_unreachable() => {
             super::spool::keep_unstored(store, r, label, group, &e);
-            false
+            Storage::Spooled {
+                location: store.location(),
+            }
         }
         Err(e) => {
             eprintln!(
                 "wirerate: result not stored: {}",
                 wirerate_core::text::safe(&wirerate_engine::chain(&e))
             );
-            false
+            Storage::Failed {
+                location: store.location(),
+            }
         }
     }
 }
 
-pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
+/// Stores the result (unless `--no-store`) and, for the text report, says where as its last
+/// line; false when it could not be stored.
+pub fn store_and_say(
+    args: &StoreArgs,
+    store: Option<&mut Store>,
+    r: &RunResult,
+    text: bool,
+) -> anyhow::Result<bool> {
+    let label = args.label.as_deref();
+    let storage = match store {
+        Some(store) => save_where(store, r, label, None),
+        None if args.no_store => Storage::Off,
+        None => Storage::Unavailable,
+    };
+    let stored = !matches!(storage, Storage::Failed { .. } | Storage::Spooled { .. });
+    if text {
+        let mut out = crate::exit::stdout();
+        let line =
+            wirerate_core::text::safe(&wirerate_render::brief::storage(storage)).into_owned();
+        write!(out, "{}", crate::exit::with_title(&format!("{line}\n")))?;
+        out.flush()?;
+    }
+    Ok(stored)
+}
+
+/// Prints a run's result in `format`; `verbose`: the full text report (`-V`).
+pub fn emit(r: &RunResult, format: Format, verbose: bool) -> anyhow::Result<()> {
     let mut out = crate::exit::stdout();
-    let text = export::exporter(format.into()).run(r);
+    let text = export::exporter_with(format.into(), verbose).run(r);
     match format {
         Format::Json => write!(out, "{text}")?,
         // -T prefixes every line of the human and ttcp reports
