@@ -72,6 +72,36 @@ pub fn line(iv: &Interval, c: Columns) -> String {
     l.trim_end().to_string()
 }
 
+/// Every interval of a stored result, under their header, as `run` printed them (rr
+/// intervals as `rr` prints them); empty when the result has none.
+pub fn all(r: &wirerate_core::RunResult) -> String {
+    let mut o = String::new();
+    if r.intervals.is_empty() {
+        return o;
+    }
+    let rr = r.intervals.iter().any(|iv| iv.rr.is_some());
+    let c = Columns {
+        streams: r.intervals.iter().any(|iv| iv.stream.is_some()),
+        tcp: r.intervals.iter().any(|iv| iv.tcp.is_some()),
+        udp: r.spec.protocol == wirerate_core::Protocol::Udp,
+    };
+    o.push_str(&if rr {
+        crate::latency::rr_interval_header()
+    } else {
+        header(c)
+    });
+    o.push('\n');
+    for iv in &r.intervals {
+        o.push_str(&if rr {
+            crate::text::interval(iv)
+        } else {
+            line(iv, c)
+        });
+        o.push('\n');
+    }
+    o
+}
+
 /// `lost/expected (loss %)` from an interval's received datagrams and loss; an interval
 /// that received none shows only its loss (the count expected is not kept).
 pub(crate) fn lost_total(received: u64, loss_percent: f64) -> String {

@@ -338,12 +338,13 @@ pub fn summary(r: &RunResult) -> String {
         };
         let _ = writeln!(
             o,
-            "  {:<22} retransmits {}{spurious}, congestion {}, mean rtt {}",
+            "  {:<22} retransmits {}{spurious}, congestion {}, mean rtt {}, largest cwnd {}",
             "TCP",
             n(t.retransmits),
             t.congestion.as_deref().unwrap_or("n/a"),
             t.rtt_us
-                .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs"))
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs")),
+            largest_cwnd(r).map_or_else(|| "n/a".into(), format_bytes)
         );
         if let (Some(busy), Some(rw), Some(sb)) = (
             t.busy_time_us,
@@ -437,6 +438,19 @@ pub fn summary(r: &RunResult) -> String {
         o.push_str(&interval_changes(&r.intervals));
     }
     o
+}
+
+/// The largest congestion window the run saw, in bytes: the senders' interval samples, or
+/// where there are none (a peer that sent no samples) the streams' last.
+fn largest_cwnd(r: &RunResult) -> Option<u64> {
+    let sampled = (r.intervals.iter())
+        .filter_map(|i| i.tcp.as_ref()?.snd_cwnd_bytes)
+        .max();
+    sampled.or_else(|| {
+        (r.streams.iter())
+            .filter_map(|s| s.tcp_sender.as_ref()?.cwnd_bytes())
+            .max()
+    })
 }
 
 /// An emulated path's settings: one direction's when both are alike, else each.
