@@ -259,7 +259,10 @@ fn unpaced_small_datagrams_report_packets_per_second() {
     // every datagram is 64 bytes, so the byte count is the datagram count × 64
     assert_eq!(s["bytes"].as_f64().unwrap(), received * 64.0);
 
-    let out = run(&["run", "-u", "-b", "0", "-l", "64", "-t", "1", "-V"], LIMIT);
+    let out = run(
+        &["run", "-u", "-b", "0", "-l", "64", "-t", "1", "-V"],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("UDP packets/s"), "{text}");

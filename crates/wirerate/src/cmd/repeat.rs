@@ -109,7 +109,10 @@ pub fn run(
         eprintln!("wirerate: {unstored} of {} runs not stored", results.len());
     }
     if crate::interrupt::interrupted() {
-        eprintln!("wirerate: interrupted after {} run(s)", results.len());
+        eprintln!(
+            "wirerate: interrupted after {}",
+            wirerate_core::text::count(results.len() as u64, "run")
+        );
         return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if failures == 0 && unstored == 0 {
