@@ -30,7 +30,10 @@ pub fn header(c: Columns) -> String {
         h.push_str(&format!(" {:>6} {:>10}", "Retr", "Cwnd"));
     }
     if c.udp {
-        h.push_str(&format!("  {:>22}", "Lost/Total datagrams"));
+        h.push_str(&format!(
+            "  {:>10}  {:>22}",
+            "Jitter", "Lost/Total datagrams"
+        ));
     }
     h
 }
@@ -64,7 +67,10 @@ pub fn line(iv: &Interval, c: Columns) -> String {
         l.push_str(&format!(" {retr:>6} {cwnd:>10}"));
     }
     if let (Some(p), Some(loss)) = (iv.packets, iv.loss_percent) {
-        l.push_str(&format!("  {:>22}", lost_total(p, loss)));
+        let jitter = iv
+            .jitter_ms
+            .map_or_else(|| "-".into(), |j| format!("{j:.3} ms"));
+        l.push_str(&format!("  {jitter:>10}  {:>22}", lost_total(p, loss)));
     }
     if iv.omitted {
         l.push_str("  (omitted)");
@@ -130,6 +136,7 @@ mod tests {
             omitted: false,
             packets: None,
             loss_percent: None,
+            jitter_ms: None,
             tcp: Some(IntervalTcp {
                 retransmits: Some(7),
                 snd_cwnd_bytes: Some(3 << 20),
@@ -164,12 +171,14 @@ mod tests {
         u.tcp = None;
         u.packets = Some(950);
         u.loss_percent = Some(5.0);
+        u.jitter_ms = Some(0.0421);
         let c = Columns {
             udp: true,
             ..Default::default()
         };
         let l = line(&u, c);
-        assert!(l.ends_with("50/1000 (5.00 %)"), "{l}");
+        assert!(l.ends_with("  0.042 ms        50/1000 (5.00 %)"), "{l}");
+        assert!(header(c).ends_with("    Jitter    Lost/Total datagrams"));
         assert_eq!(header(c).chars().count(), l.chars().count(), "{l}");
         u.packets = Some(0);
         u.loss_percent = Some(100.0);

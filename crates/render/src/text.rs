@@ -61,31 +61,17 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     format!("wirerate: {io}{modes}")
 }
 
-/// The column header for interval lines.
-pub fn interval_header() -> String {
-    format!(
-        "{:<15} {:>15} {:>12} {:>15}",
-        "flow", "interval", "received", "goodput"
-    )
-}
-
-/// One interval line.
+/// One interval line: an rr interval as `rr` prints it, else as [`crate::intervals::line`]
+/// without stream or TCP columns.
 pub fn interval(iv: &Interval) -> String {
     if let Some(rr) = &iv.rr {
         return crate::latency::rr_interval(iv, rr);
     }
-    let udp = match (iv.packets, iv.loss_percent) {
-        (Some(p), Some(l)) => format!("  {:>22}", crate::intervals::lost_total(p, l)),
-        _ => String::new(),
+    let c = crate::intervals::Columns {
+        udp: iv.packets.is_some(),
+        ..Default::default()
     };
-    format!(
-        "{:<15} {:>15} {:>12} {:>15}{udp}{}",
-        iv.flow.name(),
-        format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
-        format_bytes(iv.bytes),
-        format_bps(iv.bps),
-        if iv.omitted { "  (omitted)" } else { "" }
-    )
+    crate::intervals::line(iv, c)
 }
 
 fn io_line(name: &str, io: Option<&IoStats>, verb: &str) -> String {
@@ -622,6 +608,7 @@ mod tests {
             omitted: true,
             packets: None,
             loss_percent: None,
+            jitter_ms: None,
             tcp: None,
             bottleneck: None,
             rr: None,

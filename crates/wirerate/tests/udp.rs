@@ -438,3 +438,61 @@ fn the_header_says_which_datagram_and_why() {
         "{text}"
     );
 }
+
+/// Issue 23, item 7: UDP interval lines had Lost/Total but no Jitter, as iperf3's have.
+/// Each interval now carries the receiver's jitter where it ends, and the last one is the
+/// summary's.
+#[test]
+fn udp_intervals_carry_the_receivers_jitter() {
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "-b",
+            "20M",
+            "-t",
+            "2",
+            "-i",
+            "0.5",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let ivs = j["intervals"].as_array().unwrap();
+    assert!(ivs.len() >= 3, "{ivs:?}");
+    for iv in ivs {
+        let jm = iv["jitter_ms"].as_f64().unwrap_or_else(|| panic!("{iv}"));
+        assert!((0.0..1000.0).contains(&jm), "{iv}");
+    }
+    let last = ivs.last().unwrap()["jitter_ms"].as_f64().unwrap();
+    let total = j["summary"]["udp"]["jitter_ms"].as_f64().unwrap();
+    assert!(
+        (last - total).abs() <= 1e-3 + total * 0.01,
+        "{last} against {total}"
+    );
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "-b",
+            "20M",
+            "-t",
+            "1",
+            "-i",
+            "0.5",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().nth(1).unwrap();
+    assert!(
+        header.contains("Jitter") && header.contains("Lost/Total"),
+        "{text}"
+    );
+    let line = text.lines().nth(2).unwrap();
+    assert!(line.contains(" ms ") && line.ends_with("%)"), "{line}");
+}
