@@ -50,6 +50,9 @@ pub fn summary(r: &RunResult) -> String {
     if let Some(u) = &s.udp {
         let _ = writeln!(o, "  {:<22} {}", "UDP", udp_words(u));
     }
+    if let Some(f) = &s.fairness {
+        let _ = writeln!(o, "{}", crate::text::fairness_line(f));
+    }
     if let Some(cpu) = cpu_words(s.cpu.local.as_ref(), s.cpu.remote.as_ref()) {
         let _ = writeln!(o, "  {:<22} {cpu}", "CPU");
     }

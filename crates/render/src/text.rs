@@ -359,16 +359,7 @@ pub fn summary(r: &RunResult) -> String {
         let _ = writeln!(o, "{}", udp_lines(u));
     }
     if let Some(f) = &s.fairness {
-        let _ = writeln!(
-            o,
-            "  {:<22} Jain's index {:.3} over {} streams; per stream min {}, median {}, max {}",
-            "fairness",
-            f.jain_index,
-            f.streams,
-            format_bps(f.min_bps),
-            format_bps(f.median_bps),
-            format_bps(f.max_bps)
-        );
+        let _ = writeln!(o, "{}", fairness_line(f));
     }
     for i in &r.env.client.interfaces {
         let _ = writeln!(o, "{}", iface_line("client", i));
@@ -437,6 +428,19 @@ fn largest_cwnd(r: &RunResult) -> Option<u64> {
             .filter_map(|s| s.tcp_sender.as_ref()?.cwnd_bytes())
             .max()
     })
+}
+
+/// How evenly the streams shared the path: Jain's index and the spread per stream.
+pub(crate) fn fairness_line(f: &wirerate_core::result::Fairness) -> String {
+    format!(
+        "  {:<22} Jain's index {:.3} over {}; per stream min {}, median {}, max {}",
+        "fairness",
+        f.jain_index,
+        count(u64::from(f.streams), "stream"),
+        format_bps(f.min_bps),
+        format_bps(f.median_bps),
+        format_bps(f.max_bps)
+    )
 }
 
 /// An emulated path's settings: one direction's when both are alike, else each.
