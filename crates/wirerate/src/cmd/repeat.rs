@@ -96,12 +96,14 @@ pub fn run(
                 )?;
             }
         }
-        if store.is_some() && unstored == 0 {
-            writeln!(
+        match store.as_deref() {
+            Some(s) if unstored == 0 => writeln!(
                 out,
-                "stored as group {group}{}",
-                label.map_or_else(String::new, |l| format!(", label '{l}'"))
-            )?;
+                "stored as group {group}{} in {}",
+                label.map_or_else(String::new, |l| format!(", label '{l}'")),
+                wirerate_core::text::safe(s.location())
+            )?,
+            _ => {}
         }
     }
     out.flush()?;
