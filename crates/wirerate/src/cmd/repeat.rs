@@ -11,7 +11,8 @@ use wirerate_core::{RunResult, TestSpec};
 use wirerate_render::export::exporter;
 use wirerate_store::{new_group_id, Store};
 
-use super::run::{execute, save, Format, RepeatPlan, Silent, Target};
+use super::results::save;
+use super::run::{execute, Format, RepeatPlan, Silent, Target};
 
 pub fn run(
     t: &Target,

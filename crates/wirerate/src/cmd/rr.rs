@@ -14,7 +14,8 @@ use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
-use super::run::{execute, open_store, parse_size, store_and_say, target_for, Net};
+use super::results::{open_store, store_and_say};
+use super::run::{execute, parse_size, target_for, Net};
 use crate::exit::usage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
