@@ -624,6 +624,17 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_s_window_is_in_bytes_as_on_the_interval_lines() {
+        let t = TcpInfo {
+            snd_cwnd: Some(34),
+            snd_mss: Some(65483),
+            ..Default::default()
+        };
+        let l = tcp_stream_line("s0 tx", &t);
+        assert!(l.contains("cwnd 2.12 MiB,"), "{l}");
+    }
+
+    #[test]
     fn header_names_the_test() {
         let h = header(&TestSpec::default(), "127.0.0.1:5350");
         assert!(

@@ -240,7 +240,25 @@ fn show_prints_one_run_and_its_json() {
         "{out}"
     );
     assert!(out.contains("kernel 6.8.0-test"), "{out}");
-    let (_, out, _) = outcome(&wirerate(&["show", "13", "--json", "--db", db]));
+    // issue 23, item 9: "in full" was a 13-line digest; it is the whole stored run: the
+    // header, every interval line and the full summary
+    let (_, json_out, _) = outcome(&wirerate(&["show", "13", "--json", "--db", db]));
+    let r: RunResult = serde_json::from_str(&json_out).unwrap();
+    assert!(out.contains("\nwirerate: TCP to "), "{out}");
+    let lines = out
+        .lines()
+        .filter(|l| l.starts_with("client→server "))
+        .count();
+    assert_eq!(lines, r.intervals.len(), "{out}");
+    for needle in [
+        "\nSummary\n",
+        "goodput (receiver)",
+        "CPU client",
+        "PI = T/C × T/P",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let out = json_out;
     let r: RunResult = serde_json::from_str(&out).unwrap();
     assert_eq!(r.env.client.hostname.as_deref(), Some("alpha"));
     assert_eq!(outcome(&wirerate(&["show", "999", "--db", db])).0, 1);
