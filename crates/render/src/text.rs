@@ -26,7 +26,10 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     } else {
         String::new()
     };
-    let streams = count(u64::from(spec.parallel), "stream");
+    let mut streams = count(u64::from(spec.parallel), "stream");
+    if spec.direction == Direction::Bidir {
+        streams.push_str(" each way");
+    }
     let io = match (spec.protocol, spec.rate_bps) {
         (Protocol::Tcp, rate) => format!(
             "TCP to {target}, {dir}, {streams}, {end}{omit}, {}{} per write{}",
