@@ -277,7 +277,7 @@ pub fn interval_tcp(before: &[Option<TcpInfo>], after: &[Option<TcpInfo>]) -> In
         rwnd_limited_us: delta(|t| t.rwnd_limited_us),
         sndbuf_limited_us: delta(|t| t.sndbuf_limited_us),
         snd_cwnd: gauges(|t| t.snd_cwnd).max(),
-        snd_cwnd_bytes: gauges(|t| t.snd_cwnd?.checked_mul(t.snd_mss?)).max(),
+        snd_cwnd_bytes: gauges(TcpInfo::cwnd_bytes).max(),
         rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<u64>() as f64 / rtts.len() as f64),
         delivery_rate_bps: gauges(|t| t.delivery_rate_bps).reduce(u64::saturating_add),
         app_limited: pairs()

@@ -309,6 +309,10 @@ pub struct Interval {
     pub packets: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_percent: Option<f64>,
+    /// UDP: the receivers' interarrival jitter (RFC 3550) where the interval ends, in ms; a
+    /// flow's sum gives the mean over its streams (as iperf3's `[SUM]` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
     /// TCP: the flow's senders over this interval (TCP_INFO deltas and gauges).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<IntervalTcp>,
@@ -418,6 +422,14 @@ pub struct TcpInfo {
     pub rcv_wnd: Option<u64>,
     #[serde(default)]
     pub total_rto: Option<u64>,
+}
+
+impl TcpInfo {
+    /// The congestion window in bytes (segments × the sender's MSS): the one unit every
+    /// report shows it in.
+    pub fn cwnd_bytes(&self) -> Option<u64> {
+        self.snd_cwnd?.checked_mul(self.snd_mss?)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -194,6 +194,7 @@ fn intervals(v: &Value, flow: Flow, udp: bool, mss: Option<u64>) -> Vec<Interval
                 omitted: sum.get("omitted").and_then(Value::as_bool).unwrap_or(false),
                 packets: if udp { count(sum, "packets") } else { None },
                 loss_percent: if udp { num(sum, "lost_percent") } else { None },
+                jitter_ms: if udp { num(sum, "jitter_ms") } else { None },
                 rr: None,
                 stream: None,
                 tcp,

@@ -81,6 +81,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
                 omitted: false,
                 packets: None,
                 loss_percent: None,
+                jitter_ms: None,
                 tcp: None,
                 bottleneck: None,
                 rr: None,

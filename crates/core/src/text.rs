@@ -50,9 +50,26 @@ pub fn safe_lines(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| is_control(c) && c != '\n' && c != '\t')
 }
 
+/// A count and its noun, singular for one: "1 stream", "2 streams", "0 datagrams". The
+/// nouns the reports count take a plain "s".
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        assert_eq!(count(1, "stream"), "1 stream");
+        assert_eq!(count(0, "datagram"), "0 datagrams");
+        assert_eq!(count(2, "retransmit"), "2 retransmits");
+    }
 
     #[test]
     fn controls_are_escaped_and_unicode_kept() {

@@ -113,6 +113,8 @@ pub fn absorb(into: &mut Interval, tail: &Interval) {
             0.0
         });
     }
+    // jitter is a running estimate: the tail's is the later one
+    into.jitter_ms = tail.jitter_ms.or(into.jitter_ms);
     if let (Some(a), Some(b)) = (into.rr.as_mut(), tail.rr.as_ref()) {
         a.transactions += b.transactions;
         a.tps = if span > 0.0 {
@@ -164,6 +166,7 @@ mod tests {
             omitted: false,
             packets: None,
             loss_percent: None,
+            jitter_ms: None,
             tcp: None,
             bottleneck: None,
             rr: None,

@@ -23,6 +23,9 @@ pub(crate) struct Received {
     /// UDP: unique datagrams and the sequence span.
     pub packets: u64,
     pub span: u64,
+    /// UDP: the streams' jitter (nanoseconds, summed) and how many streams have one.
+    pub jitter_ns: u64,
+    pub jittered: u32,
     /// Bytes of the counted windows, where the first of them opened (seconds from the
     /// side's start) and, at the end, where the last of them closed.
     pub counted: u64,
@@ -36,6 +39,8 @@ impl Received {
         self.bytes += r.bytes;
         self.packets += r.packets;
         self.span += r.span;
+        self.jitter_ns += r.jitter_ns;
+        self.jittered += r.jittered;
         self.counted += r.counted;
         self.opened = min_opt(self.opened, r.opened);
         self.end = match (self.end, r.end) {
@@ -137,6 +142,8 @@ impl IntervalClock {
             omitted,
             packets: udp.map(|u| u.0),
             loss_percent: udp.map(|u| u.1),
+            jitter_ms: (r.span > 0 && r.jittered > 0)
+                .then(|| r.jitter_ns as f64 / f64::from(r.jittered) / 1e6),
             tcp: None,
             bottleneck: None,
             rr: None,
@@ -244,6 +251,8 @@ mod tests {
             bytes,
             packets: 0,
             span: 0,
+            jitter_ns: 0,
+            jittered: 0,
             counted,
             opened,
             end: None,

@@ -669,13 +669,13 @@ fn control(
     let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
         Ok((spec, goodput)) => text(format_args!(
-            "served {who}: {} {}, {} stream(s), goodput {}",
+            "served {who}: {} {}, {}, goodput {}",
             match spec.protocol {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
             spec.direction.words(),
-            spec.parallel,
+            wirerate_core::text::count(u64::from(spec.parallel), "stream"),
             wirerate_core::units::format_bps(goodput)
         )),
         Err(e) => text(format_args!("ended test with {who}: {}", e.full())),

@@ -629,6 +629,8 @@ impl SideRun {
                 bytes: c.bytes.load(Ordering::Relaxed),
                 packets: c.packets.load(Ordering::Relaxed),
                 span: c.span.load(Ordering::Relaxed),
+                jitter_ns: c.jitter_ns.load(Ordering::Relaxed).saturating_sub(1),
+                jittered: u32::from(c.jitter_ns.load(Ordering::Relaxed) > 0),
                 counted,
                 opened,
                 end,
@@ -789,6 +791,7 @@ fn rr_interval(index: u64, p: &RrPending, period: f64, request: u64) -> Interval
         omitted: false,
         packets: None,
         loss_percent: None,
+        jitter_ms: None,
         tcp: None,
         bottleneck: None,
         rr: Some(Box::new(RrInterval {

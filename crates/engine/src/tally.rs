@@ -19,6 +19,8 @@ pub struct Counters {
     /// UDP receivers: unique datagrams, and the highest sequence number + 1.
     pub packets: AtomicU64,
     pub span: AtomicU64,
+    /// UDP receivers: the interarrival jitter so far, nanoseconds plus one (0: none yet).
+    pub jitter_ns: AtomicU64,
     /// The counted window, once open: nanoseconds from the side's start to its opening,
     /// plus one (0 while it is shut), and the bytes before it (see [`Counters::counted`]).
     pub opened_ns: AtomicU64,

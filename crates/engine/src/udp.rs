@@ -526,6 +526,12 @@ impl UdpRx {
             self.tally.add_stamped(warm, bytes, now, &plan.counters);
             let span = self.stats.max_seq.map_or(0, |m| m.saturating_add(1));
             plan.counters.span.store(span, Ordering::Relaxed);
+            if let Some(j) = self.stats.jitter_ms() {
+                let ns = (j * 1e6).round() as u64;
+                plan.counters
+                    .jitter_ns
+                    .store(ns.saturating_add(1), Ordering::Relaxed);
+            }
         }
         ended
     }

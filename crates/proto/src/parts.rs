@@ -194,6 +194,7 @@ mod tests {
             omitted: false,
             packets: i.is_multiple_of(3).then_some(i as u64),
             loss_percent: i.is_multiple_of(3).then_some(0.5),
+            jitter_ms: None,
             rr: None,
             tcp: None,
             bottleneck: None,

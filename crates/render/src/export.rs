@@ -190,10 +190,16 @@ pub trait Exporter {
     fn find_max(&self, f: &FindMaxResult<'_>) -> Result<String, Unsupported>;
 }
 
-/// The exporter of a format.
+/// The exporter of a format; text in its short form ([`exporter_with`] for `-V`'s).
 pub fn exporter(format: Format) -> &'static dyn Exporter {
+    exporter_with(format, false)
+}
+
+/// The exporter of a format; `verbose` asks for the full text report (`-V`).
+pub fn exporter_with(format: Format, verbose: bool) -> &'static dyn Exporter {
     match format {
-        Format::Text => &TextExporter,
+        Format::Text if verbose => &TextExporter { verbose: true },
+        Format::Text => &TextExporter { verbose: false },
         Format::Json => &JsonExporter,
         Format::Ttcp => &TtcpExporter,
     }
@@ -208,8 +214,10 @@ pub fn check(format: Format, output: Output) -> Result<(), Unsupported> {
     }
 }
 
-/// The human report.
-pub struct TextExporter;
+/// The human report: the short summary, or with `verbose` the full block.
+pub struct TextExporter {
+    pub verbose: bool,
+}
 
 impl Exporter for TextExporter {
     fn supports(&self, _: Output) -> bool {
@@ -217,7 +225,11 @@ impl Exporter for TextExporter {
     }
 
     fn run(&self, r: &RunResult) -> String {
-        crate::text::summary(r)
+        if self.verbose {
+            crate::text::summary(r)
+        } else {
+            crate::brief::summary(r)
+        }
     }
 
     fn repeat(&self, runs: &[RunResult]) -> Result<String, Unsupported> {

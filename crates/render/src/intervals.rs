@@ -30,7 +30,10 @@ pub fn header(c: Columns) -> String {
         h.push_str(&format!(" {:>6} {:>10}", "Retr", "Cwnd"));
     }
     if c.udp {
-        h.push_str(&format!("  {:>22}", "Lost/Total datagrams"));
+        h.push_str(&format!(
+            "  {:>10}  {:>22}",
+            "Jitter", "Lost/Total datagrams"
+        ));
     }
     h
 }
@@ -64,12 +67,45 @@ pub fn line(iv: &Interval, c: Columns) -> String {
         l.push_str(&format!(" {retr:>6} {cwnd:>10}"));
     }
     if let (Some(p), Some(loss)) = (iv.packets, iv.loss_percent) {
-        l.push_str(&format!("  {:>22}", lost_total(p, loss)));
+        let jitter = iv
+            .jitter_ms
+            .map_or_else(|| "-".into(), |j| format!("{j:.3} ms"));
+        l.push_str(&format!("  {jitter:>10}  {:>22}", lost_total(p, loss)));
     }
     if iv.omitted {
         l.push_str("  (omitted)");
     }
     l.trim_end().to_string()
+}
+
+/// Every interval of a stored result, under their header, as `run` printed them (rr
+/// intervals as `rr` prints them); empty when the result has none.
+pub fn all(r: &wirerate_core::RunResult) -> String {
+    let mut o = String::new();
+    if r.intervals.is_empty() {
+        return o;
+    }
+    let rr = r.intervals.iter().any(|iv| iv.rr.is_some());
+    let c = Columns {
+        streams: r.intervals.iter().any(|iv| iv.stream.is_some()),
+        tcp: r.intervals.iter().any(|iv| iv.tcp.is_some()),
+        udp: r.spec.protocol == wirerate_core::Protocol::Udp,
+    };
+    o.push_str(&if rr {
+        crate::latency::rr_interval_header()
+    } else {
+        header(c)
+    });
+    o.push('\n');
+    for iv in &r.intervals {
+        o.push_str(&if rr {
+            crate::text::interval(iv)
+        } else {
+            line(iv, c)
+        });
+        o.push('\n');
+    }
+    o
 }
 
 /// `lost/expected (loss %)` from an interval's received datagrams and loss; an interval
@@ -100,6 +136,7 @@ mod tests {
             omitted: false,
             packets: None,
             loss_percent: None,
+            jitter_ms: None,
             tcp: Some(IntervalTcp {
                 retransmits: Some(7),
                 snd_cwnd_bytes: Some(3 << 20),
@@ -134,12 +171,14 @@ mod tests {
         u.tcp = None;
         u.packets = Some(950);
         u.loss_percent = Some(5.0);
+        u.jitter_ms = Some(0.0421);
         let c = Columns {
             udp: true,
             ..Default::default()
         };
         let l = line(&u, c);
-        assert!(l.ends_with("50/1000 (5.00 %)"), "{l}");
+        assert!(l.ends_with("  0.042 ms        50/1000 (5.00 %)"), "{l}");
+        assert!(header(c).ends_with("    Jitter    Lost/Total datagrams"));
         assert_eq!(header(c).chars().count(), l.chars().count(), "{l}");
         u.packets = Some(0);
         u.loss_percent = Some(100.0);

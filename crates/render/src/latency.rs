@@ -8,6 +8,7 @@ use wirerate_core::result::Interval;
 use wirerate_core::rr::{RrInterval, RrSummary};
 use wirerate_core::spec::{End, TestKind};
 use wirerate_core::sweep::SweepResult;
+use wirerate_core::text::count;
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
 
@@ -26,20 +27,20 @@ pub fn header(spec: &TestSpec, target: &str) -> Option<String> {
                 |r| format!("open loop at {r} transactions/s"),
             );
             Some(format!(
-                "wirerate rr: {} to {target}, {} B request, {} B response, {} flow(s), burst {}, {load}, {end}",
+                "wirerate rr: {} to {target}, {} B request, {} B response, {}, burst {}, {load}, {end}",
                 rr.mode.name().to_uppercase(),
                 rr.request_bytes,
                 rr.response_bytes,
-                spec.parallel,
+                count(u64::from(spec.parallel), "flow"),
                 rr.burst
             ))
         }
         TestKind::Sweep(sw) => Some(format!(
-            "wirerate sweep: {} to {target}, {} to {}, {} trial(s) of about {} s per size",
+            "wirerate sweep: {} to {target}, {} to {}, {} of about {} s per size",
             if sw.stream { "stream" } else { "ping-pong" },
             format_bytes(sw.min_bytes),
             format_bytes(sw.max_bytes),
-            sw.trials,
+            count(u64::from(sw.trials), "trial"),
             sw.point_time_s
         )),
     }

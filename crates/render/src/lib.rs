@@ -4,6 +4,7 @@
 //! Promise: renderers read the result model and compute nothing; every figure they print
 //! was derived in `wirerate-core`. Output decisions never reach the measurement code.
 
+pub mod brief;
 pub mod export;
 pub mod intervals;
 pub mod json;

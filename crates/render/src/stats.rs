@@ -49,30 +49,28 @@ pub fn metric_name(metric: Metric) -> &'static str {
     }
 }
 
-fn num(v: f64, div: f64) -> String {
-    let x = v / div;
-    if x.abs() >= 1000.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 1.0 || x == 0.0 {
-        format!("{x:.2}")
+/// The decimals of a row of figures of `metric` (already divided by its unit), one count
+/// for the whole row so its columns read alike: none from 1000 up (and for counts that are
+/// whole), two from 1, three below; a retransmit mean gets one from 10.
+fn decimals(metric: Metric, values: &[f64]) -> usize {
+    let top = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+    let whole = values.iter().all(|v| v.fract() == 0.0);
+    if top >= 1000.0 || (metric == Metric::Retransmits && whole) {
+        0
+    } else if metric == Metric::Retransmits && top >= 10.0 {
+        1
+    } else if top >= 1.0 || top == 0.0 {
+        2
     } else {
-        format!("{x:.3}")
+        3
     }
 }
 
-/// A figure of `metric`: retransmits are counts, so whole numbers print whole and a mean
-/// gets one decimal (three below 10); every other metric as [`num`].
-fn figure(metric: Metric, v: f64, div: f64) -> String {
-    if metric != Metric::Retransmits {
-        return num(v, div);
-    }
-    if v.fract() == 0.0 || v.abs() >= 1000.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        num(v, 1.0)
-    }
+/// A row's figures of `metric`, each divided by `div`, with one count of decimals.
+fn row(metric: Metric, values: &[f64], div: f64) -> Vec<String> {
+    let scaled: Vec<f64> = values.iter().map(|v| v / div).collect();
+    let d = decimals(metric, &scaled);
+    scaled.iter().map(|x| format!("{x:.d$}")).collect()
 }
 
 /// The summary of repeated runs for `run --repeat` / `--until-ci`: min, median, mean, max,
@@ -82,9 +80,8 @@ pub fn repeat_table(samples: &[RunResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} run{}",
-        samples.len(),
-        if samples.len() == 1 { "" } else { "s" }
+        "{}",
+        wirerate_core::text::count(samples.len() as u64, "run")
     );
     let _ = writeln!(
         out,
@@ -107,26 +104,27 @@ fn summary_row(metric: Metric, s: &Summary) -> String {
     } else {
         format!("{} {unit}", metric_name(metric))
     };
-    let ci = match (s.ci95_low, s.ci95_high, s.ci95_half_width_percent()) {
-        (Some(lo), Some(hi), Some(pct)) => {
-            let (lo, hi) = (figure(metric, lo, div), figure(metric, hi, div));
-            format!("{lo} .. {hi} (±{pct:.1} %)")
-        }
-        (Some(lo), Some(hi), None) => {
-            format!("{} .. {}", figure(metric, lo, div), figure(metric, hi, div))
-        }
+    let mut values = vec![s.min, s.median, s.mean, s.max];
+    values.extend(s.stddev);
+    let ci = s.ci95_low.zip(s.ci95_high);
+    if let Some((lo, hi)) = ci {
+        values.extend([lo, hi]);
+    }
+    let f = row(metric, &values, div);
+    let stddev = if s.stddev.is_some() {
+        f[4].clone()
+    } else {
+        "-".to_string()
+    };
+    let at = if s.stddev.is_some() { 5 } else { 4 };
+    let ci = match (ci, s.ci95_half_width_percent()) {
+        (Some(_), Some(pct)) => format!("{} .. {} (±{pct:.1} %)", f[at], f[at + 1]),
+        (Some(_), None) => format!("{} .. {}", f[at], f[at + 1]),
         _ => "- (one run)".to_string(),
     };
     format!(
         "{:<14} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
-        name,
-        figure(metric, s.min, div),
-        figure(metric, s.median, div),
-        figure(metric, s.mean, div),
-        figure(metric, s.max, div),
-        s.stddev
-            .map_or_else(|| "-".to_string(), |x| figure(metric, x, div)),
-        ci
+        name, f[0], f[1], f[2], f[3], stddev, ci
     )
 }
 
@@ -278,12 +276,19 @@ pub fn compare_table(rows: &[(Metric, Comparison)]) -> String {
                 .to_string();
             (p, t.kind.name())
         });
+        let means: Vec<f64> = [c.a, c.b].iter().flatten().map(|s| s.mean).collect();
+        let mut f = row(*metric, &means, div).into_iter();
+        let mut mean = |s: Option<Summary>| match s {
+            Some(_) => f.next().unwrap_or_default(),
+            None => "-".to_string(),
+        };
+        let (a, b) = (mean(c.a), mean(c.b));
         let _ = writeln!(
             out,
             "{:<20} {:>10} {:>10} {:>9}  {:<20} {:<10} {}",
             name,
-            c.a.map_or_else(|| "-".into(), |s| figure(*metric, s.mean, div)),
-            c.b.map_or_else(|| "-".into(), |s| figure(*metric, s.mean, div)),
+            a,
+            b,
             c.change_percent.map_or("-".to_string(), signed_pct),
             ci,
             p,
@@ -300,13 +305,42 @@ mod tests {
 
     #[test]
     fn retransmits_print_as_counts_not_as_294_00() {
-        let c = compare(&[290.0, 298.0, 294.0], &[10.0, 12.0, 11.5]);
+        let c = compare(&[290.0, 298.0, 294.0], &[10.0, 12.0, 14.0]);
         let t = compare_table(&[(Metric::Retransmits, c)]);
-        let row = t.lines().nth(1).unwrap();
-        assert!(row.contains(" 294 ") && row.contains(" 11.2 "), "{row}");
-        assert!(!row.contains("294.00"), "{row}");
-        assert_eq!(figure(Metric::Retransmits, 2.5, 1.0), "2.50");
-        assert_eq!(figure(Metric::Goodput, 294.0, 1.0), "294.00");
+        let line = t.lines().nth(1).unwrap();
+        assert!(line.contains(" 294 ") && line.contains(" 12 "), "{line}");
+        assert!(!line.contains("294.00"), "{line}");
+        let c = compare(&[290.0, 298.0, 294.0], &[10.0, 12.0, 11.5]);
+        let line = compare_table(&[(Metric::Retransmits, c)])
+            .lines()
+            .nth(1)
+            .unwrap()
+            .to_string();
+        // one count of decimals in the row: 294.0 beside 11.2
+        assert!(
+            line.contains(" 294.0 ") && line.contains(" 11.2 "),
+            "{line}"
+        );
+        assert_eq!(row(Metric::Retransmits, &[2.5], 1.0), ["2.50"]);
+        assert_eq!(row(Metric::Goodput, &[294.0], 1.0), ["294.00"]);
+    }
+
+    /// Issue 23, item 11: "PI 901.27 1358 1229 1429 286.29" mixed decimals in one row.
+    #[test]
+    fn a_row_has_one_count_of_decimals() {
+        let s = Summary::of(&[901.27, 1358.0, 1229.0, 1429.0]).unwrap();
+        let line = summary_row(Metric::Pi, &s);
+        let figures: Vec<&str> = line.split_whitespace().skip(1).take(5).collect();
+        assert!(figures.iter().all(|f| !f.contains('.')), "{line}");
+        let s = Summary::of(&[0.5, 2.25, 3.0]).unwrap();
+        let line = summary_row(Metric::Cpu, &s);
+        let figures: Vec<&str> = line.split_whitespace().skip(2).take(5).collect();
+        assert!(
+            figures
+                .iter()
+                .all(|f| f.split('.').nth(1).map(str::len) == Some(2)),
+            "{line}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use wirerate_core::diagnosis::{Confidence, Diagnosis};
 use wirerate_core::evidence::HostEvidence;
 use wirerate_core::result::{CpuSide, InterfaceDelta, Interval, IoStats, StreamResult, TcpInfo};
 use wirerate_core::spec::{Direction, End, Protocol, RecvMode, SendMode};
+use wirerate_core::text::count;
 use wirerate_core::units::{format_bps, format_bytes};
 use wirerate_core::{RunResult, TestSpec};
 
@@ -18,27 +19,33 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     let end = match spec.end {
         End::Time { seconds } => format!("{seconds} s"),
         End::Bytes { bytes } => format_bytes(bytes),
-        End::Blocks { blocks } => format!("{blocks} blocks"),
+        End::Blocks { blocks } => count(blocks, "block"),
     };
     let omit = if spec.omit_s > 0.0 {
         format!(" after {} s warm-up", spec.omit_s)
     } else {
         String::new()
     };
+    let mut streams = count(u64::from(spec.parallel), "stream");
+    if spec.direction == Direction::Bidir {
+        streams.push_str(" each way");
+    }
     let io = match (spec.protocol, spec.rate_bps) {
-        (Protocol::Tcp, _) => format!(
-            "TCP to {target}, {dir}, {} stream(s), {end}{omit}, {}{} per write",
-            spec.parallel,
+        (Protocol::Tcp, rate) => format!(
+            "TCP to {target}, {dir}, {streams}, {end}{omit}, {}{} per write{}",
             if spec.fit_writes {
                 "whole segments up to "
             } else {
                 ""
             },
-            format_bytes(spec.len_bytes)
+            format_bytes(spec.len_bytes),
+            rate.map_or_else(String::new, |r| format!(
+                ", paced by the kernel at {} per stream",
+                format_bps(r)
+            ))
         ),
         (Protocol::Udp, rate) => format!(
-            "UDP to {target}, {dir}, {} stream(s), {end}{omit}, {} B datagrams{}, {}",
-            spec.parallel,
+            "UDP to {target}, {dir}, {streams}, {end}{omit}, {} B datagrams{}, {}",
             spec.len_bytes,
             spec.datagram
                 .map_or_else(String::new, |d| format!(" ({})", d.describe())),
@@ -57,31 +64,17 @@ pub fn header(spec: &TestSpec, target: &str) -> String {
     format!("wirerate: {io}{modes}")
 }
 
-/// The column header for interval lines.
-pub fn interval_header() -> String {
-    format!(
-        "{:<15} {:>15} {:>12} {:>15}",
-        "flow", "interval", "received", "goodput"
-    )
-}
-
-/// One interval line.
+/// One interval line: an rr interval as `rr` prints it, else as [`crate::intervals::line`]
+/// without stream or TCP columns.
 pub fn interval(iv: &Interval) -> String {
     if let Some(rr) = &iv.rr {
         return crate::latency::rr_interval(iv, rr);
     }
-    let udp = match (iv.packets, iv.loss_percent) {
-        (Some(p), Some(l)) => format!("  {:>22}", crate::intervals::lost_total(p, l)),
-        _ => String::new(),
+    let c = crate::intervals::Columns {
+        udp: iv.packets.is_some(),
+        ..Default::default()
     };
-    format!(
-        "{:<15} {:>15} {:>12} {:>15}{udp}{}",
-        iv.flow.name(),
-        format!("{:.2}-{:.2} s", iv.start_s, iv.end_s),
-        format_bytes(iv.bytes),
-        format_bps(iv.bps),
-        if iv.omitted { "  (omitted)" } else { "" }
-    )
+    crate::intervals::line(iv, c)
 }
 
 fn io_line(name: &str, io: Option<&IoStats>, verb: &str) -> String {
@@ -136,7 +129,7 @@ fn tcp_stream_line(label: &str, t: &TcpInfo) -> String {
         n(t.segs_out),
         n(t.segs_in),
         n(t.rtt_us),
-        n(t.snd_cwnd),
+        t.cwnd_bytes().map_or_else(|| "n/a".into(), format_bytes),
         n(t.snd_mss),
         us(t.busy_time_us),
         us(t.rwnd_limited_us),
@@ -150,9 +143,9 @@ fn udp_lines(u: &wirerate_core::result::UdpSummary) -> String {
         |t| format!("paced at {} per stream", format_bps(t)),
     );
     let mut o = format!(
-        "  {:<22} {} datagrams sent ({target}), {} received, lost {} ({:.3} %), out of order {}, duplicates {}, jitter {}",
+        "  {:<22} {} sent ({target}), {} received, lost {} ({:.3} %), out of order {}, duplicates {}, jitter {}",
         "UDP",
-        u.packets,
+        count(u.packets, "datagram"),
         u.received,
         u.lost,
         u.loss_percent,
@@ -218,16 +211,41 @@ fn iface_line(side: &str, i: &InterfaceDelta) -> String {
     )
 }
 
-/// `-w` as asked and as the kernel set it (Linux doubles a request and has a minimum).
-fn buffers_line(side: &str, b: &wirerate_core::result::SocketBuffers) -> String {
+/// The socket buffers a side's sockets asked for (`-w`, `--sndbuf`, `--rcvbuf`) and what the
+/// kernel set (Linux doubles a request and has a minimum): the send buffer where the side
+/// sends, the receive buffer where it receives. None when the side asked for neither.
+fn buffers_line(
+    side: &str,
+    spec: &TestSpec,
+    b: &wirerate_core::result::SocketBuffers,
+) -> Option<String> {
+    let client = side == "client";
+    let flows = spec.direction.flows();
+    let sends = flows.iter().any(|f| f.sender_is_client() == client);
+    let receives = flows.iter().any(|f| f.sender_is_client() != client);
     let size = |v: Option<u64>| v.map_or_else(|| "n/a".into(), format_bytes);
-    format!(
-        "  {:<22} asked {}, kernel set {} send, {} receive",
-        format!("window ({side})"),
-        format_bytes(b.asked_bytes),
-        size(b.send_bytes),
-        size(b.receive_bytes)
-    )
+    let asked = |own: Option<u64>, flag: &str| match (own, spec.window_bytes) {
+        (Some(x), _) => Some((x, flag.to_string())),
+        (None, Some(w)) => Some((w, "-w".to_string())),
+        _ => None,
+    };
+    let mut parts = Vec::new();
+    if let Some((x, flag)) = asked(spec.sndbuf_bytes, "--sndbuf").filter(|_| sends) {
+        parts.push(format!(
+            "send buffer {} asked ({flag}), kernel set {}",
+            format_bytes(x),
+            size(b.send_bytes)
+        ));
+    }
+    if let Some((x, flag)) = asked(spec.rcvbuf_bytes, "--rcvbuf").filter(|_| receives) {
+        parts.push(format!(
+            "receive buffer {} asked ({flag}), kernel set {}",
+            format_bytes(x),
+            size(b.receive_bytes)
+        ));
+    }
+    (!parts.is_empty())
+        .then(|| format!("  {:<22} {}", format!("buffers ({side})"), parts.join("; ")))
 }
 
 /// The summary table printed at the end of a run.
@@ -239,32 +257,26 @@ pub fn summary(r: &RunResult) -> String {
         return format!("\n{}", crate::latency::sweep_summary(sw));
     }
     let s = &r.summary;
-    let mut o = String::new();
-    let _ = writeln!(o, "\nSummary");
+    let mut o = crate::brief::title(r);
+    let line = crate::brief::rate_line;
     let _ = writeln!(
         o,
-        "  {:<22} {:>15}   {} in {:.2} s",
-        "goodput (receiver)",
-        format_bps(s.goodput_bps),
-        format_bytes(s.bytes),
-        s.seconds
+        "{}",
+        line("goodput (receiver)", s.goodput_bps, s.bytes, s.seconds, "")
     );
-    let _ = writeln!(
-        o,
-        "  {:<22} {:>15}   {} in {:.2} s",
+    let sent = line(
         "sent (sender)",
-        format_bps(s.sender_bps),
-        format_bytes(s.sender_bytes),
-        s.sender_seconds
+        s.sender_bps,
+        s.sender_bytes,
+        s.sender_seconds,
+        "",
     );
+    let _ = writeln!(o, "{sent}");
     for f in &s.flows {
         let _ = writeln!(
             o,
-            "  {:<22} {:>15}   {} in {:.2} s",
-            f.flow.name(),
-            format_bps(f.goodput_bps),
-            format_bytes(f.bytes),
-            f.seconds
+            "{}",
+            line(f.flow.name(), f.goodput_bps, f.bytes, f.seconds, "")
         );
     }
     let listed = listed_streams(r);
@@ -315,12 +327,13 @@ pub fn summary(r: &RunResult) -> String {
         };
         let _ = writeln!(
             o,
-            "  {:<22} retransmits {}{spurious}, congestion {}, mean rtt {}",
+            "  {:<22} retransmits {}{spurious}, congestion {}, mean rtt {}, largest cwnd {}",
             "TCP",
             n(t.retransmits),
             t.congestion.as_deref().unwrap_or("n/a"),
             t.rtt_us
-                .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs"))
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.0} µs")),
+            largest_cwnd(r).map_or_else(|| "n/a".into(), format_bytes)
         );
         if let (Some(busy), Some(rw), Some(sb)) = (
             t.busy_time_us,
@@ -349,16 +362,7 @@ pub fn summary(r: &RunResult) -> String {
         let _ = writeln!(o, "{}", udp_lines(u));
     }
     if let Some(f) = &s.fairness {
-        let _ = writeln!(
-            o,
-            "  {:<22} Jain's index {:.3} over {} streams; per stream min {}, median {}, max {}",
-            "fairness",
-            f.jain_index,
-            f.streams,
-            format_bps(f.min_bps),
-            format_bps(f.median_bps),
-            format_bps(f.max_bps)
-        );
+        let _ = writeln!(o, "{}", fairness_line(f));
     }
     for i in &r.env.client.interfaces {
         let _ = writeln!(o, "{}", iface_line("client", i));
@@ -369,8 +373,9 @@ pub fn summary(r: &RunResult) -> String {
         }
     }
     for (side, h) in [("client", &r.env.client), ("server", &r.env.server)] {
-        if let Some(b) = &h.socket_buffers {
-            let _ = writeln!(o, "{}", buffers_line(side, b));
+        if let Some(line) = (h.socket_buffers.as_ref()).and_then(|b| buffers_line(side, &r.spec, b))
+        {
+            let _ = writeln!(o, "{line}");
         }
     }
     let w = &s.wire;
@@ -413,6 +418,32 @@ pub fn summary(r: &RunResult) -> String {
         o.push_str(&interval_changes(&r.intervals));
     }
     o
+}
+
+/// The largest congestion window the run saw, in bytes: the senders' interval samples, or
+/// where there are none (a peer that sent no samples) the streams' last.
+fn largest_cwnd(r: &RunResult) -> Option<u64> {
+    let sampled = (r.intervals.iter())
+        .filter_map(|i| i.tcp.as_ref()?.snd_cwnd_bytes)
+        .max();
+    sampled.or_else(|| {
+        (r.streams.iter())
+            .filter_map(|s| s.tcp_sender.as_ref()?.cwnd_bytes())
+            .max()
+    })
+}
+
+/// How evenly the streams shared the path: Jain's index and the spread per stream.
+pub(crate) fn fairness_line(f: &wirerate_core::result::Fairness) -> String {
+    format!(
+        "  {:<22} Jain's index {:.3} over {}; per stream min {}, median {}, max {}",
+        "fairness",
+        f.jain_index,
+        count(u64::from(f.streams), "stream"),
+        format_bps(f.min_bps),
+        format_bps(f.median_bps),
+        format_bps(f.max_bps)
+    )
 }
 
 /// An emulated path's settings: one direction's when both are alike, else each.
@@ -527,17 +558,21 @@ fn interval_changes(intervals: &[Interval]) -> String {
     format!("  {:<9} {}\n", "intervals:", marks.join("; "))
 }
 
+/// The diagnosis's confidence in a word.
+pub(crate) fn confidence(d: &Diagnosis) -> &'static str {
+    match d.confidence {
+        Confidence::High => "high",
+        Confidence::Medium => "medium",
+        Confidence::Low => "low",
+    }
+}
+
 /// The Why block: the verdict, the evidence behind it, notes, advice, and what could not
 /// be seen.
 pub fn why(d: &Diagnosis) -> String {
     let mut o = String::new();
-    let confidence = match d.confidence {
-        Confidence::High => "high",
-        Confidence::Medium => "medium",
-        Confidence::Low => "low",
-    };
     let _ = writeln!(o, "\nWhy");
-    let _ = writeln!(o, "  {} (confidence {confidence})", d.verdict);
+    let _ = writeln!(o, "  {} (confidence {})", d.verdict, confidence(d));
     for e in &d.evidence {
         let _ = writeln!(o, "    - {}", e.text);
     }
@@ -580,6 +615,7 @@ mod tests {
             omitted: true,
             packets: None,
             loss_percent: None,
+            jitter_ms: None,
             tcp: None,
             bottleneck: None,
             rr: None,
@@ -591,10 +627,21 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_s_window_is_in_bytes_as_on_the_interval_lines() {
+        let t = TcpInfo {
+            snd_cwnd: Some(34),
+            snd_mss: Some(65483),
+            ..Default::default()
+        };
+        let l = tcp_stream_line("s0 tx", &t);
+        assert!(l.contains("cwnd 2.12 MiB,"), "{l}");
+    }
+
+    #[test]
     fn header_names_the_test() {
         let h = header(&TestSpec::default(), "127.0.0.1:5350");
         assert!(
-            h.starts_with("wirerate: TCP to 127.0.0.1:5350, client → server, 1 stream(s), 10 s"),
+            h.starts_with("wirerate: TCP to 127.0.0.1:5350, client → server, 1 stream, 10 s"),
             "{h}"
         );
     }

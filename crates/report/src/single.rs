@@ -329,10 +329,11 @@ fn tcp_chart(run: &RunResult, id: &str) -> Option<Figure> {
     if with_tcp.is_empty() {
         return None;
     }
-    // an iperf3 file has the window in bytes only
-    let in_bytes = !with_tcp
+    // the window in bytes, the unit of every other report (an iperf3 file has only bytes);
+    // segments only for a run that has no bytes of it
+    let in_bytes = with_tcp
         .iter()
-        .any(|i| i.tcp.as_ref().is_some_and(|t| t.snd_cwnd.is_some()));
+        .any(|i| i.tcp.as_ref().is_some_and(|t| t.snd_cwnd_bytes.is_some()));
     let mut series = Vec::new();
     for (k, f) in flows(run).iter().enumerate() {
         let rtt: Vec<(f64, f64)> = with_tcp

@@ -377,6 +377,30 @@ fn tables_show_rtt_in_the_unit_of_their_caption_and_cores_by_host() {
     assert!(!cpu.contains("host 0") && !cpu.contains(">host 3<"));
 }
 
+/// Issue 23, item 11: the window was charted in segments for wirerate's runs and in KiB for
+/// iperf3's, and printed in bytes elsewhere: it is in bytes (KiB) wherever they are known.
+#[test]
+fn the_window_is_charted_in_bytes_wherever_they_are_known() {
+    use wirerate_core::evidence::IntervalTcp;
+    let mut run = synth::run(1, 9e9, 3);
+    for i in &mut run.intervals {
+        i.tcp = Some(IntervalTcp {
+            rtt_us: Some(1500.0),
+            snd_cwnd: Some(100),
+            snd_cwnd_bytes: Some(100 * 1448),
+            ..IntervalTcp::default()
+        });
+    }
+    let r = render(&Input {
+        groups: vec![group("run 1", vec![run])],
+        ..Input::default()
+    })
+    .unwrap();
+    let tcp = &r.charts.iter().find(|c| c.id == "run-1-tcp").unwrap().svg;
+    assert!(tcp.contains("congestion window (KiB)"), "{tcp}");
+    assert!(!tcp.contains("(segments)"), "{tcp}");
+}
+
 fn rtt(base: f64) -> wirerate_core::latency::RttStats {
     wirerate_core::latency::RttStats {
         rtt_min_us: base * 0.8,

@@ -552,8 +552,13 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     (result #>> '{summary,rr,rtt_p99_us}')::float8, \
     result #>> '{summary,rr,mode}', \
     (result #>> '{summary,cpu,local,process_percent}')::float8, \
-    (result #>> '{summary,cpu,remote,process_percent}')::float8";
-const JSON_INDEX: usize = 31;
+    (result #>> '{summary,cpu,remote,process_percent}')::float8, \
+    (result #>> '{summary,seconds}')::float8, \
+    (result #>> '{spec,end,seconds}')::float8, \
+    (result #>> '{summary,udp,loss_percent}')::float8, \
+    (result #>> '{summary,udp,jitter_ms}')::float8, \
+    coalesce((result #>> '{interrupted}')::boolean, false)";
+const JSON_INDEX: usize = 36;
 
 fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
     let small = |i: usize| -> Result<Option<u32>, postgres::Error> {
@@ -592,6 +597,11 @@ fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
         rr_mode: r.try_get(28)?,
         process_local_percent: r.try_get(29)?,
         process_remote_percent: r.try_get(30)?,
+        seconds: r.try_get(31)?,
+        asked_seconds: r.try_get(32)?,
+        udp_loss_percent: r.try_get(33)?,
+        udp_jitter_ms: r.try_get(34)?,
+        interrupted: r.try_get(35)?,
     })
 }
 

@@ -56,6 +56,15 @@ pub struct RunRow {
     /// Each side's own process CPU (user + system), % of one core.
     pub process_local_percent: Option<f64>,
     pub process_remote_percent: Option<f64>,
+    /// The receivers' measuring window, seconds, and the time the test asked for (None
+    /// for a test of bytes or blocks).
+    pub seconds: Option<f64>,
+    pub asked_seconds: Option<f64>,
+    /// UDP runs: datagrams lost in %, and the receivers' interarrival jitter.
+    pub udp_loss_percent: Option<f64>,
+    pub udp_jitter_ms: Option<f64>,
+    /// The run was stopped early (Ctrl-C); its figures cover what was measured until then.
+    pub interrupted: bool,
 }
 
 /// One stored run: its columns, and the full result document as stored.
@@ -85,8 +94,13 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     json_extract(result_json, '$.summary.rr.rtt_p99_us'), \
     json_extract(result_json, '$.summary.rr.mode'), \
     json_extract(result_json, '$.summary.cpu.local.process_percent'), \
-    json_extract(result_json, '$.summary.cpu.remote.process_percent')";
-const JSON_INDEX: usize = 31;
+    json_extract(result_json, '$.summary.cpu.remote.process_percent'), \
+    json_extract(result_json, '$.summary.seconds'), \
+    json_extract(result_json, '$.spec.end.seconds'), \
+    json_extract(result_json, '$.summary.udp.loss_percent'), \
+    json_extract(result_json, '$.summary.udp.jitter_ms'), \
+    coalesce(json_extract(result_json, '$.interrupted'), 0)";
+const JSON_INDEX: usize = 36;
 
 fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
@@ -128,6 +142,11 @@ fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         rr_mode: r.get(28)?,
         process_local_percent: r.get(29)?,
         process_remote_percent: r.get(30)?,
+        seconds: r.get(31)?,
+        asked_seconds: r.get(32)?,
+        udp_loss_percent: r.get(33)?,
+        udp_jitter_ms: r.get(34)?,
+        interrupted: r.get(35)?,
     })
 }
 

@@ -122,7 +122,10 @@ fn other_traffic_on_lo_is_named_in_the_why() {
     // a bulk test moves gigabytes over lo while a paced one moves about 2.5 MB
     let bulk = spawn_piped(&["run", "-t", "4", "--json", "--no-store"]);
     std::thread::sleep(Duration::from_millis(800));
-    let paced = run(&["run", "-b", "20M", "-t", "1", "--no-store"], LIMIT_LONG);
+    let paced = run(
+        &["run", "-b", "20M", "-t", "1", "-V", "--no-store"],
+        LIMIT_LONG,
+    );
     let bulk = common::wait_bounded(bulk, LIMIT_LONG);
     assert!(paced.status.success(), "{}", common::stderr(&paced));
     assert!(bulk.status.success(), "{}", common::stderr(&bulk));

@@ -37,10 +37,16 @@ fn one_stream_has_no_fairness_and_text_names_it_for_several() {
     let out = run(&["run", "-n", "1M", "--json"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(json(&out)["summary"].get("fairness").is_none());
+    // the short summary keeps the fairness line; -V lists the streams too
     let out = run(&["run", "-n", "8M", "-P", "4"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Jain's index"), "{text}");
+    assert!(text.contains("over 4 streams"), "{text}");
+    assert_eq!(stream_lines(&text).len(), 0, "{text}");
+    let out = run(&["run", "-n", "8M", "-P", "4", "-V"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("over 4 streams"), "{text}");
     assert_eq!(stream_lines(&text).len(), 4, "{text}");
 }
@@ -70,7 +76,7 @@ fn a_text_summary_of_many_streams_lists_the_slowest_and_fastest_and_the_json_all
     assert!(out.status.success(), "{}", stderr(&out));
     let j = json(&out);
     assert_eq!(j["streams"].as_array().unwrap().len(), 129);
-    let out = run(&["run", "-n", "130M", "-P", "129"], LIMIT);
+    let out = run(&["run", "-n", "130M", "-P", "129", "-V"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     let listed = stream_lines(&text);
@@ -104,7 +110,7 @@ fn a_text_summary_of_many_streams_lists_the_slowest_and_fastest_and_the_json_all
         "{text}"
     );
     // 128 streams are listed each
-    let out = run(&["run", "-n", "128M", "-P", "128"], LIMIT);
+    let out = run(&["run", "-n", "128M", "-P", "128", "-V"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stream_lines(&String::from_utf8_lossy(&out.stdout)).len(),

@@ -241,7 +241,25 @@ fn show_prints_one_run_and_its_json() {
         "{out}"
     );
     assert!(out.contains("kernel 6.8.0-test"), "{out}");
-    let (_, out, _) = outcome(&wirerate(&["show", "13", "--json", "--db", db]));
+    // issue 23, item 9: "in full" was a 13-line digest; it is the whole stored run: the
+    // header, every interval line and the full summary
+    let (_, json_out, _) = outcome(&wirerate(&["show", "13", "--json", "--db", db]));
+    let r: RunResult = serde_json::from_str(&json_out).unwrap();
+    assert!(out.contains("\nwirerate: TCP to "), "{out}");
+    let lines = out
+        .lines()
+        .filter(|l| l.starts_with("client→server "))
+        .count();
+    assert_eq!(lines, r.intervals.len(), "{out}");
+    for needle in [
+        "\nSummary\n",
+        "goodput (receiver)",
+        "CPU client",
+        "PI = T/C × T/P",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let out = json_out;
     let r: RunResult = serde_json::from_str(&out).unwrap();
     assert_eq!(r.env.client.hostname.as_deref(), Some("alpha"));
     assert_eq!(outcome(&wirerate(&["show", "999", "--db", db])).0, 1);
@@ -673,4 +691,80 @@ fn matrix_json_validates_against_its_schema() {
         let (code, _, err) = outcome(&wirerate(args));
         assert_eq!(code, 2, "{args:?}: {err}");
     }
+}
+
+/// Issue 23, item 9: `history` and CSV had no UDP loss, jitter, duration or interrupted
+/// column, rr rows showed "PI 0.00", and CSV had no rr mode.
+#[test]
+fn history_and_csv_carry_udp_loss_jitter_seconds_interrupted_and_rr_modes() {
+    use wirerate_core::result::UdpSummary;
+    use wirerate_core::spec::End;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let dbs = db.to_str().unwrap();
+    let mut store = Store::open(&db).unwrap();
+    let mut runs = synth::sample(0, 2, 10.0 * GBIT, GBIT, 9);
+    let udp = &mut runs[0];
+    udp.spec.protocol = wirerate_core::Protocol::Udp;
+    udp.summary.tcp = None;
+    udp.summary.seconds = 2.0;
+    udp.summary.udp = Some(UdpSummary {
+        packets: 1000,
+        received: 995,
+        lost: 5,
+        loss_percent: 0.5,
+        jitter_ms: Some(0.042),
+        ..Default::default()
+    });
+    let cut = &mut runs[1];
+    cut.interrupted = true;
+    cut.spec.end = End::Time { seconds: 10.0 };
+    cut.summary.seconds = 1.97;
+    for r in &runs {
+        store.insert_run(r, None, None).unwrap();
+    }
+    drop(store);
+    // a real rr run beside them
+    let rr = wirerate(&["rr", "-t", "0.3", "-i", "0", "--db", dbs]);
+    assert!(rr.status.success(), "{}", text(&rr.stderr));
+    let (code, out, err) = outcome(&wirerate(&["history", "--db", dbs]));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    for h in ["loss %", "jitter ms", "seconds", "interrupted"] {
+        assert!(lines[0].contains(h), "{h}: {out}");
+    }
+    assert!(
+        lines[1].contains(" 0.500 ") && lines[1].contains(" 0.042 ") && lines[1].contains(" 2.00 "),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains(" 1.97 of 10 ") && lines[2].contains(" yes "),
+        "{out}"
+    );
+    let rr_row: Vec<&str> = lines[3].split_whitespace().collect();
+    assert!(
+        lines[3].contains("tr/s") && lines[3].contains("tcp_rr x1"),
+        "{out}"
+    );
+    // id, date, time, label, tps, "tr/s", CPU, PI
+    assert_eq!(rr_row[7], "-", "rr has no PI: {out}");
+    assert!(!lines[3].contains("0.00 "), "{out}");
+    let (_, csv, _) = outcome(&wirerate(&["history", "--csv", "--db", dbs]));
+    let mut rows = csv.lines().map(|l| l.split(',').collect::<Vec<&str>>());
+    let header = rows.next().unwrap();
+    let rows: Vec<Vec<&str>> = rows.collect();
+    let col = |r: usize, name: &str| {
+        let at = header.iter().position(|h| *h == name);
+        rows[r][at.unwrap_or_else(|| panic!("no column {name}: {csv}"))].to_string()
+    };
+    assert_eq!(col(0, "udp_loss_percent"), "0.5");
+    assert_eq!(col(0, "udp_jitter_ms"), "0.042");
+    assert_eq!(col(0, "seconds"), "2");
+    assert_eq!(col(0, "interrupted"), "false");
+    assert_eq!(col(1, "interrupted"), "true");
+    assert_eq!(col(1, "asked_seconds"), "10");
+    assert_eq!(col(2, "rr_mode"), "tcp_rr");
+    assert_eq!(col(2, "kind"), "rr");
+    assert_eq!(col(2, "pi"), "", "{csv}");
+    assert_eq!(col(0, "rr_mode"), "");
 }

@@ -209,26 +209,108 @@ fn socket_options_reach_the_kernel() {
     assert!(t["snd_mss"].as_u64().unwrap() <= 1000, "{t}");
 }
 
+/// Issue 23, item 10: the default summary was 24–30 lines. It is now about a dozen: what
+/// arrived and was sent (with retransmits), the CPU, the Why's verdict and first advice, and
+/// where the result went; `-V` prints the full block.
 #[test]
-fn text_report_has_intervals_and_summary() {
-    let out = run(&["run", "-t", "1"], LIMIT);
+fn text_report_is_short_by_default_and_full_with_v() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let child = common::wr()
+        .args(["run", "-t", "1"])
+        .env("WIRERATE_DB", &db)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::wait_bounded(child, LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
+    let summary: Vec<&str> = text.lines().skip_while(|l| *l != "Summary").collect();
+    assert!(
+        (8..=14).contains(&summary.len()),
+        "{} summary lines:\n{text}",
+        summary.len()
+    );
     for needle in [
         "goodput (receiver)",
         "sent (sender)",
-        "CPU client",
-        "CPU server",
-        "PI",
-        "retransmits",
-        "interface (client)",
+        "retransmit",
+        "CPU",
+        "Why",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
+    for verbose_only in [
+        "CPU client",
+        "PI =",
+        "interface (client)",
+        "I/O sender",
+        "s0 tx",
+    ] {
+        assert!(!text.contains(verbose_only), "{verbose_only:?} in\n{text}");
+    }
+    // the last line says where the result went, once
+    let last = text.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!("stored as run 1 in {}", db.display()),
+        "{text}"
+    );
+    assert_eq!(text.matches("stored as run").count(), 1, "{text}");
     // one interval, from the start to the last byte (a tail after 1 s is folded into it)
     assert!(
         ["0.00-0.9", "0.00-1.0"].iter().any(|l| text.contains(l)),
         "no interval line in\n{text}"
+    );
+    for verbose in ["-V", "--verbose"] {
+        let out = run(&["run", "-t", "0.5", verbose, "--no-store"], LIMIT);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        for needle in [
+            "goodput (receiver)",
+            "sent (sender)",
+            "CPU client",
+            "CPU server",
+            "PI = T/C × T/P",
+            "retransmits",
+            "interface (client)",
+            "s0 tx",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+        assert_eq!(
+            text.lines().last(),
+            Some("not stored (--no-store)"),
+            "{text}"
+        );
+    }
+    // -V reaches `run` through iperf3's spelling too
+    let out = run(&["-V", "-c", "127.0.0.1", "-p", "1", "-t", "1"], LIMIT);
+    assert!(
+        !stderr(&out).contains("unexpected argument"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 23, item 11: `-i 0` printed an interval header with no lines under it; the TCP
+/// `-b` rate was missing from the header; "1 stream(s)".
+#[test]
+fn no_intervals_no_header_and_the_header_says_what_was_asked() {
+    let out = run(
+        &["run", "-t", "0.5", "-i", "0", "-b", "2G", "--no-store"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("interval"), "{text}");
+    let header = text.lines().next().unwrap();
+    assert!(header.contains(", 1 stream, "), "{header}");
+    assert!(
+        header.contains("paced by the kernel at 2.00 Gbit/s per stream"),
+        "{header}"
     );
 }
 
@@ -281,14 +363,34 @@ fn reverse_run_prints_its_last_interval() {
 #[test]
 fn a_window_the_kernel_raised_is_reported_as_set() {
     // -w 1 gets the kernel's minimum; nothing said so
-    let out = run(&["run", "-t", "0.3", "-w", "1", "--no-store"], LIMIT);
+    let out = run(&["run", "-t", "0.3", "-w", "1", "-V", "--no-store"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
-        .find(|l| l.trim_start().starts_with("window (client)"))
-        .unwrap_or_else(|| panic!("no window line: {text}"));
-    assert!(line.contains("asked 1 B, kernel set "), "{line}");
+        .find(|l| l.trim_start().starts_with("buffers (client)"))
+        .unwrap_or_else(|| panic!("no buffers line: {text}"));
+    assert!(
+        line.contains("send buffer 1 B asked (-w), kernel set "),
+        "{line}"
+    );
+    // issue 23, item 11: --rcvbuf is the receiver's; the sender asked nothing
+    let out = run(
+        &["run", "-t", "0.3", "--rcvbuf", "64K", "-V", "--no-store"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("buffers (client)"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("buffers (server)"))
+        .unwrap_or_else(|| panic!("no buffers line: {text}"));
+    assert!(
+        line.contains("receive buffer 64.00 KiB asked (--rcvbuf), kernel set "),
+        "{line}"
+    );
+    assert!(!line.contains("send buffer"), "{line}");
     let out = run(&["run", "-t", "0.3", "-w", "1", "--json"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let j = json(&out);
@@ -601,6 +703,62 @@ fn ctrl_c_ends_the_test_early_and_keeps_what_was_measured() {
     assert!(runs.iter().all(|r| r["result"]["interrupted"] == true));
 }
 
+/// Issue 23, item 4: a run stopped after about 1.5 of 10 s looked whole in the text, in
+/// `history`, `show` and CSV. Each now says so.
+#[test]
+fn an_interrupted_run_says_so_in_text_history_show_and_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let dbs = db.to_str().unwrap();
+    let child = common::wr()
+        .args(["run", "-t", "10", "--label", "cut"])
+        .env("WIRERATE_DB", &db)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill on the PID of a child this test started and has not reaped yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = common::wait_bounded(child, Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let title = text
+        .lines()
+        .find(|l| l.starts_with("Summary"))
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    assert!(
+        title.starts_with("Summary: interrupted after 1.") && title.contains(" of 10 s"),
+        "{title}"
+    );
+    assert!(
+        text.ends_with(&format!("stored as run 1 in {dbs}\n")),
+        "{text}"
+    );
+    let history = run(&["history", "--db", dbs], LIMIT);
+    let row = String::from_utf8_lossy(&history.stdout)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert!(row.contains(" of 10 ") && row.contains(" yes "), "{row}");
+    let show = run(&["show", "1", "--db", dbs], LIMIT);
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("interrupted  interrupted after 1."), "{show}");
+    let csv = run(&["history", "--csv", "--db", dbs], LIMIT);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(col("interrupted"), "true");
+    assert_eq!(col("asked_seconds"), "10");
+    let seconds: f64 = col("seconds").parse().unwrap();
+    assert!((1.0..3.0).contains(&seconds), "{seconds}");
+}
+
 /// Defect 13: the final reports outgrew the frame caps (a bidirectional test at `-i 0.01`
 /// failed after about 8 s: "peer closed the connection"). They now go in bounded parts.
 #[test]
@@ -664,14 +822,48 @@ fn long_reports_cross_in_bounded_parts_and_every_interval_arrives() {
 /// Issue 11 (smaller): in text, `--bidir` labelled both TCP stream lines `s0 tx`.
 #[test]
 fn bidir_text_names_each_stream_line_by_its_flow() {
-    let out = run(&["run", "-t", "0.5", "--bidir", "--no-store"], LIMIT);
+    let out = run(&["run", "-t", "0.5", "--bidir", "-V", "--no-store"], LIMIT);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("s0 c→s") && text.contains("s0 s→c"), "{text}");
     assert!(!text.contains("s0 tx"), "{text}");
     // one direction: as before
-    let out = run(&["run", "-t", "0.3", "--no-store"], LIMIT);
+    let out = run(&["run", "-t", "0.3", "-V", "--no-store"], LIMIT);
     assert!(String::from_utf8_lossy(&out.stdout).contains("s0 tx"));
+}
+
+/// Issue 23, item 11: `--bidir` printed its two directions in either order from one
+/// interval to the next.
+#[test]
+fn bidir_lines_keep_the_flows_order_every_interval() {
+    let out = run(
+        &["run", "-t", "3", "-i", "0.25", "--bidir", "--no-store"],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // (flow, start) of each interval line, in the order printed
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .filter(|l| l.contains(" s ") && l.contains('→'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0], f[1].split('-').next().unwrap())
+        })
+        .collect();
+    assert!(lines.len() >= 20, "{text}");
+    let mut pairs = 0;
+    for w in lines.windows(2) {
+        if w[0].1 == w[1].1 {
+            assert_eq!(
+                (w[0].0, w[1].0),
+                ("client→server", "server→client"),
+                "{text}"
+            );
+            pairs += 1;
+        }
+    }
+    assert!(pairs >= 10, "{text}");
 }
 
 /// A paced stream is judged against its pace, not ended as stalled: over loopback a stream

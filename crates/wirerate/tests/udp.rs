@@ -259,7 +259,10 @@ fn unpaced_small_datagrams_report_packets_per_second() {
     // every datagram is 64 bytes, so the byte count is the datagram count × 64
     assert_eq!(s["bytes"].as_f64().unwrap(), received * 64.0);
 
-    let out = run(&["run", "-u", "-b", "0", "-l", "64", "-t", "1"], LIMIT);
+    let out = run(
+        &["run", "-u", "-b", "0", "-l", "64", "-t", "1", "-V"],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("UDP packets/s"), "{text}");
@@ -434,4 +437,62 @@ fn the_header_says_which_datagram_and_why() {
         text.contains("250 B datagrams (default: 1/100 s of the rate, 64 B at least; the path carries 65507 B)"),
         "{text}"
     );
+}
+
+/// Issue 23, item 7: UDP interval lines had Lost/Total but no Jitter, as iperf3's have.
+/// Each interval now carries the receiver's jitter where it ends, and the last one is the
+/// summary's.
+#[test]
+fn udp_intervals_carry_the_receivers_jitter() {
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "-b",
+            "20M",
+            "-t",
+            "2",
+            "-i",
+            "0.5",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j = json(&out);
+    let ivs = j["intervals"].as_array().unwrap();
+    assert!(ivs.len() >= 3, "{ivs:?}");
+    for iv in ivs {
+        let jm = iv["jitter_ms"].as_f64().unwrap_or_else(|| panic!("{iv}"));
+        assert!((0.0..1000.0).contains(&jm), "{iv}");
+    }
+    let last = ivs.last().unwrap()["jitter_ms"].as_f64().unwrap();
+    let total = j["summary"]["udp"]["jitter_ms"].as_f64().unwrap();
+    assert!(
+        (last - total).abs() <= 1e-3 + total * 0.01,
+        "{last} against {total}"
+    );
+    let out = run(
+        &[
+            "run",
+            "-u",
+            "-b",
+            "20M",
+            "-t",
+            "1",
+            "-i",
+            "0.5",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().nth(1).unwrap();
+    assert!(
+        header.contains("Jitter") && header.contains("Lost/Total"),
+        "{text}"
+    );
+    let line = text.lines().nth(2).unwrap();
+    assert!(line.contains(" ms ") && line.ends_with("%)"), "{line}");
 }

@@ -71,10 +71,14 @@ fn thread_item(
 ) -> EvidenceItem {
     let of = match t.worker {
         Some(w) if w.workers > 1 => format!(
-            " (the busiest of {}, serving {} streams)",
-            w.workers, w.streams
+            " (the busiest of {}, serving {})",
+            w.workers,
+            crate::text::count(w.streams as u64, "stream")
         ),
-        Some(w) => format!(" (serving {} streams)", w.streams),
+        Some(w) => format!(
+            " (serving {})",
+            crate::text::count(w.streams as u64, "stream")
+        ),
         None if r.spec.parallel > 1 => format!(" (the busiest of {})", r.spec.parallel),
         None => String::new(),
     };

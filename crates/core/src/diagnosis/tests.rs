@@ -680,6 +680,7 @@ fn intervals_mark_where_the_limit_changes() {
         omitted,
         packets: None,
         loss_percent: None,
+        jitter_ms: None,
         rr: None,
         tcp: Some(IntervalTcp {
             busy_us: Some(1_000_000),
@@ -730,6 +731,7 @@ fn interval_retransmits_count_only_when_the_run_saw_loss() {
         omitted: false,
         packets: None,
         loss_percent: None,
+        jitter_ms: None,
         rr: None,
         tcp: Some(IntervalTcp {
             busy_us: Some(1_000_000),

@@ -243,6 +243,7 @@ fn udp_intervals_with_loss_carry_the_runs_location() {
         omitted: false,
         packets: Some(1000),
         loss_percent: Some(loss),
+        jitter_ms: None,
         rr: None,
         tcp: None,
         bottleneck: None,

@@ -64,6 +64,7 @@ fn interval(start_s: f64, end_s: f64, bytes: u64, omitted: bool) -> Interval {
         omitted,
         packets: None,
         loss_percent: None,
+        jitter_ms: None,
         tcp: None,
         bottleneck: None,
         rr: None,

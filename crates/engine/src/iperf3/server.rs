@@ -146,14 +146,14 @@ pub(crate) fn handle_conn(
     let text = |msg: std::fmt::Arguments<'_>| shared.record(&ev, Some(msg));
     match outcome {
         Ok((p, goodput)) => text(format_args!(
-            "served iperf3 client {who} ({}): {} {}, {} stream(s), goodput {}",
+            "served iperf3 client {who} ({}): {} {}, {}, goodput {}",
             p.client_version.as_deref().unwrap_or("unknown version"),
             match p.spec.protocol {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             },
             p.spec.direction.words(),
-            p.spec.parallel,
+            wirerate_core::text::count(u64::from(p.spec.parallel), "stream"),
             goodput.map_or_else(|| "n/a".into(), wirerate_core::units::format_bps)
         )),
         Err(e) => text(format_args!("ended iperf3 test with {who}: {}", e.full())),

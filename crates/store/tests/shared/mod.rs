@@ -30,8 +30,37 @@ pub fn assert_round_trip(store: &mut Store) -> (i64, RunResult) {
     assert_eq!(got.interfaces.as_deref(), Some("veth0"));
     assert_eq!((got.mtu_bytes, got.link_bps), (Some(1500), Some(10e9)));
     assert_eq!(got.kind, "stream");
+    assert_eq!(got.seconds, Some(r.summary.seconds));
+    assert_eq!((got.udp_loss_percent, got.udp_jitter_ms), (None, None));
+    assert!(!got.interrupted);
     assert_eq!(store.get(id + 1).unwrap(), None);
+    assert_cut_udp_run_columns(store);
     (id, r)
+}
+
+/// A UDP run stopped after 1.97 of 10 s: its loss, jitter, seconds and the interruption are
+/// columns, read from the document alike on both backends.
+fn assert_cut_udp_run_columns(store: &mut Store) {
+    let mut r = synth::run(2, 9.4e7, 2);
+    r.spec.protocol = wirerate_core::Protocol::Udp;
+    r.spec.end = wirerate_core::spec::End::Time { seconds: 10.0 };
+    r.summary.seconds = 1.97;
+    r.summary.udp = Some(wirerate_core::result::UdpSummary {
+        packets: 2000,
+        received: 1990,
+        lost: 10,
+        loss_percent: 0.5,
+        jitter_ms: Some(0.125),
+        ..Default::default()
+    });
+    r.interrupted = true;
+    let id = store.insert_run(&r, None, None).unwrap();
+    let got = store.get(id).unwrap().unwrap().row;
+    assert_eq!(got.seconds, Some(1.97));
+    assert_eq!(got.asked_seconds, Some(10.0));
+    assert_eq!(got.udp_loss_percent, Some(0.5));
+    assert_eq!(got.udp_jitter_ms, Some(0.125));
+    assert!(got.interrupted);
 }
 
 /// Seven runs in an empty store, listed by label, group and count: the documents and the

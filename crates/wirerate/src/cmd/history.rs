@@ -18,7 +18,9 @@ use super::results::{open_existing, utc, DB_HELP};
     args_conflicts_with_subcommands = true,
     after_help = "The table's CPU % is the busier host's busy share over all its cores for \
 stream runs, and for rr runs (test tcp_rr, tcp_crr, udp_rr) the busier side's wirerate process \
-alone, in % of one core.\n\n\
+alone, in % of one core; rr runs have no PI (\"-\"). seconds is the receivers' measuring \
+window; a run stopped early (Ctrl-C) says \"1.97 of 10\" and interrupted \"yes\". loss % and \
+jitter ms are UDP's.\n\n\
 Exit status: 0 listed (possibly nothing), 1 the database could not be \
 read, 2 bad usage."
 )]
@@ -139,8 +141,9 @@ fn export_entry(r: &StoredRun) -> Result<serde_json::Value, serde_json::Error> {
     }))
 }
 
-/// The CSV columns, in order.
-const CSV_HEADER: [&str; 27] = [
+/// The CSV columns, in order (new ones are added at the end, so scripts that read columns
+/// by position keep working).
+const CSV_HEADER: [&str; 33] = [
     "id",
     "run_key",
     "label",
@@ -168,6 +171,12 @@ const CSV_HEADER: [&str; 27] = [
     "kind",
     "tps",
     "rtt_p99_us",
+    "rr_mode",
+    "seconds",
+    "asked_seconds",
+    "udp_loss_percent",
+    "udp_jitter_ms",
+    "interrupted",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -199,7 +208,7 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
             o(&r.sender_bps),
             o(&r.cpu_local_percent),
             o(&r.cpu_remote_percent),
-            o(&r.pi),
+            o(&pi(r)),
             o(&r.retransmits),
             o(&r.client_host),
             o(&r.server_host),
@@ -213,6 +222,12 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
             r.kind.clone(),
             o(&r.tps),
             o(&r.rtt_p99_us),
+            o(&rr_name(r)),
+            o(&r.seconds),
+            o(&r.asked_seconds),
+            o(&r.udp_loss_percent),
+            o(&r.udp_jitter_ms),
+            r.interrupted.to_string(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(&safe(f))).collect();
         writeln!(out, "{}", line.join(","))?;
@@ -238,13 +253,35 @@ fn cpu_columns(r: &RunRow) -> (Option<f64>, Option<f64>) {
     }
 }
 
+/// The Performance Index of stream runs; an rr run's few bytes make it meaningless (0.00),
+/// so it has none.
+fn pi(r: &RunRow) -> Option<f64> {
+    r.pi.filter(|_| r.kind != "rr")
+}
+
+/// An rr run's test in netperf's names: `tcp_rr`, `tcp_crr`, `udp_rr`.
+fn rr_name(r: &RunRow) -> Option<&'static str> {
+    let mode = r.rr_mode.as_deref().and_then(RrMode::from_name)?;
+    (r.kind == "rr").then(|| mode.test_name())
+}
+
+/// The seconds a run covered; an interrupted one's of what it asked: "1.97 of 10".
+fn duration(r: &RunRow) -> String {
+    let Some(s) = r.seconds else {
+        return "-".to_string();
+    };
+    match r.asked_seconds.filter(|_| r.interrupted) {
+        Some(asked) => format!("{s:.2} of {asked}"),
+        None => format!("{s:.2}"),
+    }
+}
+
 /// What the test column says: the protocol for streams, netperf's names for rr runs
 /// (`tcp_rr`, `tcp_crr`, `udp_rr`), the kind for the rest; and the flows.
 fn test_name(r: &RunRow) -> String {
-    let rr = r.rr_mode.as_deref().and_then(RrMode::from_name);
-    match (r.kind.as_str(), rr) {
+    match (r.kind.as_str(), rr_name(r)) {
         ("stream", _) => format!("{} x{}", r.protocol, r.parallel),
-        ("rr", Some(m)) => format!("{} x{}", m.test_name(), r.parallel),
+        (_, Some(name)) => format!("{name} x{}", r.parallel),
         (k, _) => format!("{k} {} x{}", r.protocol, r.parallel),
     }
 }
@@ -252,9 +289,22 @@ fn test_name(r: &RunRow) -> String {
 fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<()> {
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<13}  {:<9}  kernel / hosts",
-        "id", "started (UTC)", "label", "goodput", "CPU %", "PI", "retr", "test", "direction"
+        "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:>7}  {:>9}  {:>10}  {:<11}  {:<13}  {:<9}  kernel / hosts",
+        "id",
+        "started (UTC)",
+        "label",
+        "goodput",
+        "CPU %",
+        "PI",
+        "retr",
+        "loss %",
+        "jitter ms",
+        "seconds",
+        "interrupted",
+        "test",
+        "direction"
     )?;
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
     for r in rows {
         let cpu = match cpu_columns(r) {
             (Some(a), Some(b)) => format!("{:.1}", a.max(b)),
@@ -268,14 +318,18 @@ fn write_table(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result
         };
         writeln!(
             out,
-            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:<13}  {:<9}  {} {}",
+            "{:>5}  {:<19}  {:<16}  {:>13}  {:>6}  {:>8}  {:>6}  {:>7}  {:>9}  {:>10}  {:<11}  {:<13}  {:<9}  {} {}",
             r.id,
             utc(r.started_unix_s),
             safe(r.label.as_deref().unwrap_or("-")),
             headline(r),
             cpu,
-            r.pi.map_or("-".to_string(), |p| format!("{p:.2}")),
-            o(&r.retransmits),
+            or_dash(pi(r).map(|p| format!("{p:.2}"))),
+            or_dash(r.retransmits.map(|n| n.to_string())),
+            or_dash(r.udp_loss_percent.map(|l| format!("{l:.3}"))),
+            or_dash(r.udp_jitter_ms.map(|j| format!("{j:.3}"))),
+            duration(r),
+            if r.interrupted { "yes" } else { "-" },
             test_name(r),
             r.direction,
             safe(r.client_kernel.as_deref().unwrap_or("-")),

@@ -45,6 +45,13 @@ pub struct Printer {
     stream_start: Option<serde_json::Value>,
     /// `--json-stream`: events are printed, one JSON object a line.
     streaming: bool,
+    /// Interval lines come (`-i` above 0): the column header is printed.
+    intervals: bool,
+    /// The flows in the order their lines are printed within an interval (both ways at
+    /// once: the same order every interval, whichever side's report comes first).
+    order: Vec<Flow>,
+    /// Lines of an interval of more than one flow, until each flow's is in.
+    tick: Vec<Interval>,
 }
 
 /// One `--json-stream` event, on a line of its own and flushed at once.
@@ -103,6 +110,9 @@ impl Printer {
             last_lines: Vec::new(),
             stream_start: None,
             streaming: false,
+            intervals: spec.interval_s > 0.0,
+            order: spec.direction.flows().to_vec(),
+            tick: Vec::new(),
         }
     }
 
@@ -133,7 +143,57 @@ impl Printer {
             self.last_lines.push(iv.clone());
             return;
         }
-        self.show(iv);
+        if self.order.len() < 2 {
+            self.show(iv);
+            return;
+        }
+        // both ways at once: an interval's lines wait until every flow's is in (one flow's
+        // may come an interval late), then go out in the flows' order
+        self.tick.push(iv.clone());
+        let same = |x: &Interval| (x.start_s - iv.start_s).abs() < EPS;
+        let complete = self.tick.iter().filter(|x| same(x)).count() >= self.per_tick;
+        let starts = |t: &[Interval]| {
+            let mut v: Vec<f64> = t.iter().map(|x| x.start_s).collect();
+            v.dedup_by(|a, b| (*a - *b).abs() < EPS);
+            v.len()
+        };
+        if complete {
+            self.flush_tick(Some(iv.start_s));
+        } else if starts(&self.tick) > 2 {
+            let oldest = self.tick.iter().map(|x| x.start_s).fold(f64::MAX, f64::min);
+            self.flush_tick(Some(oldest));
+        }
+    }
+
+    /// The lines held of intervals up to `upto` (all with None), interval by interval, each
+    /// in the flows' order (within a flow, its streams by id, then its sum).
+    fn flush_tick(&mut self, upto: Option<f64>) {
+        let held = std::mem::take(&mut self.tick);
+        let (mut lines, keep): (Vec<Interval>, Vec<Interval>) = held
+            .into_iter()
+            .partition(|x| upto.is_none_or(|u| x.start_s <= u + EPS));
+        self.tick = keep;
+        lines.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        let mut at = 0;
+        while at < lines.len() {
+            let start = lines[at].start_s;
+            let end = (at..lines.len())
+                .find(|&i| (lines[i].start_s - start).abs() > EPS)
+                .unwrap_or(lines.len());
+            self.sort(&mut lines[at..end]);
+            at = end;
+        }
+        for iv in &lines {
+            self.show(iv);
+        }
+    }
+
+    fn sort(&self, lines: &mut [Interval]) {
+        let rank = |iv: &Interval| {
+            let flow = self.order.iter().position(|f| *f == iv.flow);
+            (flow, iv.stream.is_none(), iv.stream)
+        };
+        lines.sort_by_key(rank);
     }
 
     fn show(&mut self, iv: &Interval) {
@@ -192,8 +252,11 @@ impl Printer {
             }
             self.print(&iv);
         }
+        self.flush_tick(None);
         // the last lines as the result has them, a tail folded in
-        for iv in std::mem::take(&mut self.last_lines) {
+        let mut last_lines = std::mem::take(&mut self.last_lines);
+        self.sort(&mut last_lines);
+        for iv in last_lines {
             let mut last = joined(&iv).cloned().unwrap_or(iv);
             if last.tcp.is_none() {
                 last.tcp = joined(&last).and_then(|x| x.tcp.clone());
@@ -222,7 +285,7 @@ impl Observer for Printer {
         if let Some(data) = self.stream_start.take() {
             event("start", data);
         }
-        if self.text {
+        if self.text && self.intervals {
             crate::say!("{}", intervals::header(self.cols));
             if let Some(note) = &self.note {
                 crate::say!("{note}");

@@ -11,7 +11,8 @@ use wirerate_core::{RunResult, TestSpec};
 use wirerate_render::export::exporter;
 use wirerate_store::{new_group_id, Store};
 
-use super::run::{execute, save, Format, RepeatPlan, Silent, Target};
+use super::results::save;
+use super::run::{execute, Format, RepeatPlan, Silent, Target};
 
 pub fn run(
     t: &Target,
@@ -96,12 +97,14 @@ pub fn run(
                 )?;
             }
         }
-        if store.is_some() && unstored == 0 {
-            writeln!(
+        match store.as_deref() {
+            Some(s) if unstored == 0 => writeln!(
                 out,
-                "stored as group {group}{}",
-                label.map_or_else(String::new, |l| format!(", label '{l}'"))
-            )?;
+                "stored as group {group}{} in {}",
+                label.map_or_else(String::new, |l| format!(", label '{l}'")),
+                wirerate_core::text::safe(s.location())
+            )?,
+            _ => {}
         }
     }
     out.flush()?;
@@ -109,7 +112,10 @@ pub fn run(
         eprintln!("wirerate: {unstored} of {} runs not stored", results.len());
     }
     if crate::interrupt::interrupted() {
-        eprintln!("wirerate: interrupted after {} run(s)", results.len());
+        eprintln!(
+            "wirerate: interrupted after {}",
+            wirerate_core::text::count(results.len() as u64, "run")
+        );
         return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if failures == 0 && unstored == 0 {

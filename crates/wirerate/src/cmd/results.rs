@@ -8,6 +8,8 @@ use wirerate_core::RunResult;
 use wirerate_store::Store;
 
 use crate::exit;
+use std::io::Write as _;
+use wirerate_render::brief::Storage;
 
 /// Help text of every `--db` option.
 pub const DB_HELP: &str = "Results database: a SQLite file, or a PostgreSQL URL \
@@ -214,6 +216,95 @@ pub fn read_entries_within(path: &Path, max_bytes: u64) -> anyhow::Result<Vec<En
 pub use wirerate_core::saved::{parse_entries, Entry};
 
 /// The runs in a saved file's text (see [`load_file`]).
+/// The results database, unless `--no-store`. A database named with `--db` must open; the
+/// default one is skipped with a warning when it cannot be made (a read-only home, say).
+pub fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
+    if args.no_store {
+        return Ok(None);
+    }
+    let explicit = args.db.is_some() || std::env::var_os("WIRERATE_DB").is_some();
+    match args.open() {
+        Ok(s) => Ok(s),
+        Err(e) if !explicit => {
+            eprintln!("wirerate: results will not be stored: {e:#}");
+            Ok(None)
+        }
+        // the store's error names the database and the cause: said once
+        Err(e) => Err(e),
+    }
+}
+
+/// Stores one result, then the runs that waited in the spool for this database; false (and
+/// the error said on stderr) when it could not be stored. A database that cannot be reached
+/// keeps the run in the spool. The caller goes on, since the figures are printed, and exits
+/// non-zero at the end.
+#[must_use]
+pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
+    !matches!(
+        save_where(store, r, label, group),
+        Storage::Failed { .. } | Storage::Spooled { .. }
+    )
+}
+
+/// [`save`], saying where the run went.
+fn save_where<'s>(
+    store: &'s mut Store,
+    r: &RunResult,
+    label: Option<&str>,
+    group: Option<&str>,
+) -> Storage<'s> {
+    match store.insert_run(r, label, group) {
+        Ok(id) => {
+            super::spool::flush_after_store(store);
+            Storage::Stored {
+                id,
+                location: store.location(),
+            }
+        }
+        // a PostgreSQL server that is down: the run waits in the local spool
+        Err(e) if e.is_unreachable() => {
+            super::spool::keep_unstored(store, r, label, group, &e);
+            Storage::Spooled {
+                location: store.location(),
+            }
+        }
+        Err(e) => {
+            eprintln!(
+                "wirerate: result not stored: {}",
+                wirerate_core::text::safe(&wirerate_engine::chain(&e))
+            );
+            Storage::Failed {
+                location: store.location(),
+            }
+        }
+    }
+}
+
+/// Stores the result (unless `--no-store`) and, for the text report, says where as its last
+/// line; false when it could not be stored.
+pub fn store_and_say(
+    args: &StoreArgs,
+    store: Option<&mut Store>,
+    r: &RunResult,
+    text: bool,
+) -> anyhow::Result<bool> {
+    let label = args.label.as_deref();
+    let storage = match store {
+        Some(store) => save_where(store, r, label, None),
+        None if args.no_store => Storage::Off,
+        None => Storage::Unavailable,
+    };
+    let stored = !matches!(storage, Storage::Failed { .. } | Storage::Spooled { .. });
+    if text {
+        let mut out = crate::exit::stdout();
+        let line =
+            wirerate_core::text::safe(&wirerate_render::brief::storage(storage)).into_owned();
+        write!(out, "{}", crate::exit::with_title(&format!("{line}\n")))?;
+        out.flush()?;
+    }
+    Ok(stored)
+}
+
 #[cfg(test)]
 pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
     Ok(parse_entries(text)

@@ -14,7 +14,8 @@ use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
-use super::run::{execute, open_store, parse_size, save, target_for, Net};
+use super::results::{open_store, store_and_say};
+use super::run::{execute, parse_size, target_for, Net};
 use crate::exit::usage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -189,10 +190,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         write!(out, "{}", text::summary(&result))?;
     }
     out.flush()?;
-    let stored = match store.as_mut() {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    let stored = store_and_say(&a.store, store.as_mut(), &result, !a.json)?;
     if !errors.is_empty() {
         eprintln!(
             "wirerate: {}",

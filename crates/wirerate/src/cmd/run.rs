@@ -22,7 +22,7 @@ use wirerate_render::text;
 
 use crate::cmd::habits::{ClientArgs, OutputArgs};
 use crate::cmd::live::Printer;
-use crate::cmd::results::StoreArgs;
+use crate::cmd::results::{open_store, store_and_say, StoreArgs};
 use crate::exit::usage;
 use crate::link::link_facts;
 use wirerate_store::Store;
@@ -209,6 +209,11 @@ pub struct Args {
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// The full text report: I/O calls, per-core CPU, the Performance Index, TCP_INFO per
+    /// stream, socket buffers, interfaces, the wire and every line of the Why (the default
+    /// is a short summary with the Why's verdict and first advice)
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
     /// Seconds a silent peer is waited for before the test fails
     #[arg(
         long,
@@ -798,23 +803,17 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
     printer.clear_progress();
     printer.finish(&result);
     if !a.json_stream {
-        emit(&result, format)?;
+        emit(&result, format, a.verbose)?;
     }
-    let stored = match store.as_mut() {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    let stored = store_and_say(&a.store, store.as_mut(), &result, text_out)?;
     if !errors.is_empty() {
         eprintln!(
             "wirerate: {}",
             wirerate_core::text::safe(&errors.join("; "))
         );
     }
-    if result.interrupted {
-        eprintln!(
-            "wirerate: interrupted: the figures cover the first {:.2} s",
-            result.summary.seconds
-        );
+    if let Some(words) = wirerate_render::brief::interrupted(&result) {
+        eprintln!("wirerate: {words}: the figures cover what was measured until then");
         return Ok(ExitCode::from(crate::interrupt::EXIT_INTERRUPTED));
     }
     Ok(if errors.is_empty() && stored {
@@ -872,11 +871,8 @@ fn third_party(
     let mut printer = Printer::new(&spec, format == Format::Text, false, false);
     printer.started();
     printer.finish(&result);
-    emit(&result, format)?;
-    let stored = match store {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    emit(&result, format, a.verbose)?;
+    let stored = store_and_say(&a.store, store, &result, format == Format::Text)?;
     Ok(if stored {
         ExitCode::SUCCESS
     } else {
@@ -918,53 +914,10 @@ fn repeat_plan(a: &Args) -> anyhow::Result<Option<RepeatPlan>> {
     }
 }
 
-/// The results database, unless `--no-store`. A database named with `--db` must open; the
-/// default one is skipped with a warning when it cannot be made (a read-only home, say).
-pub fn open_store(args: &StoreArgs) -> anyhow::Result<Option<Store>> {
-    if args.no_store {
-        return Ok(None);
-    }
-    let explicit = args.db.is_some() || std::env::var_os("WIRERATE_DB").is_some();
-    match args.open() {
-        Ok(s) => Ok(s),
-        Err(e) if !explicit => {
-            eprintln!("wirerate: results will not be stored: {e:#}");
-            Ok(None)
-        }
-        // the store's error names the database and the cause: said once
-        Err(e) => Err(e),
-    }
-}
-
-/// Stores one result, then the runs that waited in the spool for this database; false (and
-/// the error said on stderr) when it could not be stored. A database that cannot be reached
-/// keeps the run in the spool. The caller goes on, since the figures are printed, and exits
-/// non-zero at the end.
-#[must_use]
-pub fn save(store: &mut Store, r: &RunResult, label: Option<&str>, group: Option<&str>) -> bool {
-    match store.insert_run(r, label, group) {
-        Ok(_) => {
-            super::spool::flush_after_store(store);
-            true
-        }
-        // a PostgreSQL server that is down: the run waits in the local spool
-        Err(e) if e.is_unreachable() => {
-            super::spool::keep_unstored(store, r, label, group, &e);
-            false
-        }
-        Err(e) => {
-            eprintln!(
-                "wirerate: result not stored: {}",
-                wirerate_core::text::safe(&wirerate_engine::chain(&e))
-            );
-            false
-        }
-    }
-}
-
-pub fn emit(r: &RunResult, format: Format) -> anyhow::Result<()> {
+/// Prints a run's result in `format`; `verbose`: the full text report (`-V`).
+pub fn emit(r: &RunResult, format: Format, verbose: bool) -> anyhow::Result<()> {
     let mut out = crate::exit::stdout();
-    let text = export::exporter(format.into()).run(r);
+    let text = export::exporter_with(format.into(), verbose).run(r);
     match format {
         Format::Json => write!(out, "{text}")?,
         // -T prefixes every line of the human and ttcp reports

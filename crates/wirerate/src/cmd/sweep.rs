@@ -17,7 +17,8 @@ use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;
-use super::run::{execute, open_store, parse_size, save, target_for, Net, Silent};
+use super::results::{open_store, store_and_say};
+use super::run::{execute, parse_size, target_for, Net, Silent};
 use crate::exit::usage;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -179,10 +180,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Format::Netpipe => write!(out, "{}", latency::sweep_netpipe(&sweep))?,
     }
     out.flush()?;
-    let stored = match store.as_mut() {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    let stored = store_and_say(&a.store, store.as_mut(), &result, format == Format::Text)?;
     if !errors.is_empty() {
         eprintln!(
             "wirerate: {}",
