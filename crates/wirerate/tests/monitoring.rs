@@ -118,7 +118,18 @@ fn docs_alerts_and_dashboard_name_the_metrics_that_exist() {
     }
     // written only with a verdict, and only where the wire model knows the path (not over
     // loopback's 64 KiB MTU): wirerate-prom's unit tests write them from a result that has them
-    let loopback_lacks = ["wirerate_diagnosis_info", "wirerate_wire_efficiency_ratio"];
+    // the last change's families are written only for a series with a change, which three
+    // probes are not: tests/exporter.rs writes them from a history with one
+    let loopback_lacks = [
+        "wirerate_diagnosis_info",
+        "wirerate_wire_efficiency_ratio",
+        "wirerate_history_last_change_ratio",
+        "wirerate_history_last_change_ci95_low_ratio",
+        "wirerate_history_last_change_ci95_high_ratio",
+        "wirerate_history_last_change_p_value",
+        "wirerate_history_last_change_timestamp_seconds",
+        "wirerate_history_last_change_info",
+    ];
     let known: BTreeSet<String> = written
         .iter()
         .cloned()
@@ -159,6 +170,8 @@ fn the_dashboard_is_json_with_panels_on_probe_metrics() {
         "wirerate_tcp_rtt_seconds",
         "wirerate_udp_loss_ratio",
         "wirerate_probe_success",
+        "wirerate_history_level",
+        "wirerate_history_last_change_ratio",
     ] {
         assert!(exprs.iter().any(|e| e.contains(m)), "no panel queries {m}");
     }
