@@ -32,10 +32,19 @@ pub fn step_started_unix_s() -> f64 {
     synth::run(STEP_RUN, 1.0, 1).started_unix_s
 }
 
+/// The history of [`tx_history`], every run started `shift_s` seconds later.
+pub fn tx_history_shifted(dir: &Path, db: &str, shift_s: f64) -> i64 {
+    store(dir, db, shift_s)
+}
+
 /// 40 runs alpha -> beta, the level dropping at the 21st (n = 20), and 12 flat runs
 /// gamma -> beta; written newest first (so storing order is not time order) and imported
 /// with the label "tx". Returns the stored id of the run n = 20.
 pub fn tx_history(dir: &Path, db: &str) -> i64 {
+    store(dir, db, 0.0)
+}
+
+fn store(dir: &Path, db: &str, shift_s: f64) -> i64 {
     let mut noise = Noise::new(27);
     let mut runs: Vec<RunResult> = (0..40u64)
         .map(|n| {
@@ -49,6 +58,9 @@ pub fn tx_history(dir: &Path, db: &str) -> i64 {
         runs.push(r);
     }
     runs.reverse();
+    for r in &mut runs {
+        r.started_unix_s += shift_s;
+    }
     let file = dir.join("runs.json");
     std::fs::write(&file, serde_json::to_string(&runs).unwrap()).unwrap();
     let out = wirerate(&[
@@ -69,7 +81,7 @@ pub fn tx_history(dir: &Path, db: &str) -> i64 {
     assert_eq!(ids.len(), runs.len(), "{}", text(&out.stdout));
     let at = runs
         .iter()
-        .position(|r| r.started_unix_s == step_started_unix_s())
+        .position(|r| r.started_unix_s == step_started_unix_s() + shift_s)
         .unwrap();
     ids[at]
 }
