@@ -48,7 +48,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Store each probe's result in this results database, as `run --db` does (labelled
-    /// with the probe's module, if any)
+    /// with the probe's module, if any); /metrics then also exports the change points of
+    /// its history (--changes-metric)
     #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// The longest test a probe may ask for, in seconds
