@@ -124,8 +124,8 @@ impl Family<'_> {
     }
 }
 
-/// A sample value: integers without a fraction, NaN and the infinities as the format
-/// spells them.
+/// A sample value: integers without a fraction, very small values (a p-value) with an
+/// exponent, NaN and the infinities as the format spells them.
 pub fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
@@ -133,6 +133,8 @@ pub fn number(v: f64) -> String {
         if v > 0.0 { "+Inf" } else { "-Inf" }.into()
     } else if v == v.trunc() && v.abs() < 1e15 {
         format!("{}", v as i64)
+    } else if v.abs() < 1e-4 {
+        format!("{v:e}")
     } else {
         format!("{v}")
     }
@@ -224,6 +226,8 @@ mod tests {
         assert_eq!(number(f64::NEG_INFINITY), "-Inf");
         assert_eq!(number(1.5e20).parse::<f64>(), Ok(1.5e20));
         assert_eq!(number(-3.0), "-3");
+        assert_eq!(number(5.078e-10), "5.078e-10");
+        assert_eq!(number(-1e-300).parse::<f64>(), Ok(-1e-300));
     }
 
     #[test]

@@ -2,70 +2,12 @@
 //! seeds' ttcp Tx regression (1110 KB/s, then 821 KB/s: 26 % slower) found at the run
 //! where it began, and a flat pair beside it where nothing is found.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
+use common::history::{
+    step_started_unix_s, text, tx_history as history, wirerate, AFTER_BPS, BEFORE_BPS,
+};
 use serde_json::Value;
-use wirerate_core::synth::{self, Noise};
-use wirerate_core::RunResult;
-
-/// The seeds' rates: ttcp's KB/s (1024 bytes) as bit/s.
-const BEFORE_BPS: f64 = 1110.21 * 1024.0 * 8.0;
-const AFTER_BPS: f64 = 821.05 * 1024.0 * 8.0;
-
-fn wirerate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wirerate"))
-        .args(args)
-        .env_remove("WIRERATE_DB")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// 40 runs alpha -> beta, the level dropping at the 21st (n = 20), and 12 flat runs
-/// gamma -> beta; written newest first (so storing order is not time order) and imported
-/// with the label "tx". Returns the stored id of the run n = 20.
-fn history(dir: &Path, db: &str) -> i64 {
-    let mut noise = Noise::new(27);
-    let mut runs: Vec<RunResult> = (0..40u64)
-        .map(|n| {
-            let level = if n < 20 { BEFORE_BPS } else { AFTER_BPS };
-            synth::run(n, noise.normal(level, level * 0.01), 3)
-        })
-        .collect();
-    for n in 0..12u64 {
-        let mut r = synth::run(100 + n, noise.normal(BEFORE_BPS, BEFORE_BPS * 0.02), 3);
-        r.env.client.hostname = Some("gamma".into());
-        runs.push(r);
-    }
-    runs.reverse();
-    let file = dir.join("runs.json");
-    std::fs::write(&file, serde_json::to_string(&runs).unwrap()).unwrap();
-    let out = wirerate(&[
-        "import",
-        file.to_str().unwrap(),
-        "--label",
-        "tx",
-        "--ids",
-        "--db",
-        db,
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    // `ID new` per run, in the file's order
-    let ids: Vec<i64> = text(&out.stdout)
-        .lines()
-        .filter_map(|l| l.strip_suffix(" new")?.parse().ok())
-        .collect();
-    assert_eq!(ids.len(), runs.len(), "{}", text(&out.stdout));
-    let at = runs
-        .iter()
-        .position(|r| r.started_unix_s == synth::run(20, 1.0, 1).started_unix_s)
-        .unwrap();
-    ids[at]
-}
 
 fn schema_errors(doc: &Value) -> Vec<String> {
     let schema: Value =
@@ -102,10 +44,7 @@ fn the_ttcp_tx_regression_is_found_at_the_run_where_it_began() {
     let c = &changes[0];
     assert_eq!(c["run_id"], want_id, "{c:#}");
     assert_eq!(c["index"], 20);
-    assert_eq!(
-        c["started_unix_s"].as_f64().unwrap(),
-        synth::run(20, 1.0, 1).started_unix_s
-    );
+    assert_eq!(c["started_unix_s"].as_f64().unwrap(), step_started_unix_s());
     let pct = c["change_percent"].as_f64().unwrap();
     assert!((pct + 26.0).abs() < 1.5, "{pct}");
     let (lo, hi) = (
@@ -116,6 +55,12 @@ fn the_ttcp_tx_regression_is_found_at_the_run_where_it_began() {
     assert!(c["p_value"].as_f64().unwrap() < 0.01);
     let before = c["median_before"].as_f64().unwrap();
     assert!((before / BEFORE_BPS - 1.0).abs() < 0.01, "{before}");
+    // the level now is the median since the change
+    let level = tx["level"].as_f64().unwrap();
+    assert_eq!(level, c["median_after"].as_f64().unwrap());
+    assert!((level / AFTER_BPS - 1.0).abs() < 0.01, "{level}");
+    let flat = pair("gamma")["level"].as_f64().unwrap();
+    assert!((flat / BEFORE_BPS - 1.0).abs() < 0.02, "{flat}");
     assert!(pair("gamma")["changes"].as_array().unwrap().is_empty());
 
     // the text: one pair, its change at that run

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::history::{step_started_unix_s, tx_history, AFTER_BPS, BEFORE_BPS};
 use common::prom::{exporter, get, have_prometheus, promtool_check, value, SCRAPE};
 use common::{free_port, run, ServerProc};
 
@@ -267,4 +268,85 @@ fn beyond_max_probes_another_target_waits_its_turn() {
         .unwrap()
             >= 1.0
     );
+}
+
+/// With --db, /metrics shows the change points of the stored history: the seeds' 26 % Tx
+/// drop (imported) with its sign, size, interval, p-value and start; the flat pair without
+/// a change; the scan kept until a probe stores a run.
+#[test]
+fn with_a_db_metrics_show_the_historys_change_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let db = db.to_str().unwrap();
+    let step_id = tx_history(dir.path(), db);
+    let server = ServerProc::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let (_e, addr) = exporter(&target, &["--db", db, "--changes-every", "0"]);
+    let (status, body) = get(addr, "/metrics", &[]);
+    assert_eq!(status, 200);
+    let series = |family: &str, client: &str| {
+        let labels = format!(
+            "{{label=\"tx\",client_host=\"{client}\",server_host=\"beta\",metric=\"goodput_bytes_per_second\"}}"
+        );
+        value(&body, &format!("wirerate_history_{family}{labels}"))
+    };
+    assert_eq!(series("runs", "alpha"), Some(40.0), "{body}");
+    assert_eq!(series("changes", "alpha"), Some(1.0), "{body}");
+    let ratio = series("last_change_ratio", "alpha").unwrap();
+    let want = AFTER_BPS / BEFORE_BPS - 1.0;
+    assert!((ratio - want).abs() < 0.015, "{ratio} against {want}");
+    let (low, high) = (
+        series("last_change_ci95_low_ratio", "alpha").unwrap(),
+        series("last_change_ci95_high_ratio", "alpha").unwrap(),
+    );
+    assert!(
+        low <= ratio && ratio <= high && high < 0.0,
+        "{low} {ratio} {high}"
+    );
+    assert!(series("last_change_p_value", "alpha").unwrap() < 0.01);
+    assert_eq!(
+        series("last_change_timestamp_seconds", "alpha"),
+        Some(step_started_unix_s())
+    );
+    // the level now: the median since the drop, in bytes per second
+    let level = series("level", "alpha").unwrap();
+    assert!((level / (AFTER_BPS / 8.0) - 1.0).abs() < 0.01, "{level}");
+    assert!(
+        body.contains(&format!(
+            "server_host=\"beta\",metric=\"goodput_bytes_per_second\",run_id=\"{step_id}\"}} 1"
+        )),
+        "{body}"
+    );
+    // the flat pair: its level, no change, no last change
+    assert_eq!(series("changes", "gamma"), Some(0.0));
+    assert_eq!(series("last_change_ratio", "gamma"), None);
+    let flat = series("level", "gamma").unwrap();
+    assert!((flat / (BEFORE_BPS / 8.0) - 1.0).abs() < 0.02, "{flat}");
+    if have_prometheus("with_a_db_metrics_show_the_historys_change_points") {
+        promtool_check(&body, "the history's change points");
+    }
+    // nothing stored since: the scan is not made again
+    let scans = |b: &str| value(b, "wirerate_history_scans_total");
+    assert_eq!(scans(&body), Some(1.0));
+    let (_, again) = get(addr, "/metrics", &[]);
+    assert_eq!(scans(&again), Some(1.0), "{again}");
+    // a probe stores a run (no label): the next scrape scans again and shows its series
+    let (status, probe) = get(
+        addr,
+        &format!("/probe?target={target}&seconds=0.5"),
+        &[SCRAPE],
+    );
+    assert_eq!(
+        (status, value(&probe, "wirerate_probe_success")),
+        (200, Some(1.0))
+    );
+    let (_, after) = get(addr, "/metrics", &[]);
+    assert_eq!(scans(&after), Some(2.0), "{after}");
+    assert!(
+        after
+            .lines()
+            .any(|l| l.starts_with("wirerate_history_runs{label=\"\",") && l.ends_with(" 1")),
+        "{after}"
+    );
+    assert_eq!(value(&after, "wirerate_history_scan_success"), Some(1.0));
 }

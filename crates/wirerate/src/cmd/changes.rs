@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use wirerate_core::stats::{
-    run_changes, ChangeOptions, Metric, RunChange, SeriesRun, CHANGE_ALPHA, MIN_SEGMENT_RUNS,
-    UNKNOWN_HOST,
+    run_changes, ChangeOptions, Metric, RunChange, SeriesRun, Summary, CHANGE_ALPHA,
+    MIN_SEGMENT_RUNS, UNKNOWN_HOST,
 };
 use wirerate_core::RunResult;
 use wirerate_store::{RunFilter, Store, StoreError};
@@ -152,6 +152,8 @@ pub struct SeriesChanges {
     pub runs: usize,
     pub first_unix_s: f64,
     pub last_unix_s: f64,
+    /// The level the series is at now: the median since the last change, else of every run.
+    pub level: f64,
     /// Oldest first: the last is the level the series is at now.
     pub changes: Vec<RunChange>,
 }
@@ -204,6 +206,12 @@ pub fn scan(store: &Store, sel: &Selection) -> Result<ChangesReport, StoreError>
         .into_iter()
         .map(|((label, client_host, server_host), runs)| {
             let starts = runs.iter().map(|r| r.started_unix_s);
+            let changes = run_changes(&runs, sel.options);
+            let values: Vec<f64> = runs.iter().map(|r| r.value).collect();
+            let level = changes.last().map_or_else(
+                || Summary::of(&values).map_or(f64::NAN, |s| s.median),
+                |c| c.point.median_after,
+            );
             SeriesChanges {
                 label,
                 client_host,
@@ -211,7 +219,8 @@ pub fn scan(store: &Store, sel: &Selection) -> Result<ChangesReport, StoreError>
                 runs: runs.len(),
                 first_unix_s: starts.clone().fold(f64::INFINITY, f64::min),
                 last_unix_s: starts.fold(f64::NEG_INFINITY, f64::max),
-                changes: run_changes(&runs, sel.options),
+                level,
+                changes,
             }
         })
         .collect();

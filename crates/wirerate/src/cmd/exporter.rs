@@ -10,12 +10,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use wirerate_prom::http::{Handler, Request, Response, Server};
 use wirerate_prom::{Exposition, Kind, MetricSource};
 use wirerate_store::Store;
 
+use super::changes::Figure;
+use super::exporter_changes::ChangesSource;
 use super::probe::{self, Module, Probe, Refused};
 use super::run::split_host_port;
 use crate::exit::usage;
@@ -25,7 +27,8 @@ use crate::exit::usage;
 /probe?target=HOST[:PORT]&seconds=S&reverse=BOOL&udp=BOOL&bidir=BOOL&bitrate=RATE&parallel=N&window=SIZE&congestion=ALGO&link=RATE&module=NAME\n    \
 one test against the wirerate server at HOST; it lasts `seconds` (else the module's, else 5; \
 at most --max-seconds), cut to Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
-/metrics   the exporter's own counters\n\n\
+/metrics   the exporter's own counters; with --db also the change points of the stored history \
+(per label, host pair and --changes-metric: its level now and its last change)\n\n\
 Answers: 200 with wirerate_probe_success 0 or 1; 400 bad parameters (one line says which); \
 403 a target not in --allow; 429 a probe of that target is already running; 503 --max-probes are.\n\
 Setup, metrics, alert rules and a dashboard: docs/monitoring.md.")]
@@ -45,7 +48,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Store each probe's result in this results database, as `run --db` does (labelled
-    /// with the probe's module, if any)
+    /// with the probe's module, if any); /metrics then also exports the change points of
+    /// its history (--changes-metric)
     #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// The longest test a probe may ask for, in seconds
@@ -58,6 +62,20 @@ pub struct Args {
     /// Probes (of different targets) that may run at once; more are answered 503
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub max_probes: u16,
+    /// With --db: the figures whose change points over the stored history /metrics
+    /// exports, per label and host pair, as `wirerate changes --metric` finds them
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FIGURE[,FIGURE...]",
+        value_delimiter = ',',
+        default_value = "goodput"
+    )]
+    pub changes_metric: Vec<Figure>,
+    /// With --db: search the history for changes again at most this often, and only when
+    /// it changed (a run stored, imported or relabelled)
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub changes_every: f64,
 }
 
 /// One allowed target: a host, and its port if the entry gave one.
@@ -119,7 +137,7 @@ pub struct Exporter {
     max_seconds: f64,
     margin: f64,
     max_probes: usize,
-    store: Option<Mutex<Store>>,
+    store: Option<Arc<Mutex<Store>>>,
     /// Targets with a probe running.
     busy: Mutex<HashSet<String>>,
     counters: Counters,
@@ -138,7 +156,7 @@ impl Drop for Running<'_> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -292,14 +310,22 @@ impl Exporter {
     }
 }
 
-/// Families /metrics exports beside the exporter's counters: the place for figures drawn
-/// from the history (change points of a label's runs, say), each a [`MetricSource`].
-fn more_sources(_a: &Args) -> Vec<Box<dyn MetricSource>> {
-    Vec::new()
+/// Families /metrics exports beside the exporter's counters, each a [`MetricSource`]: with
+/// --db, the change points of the stored history.
+fn more_sources(a: &Args, store: Option<&Arc<Mutex<Store>>>) -> Vec<Box<dyn MetricSource>> {
+    let mut out: Vec<Box<dyn MetricSource>> = Vec::new();
+    if let Some(store) = store {
+        out.push(Box::new(ChangesSource::new(
+            store.clone(),
+            a.changes_metric.clone(),
+            Duration::from_secs_f64(a.changes_every),
+        )));
+    }
+    out
 }
 
 const LANDING: &str = "<!doctype html><title>wirerate exporter</title><h1>wirerate exporter</h1>\
-<p><a href=\"/metrics\">/metrics</a>: the exporter's own counters.</p>\
+<p><a href=\"/metrics\">/metrics</a>: the exporter's own counters (with --db, the history's change points too).</p>\
 <p>/probe?target=HOST[:PORT]: one test against an allowed wirerate server.</p>\n";
 
 pub fn now_unix_s() -> f64 {
@@ -318,17 +344,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if !(a.timeout_margin.is_finite() && a.timeout_margin >= 0.0) {
         return usage("--timeout-margin must be 0 or more seconds");
     }
+    if !(a.changes_every.is_finite() && (0.0..=1e9).contains(&a.changes_every)) {
+        return usage("--changes-every must be 0 or more seconds");
+    }
     let allow = parse_allow(&a.allow)?;
     let modules = match &a.config {
         Some(p) => probe::load_modules(p)?,
         None => BTreeMap::new(),
     };
     let store = match &a.db {
-        Some(db) => Some(Mutex::new(super::results::open_for_write(Some(
+        Some(db) => Some(Arc::new(Mutex::new(super::results::open_for_write(Some(
             db.clone(),
-        ))?)),
+        ))?))),
         None => None,
     };
+    let sources = more_sources(&a, store.as_ref());
     let exporter = Arc::new(Exporter {
         allow,
         modules,
@@ -339,7 +369,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         busy: Mutex::new(HashSet::new()),
         counters: Counters::default(),
         started_unix_s: now_unix_s(),
-        sources: more_sources(&a),
+        sources,
     });
     let handler: Handler = {
         let e = exporter.clone();

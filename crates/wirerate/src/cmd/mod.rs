@@ -6,6 +6,7 @@ pub mod compare;
 pub mod completions;
 pub mod daemon;
 pub mod exporter;
+pub mod exporter_changes;
 pub mod findmax;
 pub mod habits;
 pub mod history;

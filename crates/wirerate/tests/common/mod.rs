@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod history;
 pub mod lab;
 pub mod prom;
 

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{free_port, wait_listening, wr};
 
@@ -139,4 +139,78 @@ pub fn url_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// A Prometheus on a free loopback port with its own config and storage in `dir`; ended by
+/// its PID when dropped.
+pub struct Prometheus {
+    pub proc: Proc,
+    pub web: SocketAddr,
+    log: PathBuf,
+}
+
+impl Prometheus {
+    pub fn start(dir: &Path, config: &str) -> Prometheus {
+        let file = dir.join("prometheus.yml");
+        std::fs::write(&file, config).unwrap();
+        let web = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = dir.join("prometheus.log");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn prometheus");
+        Prometheus {
+            proc: Proc(child),
+            web,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GETs `path` of Prometheus' API until `done` takes its JSON answer (and returns what
+    /// it returned), for at most `limit`; panics with Prometheus' log after that, or when
+    /// it exits.
+    pub fn wait_for<T>(
+        &mut self,
+        path: &str,
+        limit: Duration,
+        done: impl Fn(&serde_json::Value) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        let mut last = String::new();
+        loop {
+            if Instant::now() > deadline {
+                panic!(
+                    "{path}: not there in {limit:?}: {last}\nits log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            if let Ok(Some(status)) = self.proc.0.try_wait() {
+                panic!("prometheus exited ({status}):\n{}", self.log());
+            }
+            if TcpStream::connect_timeout(&self.web, Duration::from_millis(200)).is_err() {
+                continue;
+            }
+            let (status, body) = get(self.web, path, &[]);
+            last = body;
+            if status != 200 {
+                continue;
+            }
+            if let Some(v) = serde_json::from_str(&last).ok().as_ref().and_then(&done) {
+                return v;
+            }
+        }
+    }
 }
