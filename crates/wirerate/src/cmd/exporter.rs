@@ -116,7 +116,12 @@ fn allowed(allow: &[Allowed], target: &str) -> Option<String> {
     allow
         .iter()
         .any(|a| a.host == host && (a.port.is_none() || a.port == port))
-        .then(|| format!("{host}:{}", port.unwrap_or(super::run::DEFAULT_PORT)))
+        .then(|| {
+            format!(
+                "{host}:{}",
+                port.unwrap_or(wirerate_core::spec::DEFAULT_PORT)
+            )
+        })
 }
 
 /// The exporter's own counters.
@@ -253,7 +258,7 @@ impl Exporter {
             );
         }
         if let (Some(store), Some(r)) = (&self.store, &o.result) {
-            if !super::run::save(&mut lock(store), r, p.module.as_deref(), None) {
+            if !super::results::save(&mut lock(store), r, p.module.as_deref(), None) {
                 self.counters.unstored.fetch_add(1, Ordering::Relaxed);
             }
         }
