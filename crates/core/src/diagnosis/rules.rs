@@ -299,9 +299,11 @@ fn reconcile(a: &mut Analysis) {
         .filter(|f| f.bottleneck != Bottleneck::Reordering)
         .map(|f| f.score)
         .fold(0.0, f64::max);
+    // reordering that made the sender back off stands on its own figures; the note-only kind
+    // goes when anything else explains the rate
     if others >= SUPPORT_SCORE {
         a.findings
-            .retain(|f| f.bottleneck != Bottleneck::Reordering);
+            .retain(|f| f.bottleneck != Bottleneck::Reordering || f.score >= SUPPORT_SCORE);
     }
 }
 
