@@ -147,7 +147,7 @@ fn reordering(r: &RunResult, l: &FlowLoss, a: &mut Analysis) {
     let one_host = view::same_host(r);
     a.note(reordering_note(l, one_host));
     let h = Host::sending(l.flow);
-    let score = reordering_score(r, l, reorder, mostly, one_host);
+    let score = reordering_score(r, l, mostly, one_host);
     let mut f = Finding::new(
         Bottleneck::Reordering,
         score,
@@ -226,16 +226,12 @@ fn reordering_note(l: &FlowLoss, one_host: bool) -> String {
 /// bound: the congestion rule's test, on the retransmits taken for loss), most were
 /// spurious, the sender saw reordering, the rate is below the wire and the ends are on two
 /// hosts (on one host it is the stack's own); otherwise a candidate.
-fn reordering_score(
-    r: &RunResult,
-    l: &FlowLoss,
-    reorder: Option<u64>,
-    mostly: bool,
-    one_host: bool,
-) -> f64 {
-    let seen = l.reord_seen.unwrap_or(0) > 0
-        || l.reordering.is_some_and(|d| d > DEFAULT_REORDERING)
-        || reorder.unwrap_or(0) > 0;
+fn reordering_score(r: &RunResult, l: &FlowLoss, mostly: bool, one_host: bool) -> f64 {
+    // the sender saw reordering at least as often as it retransmitted for nothing, or
+    // came to expect more than it starts with: a few sightings beside many spurious
+    // retransmits (cores of one busy kernel reordering a flow) are not a reordering path
+    let seen = l.reord_seen.is_some_and(|n| n > 0 && n >= l.spurious)
+        || l.reordering.is_some_and(|d| d > DEFAULT_REORDERING);
     let p = if l.segs > 0 {
         l.spurious as f64 / l.segs as f64
     } else {

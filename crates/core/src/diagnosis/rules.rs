@@ -293,6 +293,18 @@ fn reconcile(a: &mut Analysis) {
                 .into(),
         );
     }
+    // retransmits taken for loss where a CPU was the limit: the reordering came with the
+    // rate, it did not set it (two busy cores of one kernel reorder a flow too)
+    let cpu = [
+        Bottleneck::SenderCpu,
+        Bottleneck::ReceiverCpu,
+        Bottleneck::HostCpu,
+    ]
+    .into_iter()
+    .any(|b| a.score(b) >= SUPPORT_SCORE);
+    if cpu {
+        a.cap(Bottleneck::Reordering, SYMPTOM_SCORE);
+    }
     let others = a
         .findings
         .iter()
