@@ -204,10 +204,16 @@ fn reordering_note(l: &FlowLoss, one_host: bool) -> String {
         ""
     };
     let how = if l.spurious_source == ACCOUNT_SOURCE {
-        "arrived twice: the receiver received all but the segments the path lost".to_string()
+        format!(
+            "{} of them spurious, arriving twice (the receiver received every segment sent but \
+             the {} the path lost)",
+            l.spurious,
+            l.never_arrived.unwrap_or(0)
+        )
     } else {
         format!(
-            "reported as duplicates by the receiver (DSACK, {})",
+            "{} reported as duplicates by the receiver (DSACK, {})",
+            l.spurious,
             if l.spurious_source.is_empty() {
                 "TcpExt"
             } else {
@@ -216,8 +222,8 @@ fn reordering_note(l: &FlowLoss, one_host: bool) -> String {
         )
     };
     format!(
-        "{} retransmits, {} {how}: segments arrived out of order{where_}; they are not loss",
-        l.retrans, l.spurious
+        "{} retransmits, {how}: segments arrived out of order{where_}; they are not loss",
+        l.retrans
     )
 }
 

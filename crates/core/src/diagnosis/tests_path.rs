@@ -131,3 +131,22 @@ fn reordering_the_sender_took_for_loss_is_named_reordering() {
     (t.reord_seen, t.reordering) = (Some(0), Some(3));
     assert_ne!(diagnose(&r).bottleneck, Bottleneck::Reordering);
 }
+
+#[test]
+fn reordering_beside_a_starved_receiver_is_only_a_note() {
+    // in a lab whose receiver shared its core with a busy process, the two busy cores
+    // reordered the flow: the receiver's CPU is the verdict, the reordering a note
+    let mut r = reordered_run(3);
+    r.streams[0].receiver.run_s = Some(1.0);
+    r.streams[0].receiver.wait_s = Some(8.0);
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::ReceiverCpu, "{d:#?}");
+    assert!(d.candidates.iter().all(|c| c.bottleneck != Bottleneck::Reordering));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("of them spurious, arriving twice")),
+        "{:?}",
+        d.notes
+    );
+}
