@@ -88,7 +88,9 @@ impl LabSpec {
         self.path.validate().map_err(invalid)?;
         if !self.path.is_plain() && self.bridged() {
             return Err(invalid(
-                "delay, jitter, loss and reordering are for a lab of two hosts".to_string(),
+                "--delay, --jitter, --loss and --reorder need a lab of two hosts: a bridged \
+                 lab (three or more) has no delay line on its links yet"
+                    .to_string(),
             ));
         }
         Ok(())

@@ -171,11 +171,22 @@ pub fn candidates(proc_cgroup: &str, mountinfo: &str) -> Vec<CgroupDir> {
     out
 }
 
-/// This process's cgroup with the cpu controller, or None.
+/// This process's cgroup with the cpu controller, or None. Where this process's own mounts
+/// do not show it, the first process's do, through its root: `ip netns exec` (how a lab's
+/// hosts run) mounts a sysfs of its own over `/sys`, hiding the cgroup mounts below it.
 pub fn locate_self() -> Option<CgroupDir> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    candidates(&cg, &mi).into_iter().find(has_cpu_controller)
+    candidates(&cg, &mi)
+        .into_iter()
+        .find(has_cpu_controller)
+        .or_else(|| {
+            let init = std::fs::read_to_string("/proc/1/mountinfo").ok()?;
+            candidates(&cg, &init)
+                .into_iter()
+                .map(|c| c.under(Path::new("/proc/1/root")))
+                .find(has_cpu_controller)
+        })
 }
 
 /// v1: the hierarchy has the controller by construction. v2: a non-root cgroup has
@@ -240,6 +251,16 @@ fn read(p: &Path) -> Option<String> {
 }
 
 impl CgroupDir {
+    /// The same directory seen through another root (`/proc/1/root`).
+    pub fn under(self, root: &Path) -> CgroupDir {
+        let at = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+        CgroupDir {
+            version: self.version,
+            dir: at(&self.dir),
+            mount: at(&self.mount),
+        }
+    }
+
     /// This directory's own quota in cores: Some(None) when unlimited, None when unread.
     fn own_limit(&self, dir: &Path) -> Option<Option<f64>> {
         match self.version {

@@ -201,3 +201,16 @@ fn a_real_quota_throttles() {
     assert!(d.throttled_s.is_some_and(|s| s > 0.0), "{d:?}");
     assert!(!dir.exists());
 }
+
+#[test]
+fn a_cgroup_is_seen_through_another_root() {
+    let c = CgroupDir {
+        version: Version::V1,
+        dir: PathBuf::from("/sys/fs/cgroup/cpu/lab"),
+        mount: PathBuf::from("/sys/fs/cgroup/cpu"),
+    }
+    .under(Path::new("/proc/1/root"));
+    assert_eq!(c.dir, PathBuf::from("/proc/1/root/sys/fs/cgroup/cpu/lab"));
+    assert_eq!(c.mount, PathBuf::from("/proc/1/root/sys/fs/cgroup/cpu"));
+    assert!(c.dir.starts_with(&c.mount));
+}

@@ -731,3 +731,47 @@ fn lab_the_why_names_a_small_window_loss_and_a_deep_queue_on_delayed_paths() {
         assert!(notes(&r).contains("bufferbloat"), "{}", notes(&r));
     }
 }
+
+/// A path that reorders and loses nothing: the retransmits the sender made of frames that
+/// were only late are told from loss by the segments' own account (sent against received),
+/// and the verdict names the reordering, not congestion.
+#[test]
+fn lab_reordering_is_named_reordering_not_loss() {
+    let test = "lab_reordering_is_named_reordering_not_loss";
+    if skip_unless_root(test) {
+        return;
+    }
+    // a queue deep enough that the bottleneck drops nothing: every gap is reordering
+    let lab = Lab::up(
+        "pro",
+        &[
+            "--rate",
+            "100M",
+            "--delay",
+            "5ms",
+            "--reorder",
+            "2%",
+            "--buffer",
+            "50ms",
+        ],
+    );
+    let r = wirerate_in_lab(&lab, &["-t", "5", "-O", "1", "-C", "cubic", "--no-store"]);
+    let d = &r["summary"]["diagnosis"];
+    let ba = &path_report(&lab)["ba"];
+    assert!(ba["reordered"].as_u64().unwrap() > 100, "{ba}");
+    let lost = ba["dropped_queue"].as_u64().unwrap() + ba["dropped_loss"].as_u64().unwrap();
+    assert_eq!(lost, 0, "the path dropped frames: {ba}");
+    let retrans = r["streams"][0]["tcp_sender"]["retransmits_total"]
+        .as_u64()
+        .unwrap();
+    assert!(retrans > 0, "no retransmits to tell apart: {d}");
+    assert_eq!(d["bottleneck"], "reordering", "{d}");
+    let congestion = d["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["bottleneck"] == "congestion")
+        .map_or(0.0, |c| c["score"].as_f64().unwrap());
+    assert!(congestion < 0.5, "congestion {congestion}: {d}");
+    assert!(d.to_string().contains("tcpi_reord_seen"), "{d}");
+}

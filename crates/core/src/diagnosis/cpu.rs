@@ -177,6 +177,17 @@ pub(super) fn sender(r: &RunResult) -> Option<Finding> {
             f.evidence.splice(0..0, ev);
         }
     }
+    // a quota that bit is the cause a busy or starved thread only shows: it leads
+    if let Some((score, head, ev, advice)) = throttling(r, thread, true)
+        .into_iter()
+        .filter(|p| p.0 >= 0.7)
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+    {
+        f.score = f.score.max(score);
+        f.headline = head;
+        f.advice = advice;
+        f.evidence.splice(0..0, ev);
+    }
     if udp_loss {
         f.score = f.score.min(0.9);
     }
@@ -352,7 +363,7 @@ pub(super) fn receiver(r: &RunResult) -> Option<Finding> {
     }
     parts.extend(starvation(r, false));
     let first_quota = parts.len();
-    parts.extend(throttling(r, thread));
+    parts.extend(throttling(r, thread, false));
     let best = parts
         .iter()
         .enumerate()
@@ -442,18 +453,23 @@ fn starvation(r: &RunResult, sending: bool) -> Option<Part> {
     Some((score, head, vec![ev], advice))
 }
 
-/// The receiving hosts' cgroups: throttled for a share of the window, or a quota under
-/// one core that the receiving thread used up.
-fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
+/// The sending or receiving hosts' cgroups: throttled for a share of the window, or a
+/// quota under one core that the end's busiest thread used up.
+fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>, sending: bool) -> Vec<Part> {
+    let (role, b) = if sending {
+        ("sending", Bottleneck::SenderCpu)
+    } else {
+        ("receiving", Bottleneck::ReceiverCpu)
+    };
     let mut out = Vec::new();
-    for h in view::hosts(r, false) {
+    for h in view::hosts(r, sending) {
         let Some(e) = h.evidence(r) else { continue };
         let Some(cg) = e.cgroup else { continue };
         let window = view::window_s(r, e);
         if let Some(share) = cg.throttled_s.and_then(|t| percent(t, window)) {
             let score = ramp(share, THROTTLED_PERCENT, 30.0);
             let ev = item(
-                Bottleneck::ReceiverCpu,
+                b,
                 h.name(),
                 "cgroup throttled time",
                 Fig {
@@ -463,7 +479,7 @@ fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
                 },
                 "cgroup cpu.stat",
                 format!(
-                    "{}: CPU quota throttled the receiving side {} of the window{} \
+                    "{}: CPU quota throttled the {role} side {} of the window{} \
                      (limiting from {})",
                     h.name(),
                     pct(share),
@@ -473,11 +489,15 @@ fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
                 ),
             );
             let head = format!(
-                "the {}'s CPU quota throttled it {} of the window",
+                "the {}'s CPU quota{} throttled its {role} end {} of the window{}",
                 h.name(),
-                pct(share)
+                cg.limit_cores
+                    .map_or(String::new(), |l| format!(" of {l:.2} cores")),
+                pct(share),
+                cg.nr_throttled
+                    .map_or(String::new(), |n| format!(", in {n} periods"))
             );
-            out.push((score, head, vec![ev], quota_advice(h, cg.limit_cores)));
+            out.push((score, head, vec![ev], quota_advice(h, cg.limit_cores, role)));
         }
         if let (Some(limit), Some((t, th))) = (cg.limit_cores, thread) {
             if limit > 0.0
@@ -486,7 +506,7 @@ fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
                 && t.percent / 100.0 >= QUOTA_USED_RATIO * limit
             {
                 let ev = item(
-                    Bottleneck::ReceiverCpu,
+                    b,
                     h.name(),
                     "cgroup CPU limit",
                     Fig {
@@ -494,25 +514,25 @@ fn throttling(r: &RunResult, thread: Option<(ThreadLoad, Host)>) -> Vec<Part> {
                         unit: "cores",
                         threshold: Some(1.0),
                     },
-                    "cgroup cpu.max",
+                    "cgroup CPU quota",
                     format!(
-                        "{}: CPU quota {limit:.2} cores, and the receiving thread used {} of a core",
+                        "{}: CPU quota {limit:.2} cores, and the {role} thread used {} of a core",
                         h.name(),
                         pct(t.percent)
                     ),
                 );
                 let head = format!(
-                    "the receiving thread used the {}'s whole CPU quota of {limit:.2} cores",
+                    "the {role} thread used the {}'s whole CPU quota of {limit:.2} cores",
                     h.name()
                 );
-                out.push((0.8, head, vec![ev], quota_advice(h, Some(limit))));
+                out.push((0.8, head, vec![ev], quota_advice(h, Some(limit), role)));
             }
         }
     }
     out
 }
 
-fn quota_advice(h: Host, limit: Option<f64>) -> Vec<String> {
+fn quota_advice(h: Host, limit: Option<f64>, role: &str) -> Vec<String> {
     let now = limit.map_or(String::new(), |l| format!(" (now {l:.2} cores)"));
     vec![
         format!(
@@ -520,7 +540,7 @@ fn quota_advice(h: Host, limit: Option<f64>) -> Vec<String> {
              (`cpu.max`; a container's `--cpus`)",
             h.name()
         ),
-        "or run the receiver outside the limited cgroup".into(),
+        format!("or run the {role} end outside the limited cgroup"),
     ]
 }
 

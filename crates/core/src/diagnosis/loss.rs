@@ -1,9 +1,17 @@
-//! Loss: retransmits told apart into real loss and spurious ones (DSACK), the real loss
-//! rate held to NDT's thresholds and the Mathis bound, and reordering as a note.
+//! Loss: retransmits told apart into real loss and spurious ones, the real loss rate held
+//! to NDT's thresholds and the Mathis bound, and reordering: a note where it cost little,
+//! the verdict where the sender took a path's reordering for loss.
+//!
+//! Spurious retransmits are counted two ways, and the larger count is kept: the duplicates
+//! the receiver reported (DSACK), and the segments' own account, when both ends' TCP_INFO
+//! is known: the segments the senders sent that never reached the receivers are the real
+//! loss, and the retransmits beyond them arrived twice. DSACK alone misses most of them on
+//! a reordering path (a receiver reports one duplicate block an acknowledgement).
 
 use super::rules::{
     item, Analysis, Fig, Finding, HEAVY_LOSS, LOSS_RATE, MATHIS_SLACK, NEAR_WIRE_EFFICIENCY,
-    NOT_LOSS_BOUND, RETRANSMITS_PER_S, SPURIOUS_SHARE, SYMPTOM_SCORE, WIRE_EFFICIENCY,
+    NOT_LOSS_BOUND, RETRANSMITS_PER_S, SPURIOUS_SHARE, SUPPORT_SCORE, SYMPTOM_SCORE,
+    WIRE_EFFICIENCY,
 };
 use super::text::{micros, pct, rate};
 use super::view::{self, counter, percent, Host};
@@ -20,6 +28,13 @@ struct FlowLoss {
     segs: u64,
     spurious: u64,
     spurious_source: &'static str,
+    /// Data segments the senders sent that the receivers never counted, when both ends'
+    /// TCP_INFO is known.
+    never_arrived: Option<u64>,
+    /// The senders' reordering evidence: times they saw reordering (tcpi_reord_seen) and
+    /// the largest reordering degree they came to (tcpi_reordering, 3 at the start).
+    reord_seen: Option<u64>,
+    reordering: Option<u64>,
     mss: Option<u64>,
     rtt_us: Option<f64>,
     streams: usize,
@@ -37,13 +52,20 @@ fn flow_loss(r: &RunResult, flow: Flow) -> Option<FlowLoss> {
     let ext = Host::sending(flow)
         .evidence(r)
         .and_then(|e| e.tcp_ext.clone());
-    let (spurious, spurious_source) = match view::sum_seen(infos.iter().map(|t| t.dsack_dups)) {
-        Some(d) => (d, "TCP_INFO"),
-        None => match counter(&ext, "TCPDSACKRecv").or_else(|| counter(&ext, "TCPDSACKUndo")) {
-            Some(d) => (d, "TcpExt"),
-            None => (0, ""),
-        },
-    };
+    let (mut spurious, mut spurious_source) =
+        match view::sum_seen(infos.iter().map(|t| t.dsack_dups)) {
+            Some(d) => (d, "TCP_INFO"),
+            None => match counter(&ext, "TCPDSACKRecv").or_else(|| counter(&ext, "TCPDSACKUndo")) {
+                Some(d) => (d, "TcpExt"),
+                None => (0, ""),
+            },
+        };
+    let never_arrived = never_arrived(r, flow);
+    if let Some(twice) = never_arrived.map(|n| retrans.saturating_sub(n)) {
+        if twice > spurious {
+            (spurious, spurious_source) = (twice, ACCOUNT_SOURCE);
+        }
+    }
     let rtts: Vec<f64> = infos
         .iter()
         .filter_map(|t| t.rtt_us.or(t.min_rtt_us))
@@ -59,6 +81,9 @@ fn flow_loss(r: &RunResult, flow: Flow) -> Option<FlowLoss> {
         segs,
         spurious: spurious.min(retrans),
         spurious_source,
+        never_arrived,
+        reord_seen: view::sum_seen(infos.iter().map(|t| t.reord_seen)),
+        reordering: infos.iter().filter_map(|t| t.reordering).max(),
         mss: infos.iter().filter_map(|t| t.snd_mss).max(),
         rtt_us: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
         streams: infos.len().max(1),
@@ -69,6 +94,22 @@ fn flow_loss(r: &RunResult, flow: Flow) -> Option<FlowLoss> {
             r.summary.goodput_bps
         },
     })
+}
+
+/// Where a spurious count from the segments' own account comes from.
+const ACCOUNT_SOURCE: &str = "TCP_INFO of both ends";
+
+/// Data segments a flow's senders sent (retransmits included) less those its receivers
+/// received (duplicates included): the segments the path lost. None unless every stream
+/// has both counts. The sender reads its count after the receiver closed, the receiver at
+/// its end of data, so only retransmits still in flight then are counted lost.
+fn never_arrived(r: &RunResult, flow: Flow) -> Option<u64> {
+    let (mut out, mut inn) = (0u64, 0u64);
+    for s in view::streams_of(r, flow) {
+        out = out.saturating_add(s.tcp_sender.as_ref()?.data_segs_out?);
+        inn = inn.saturating_add(s.tcp_receiver.as_ref()?.data_segs_in?);
+    }
+    (out > 0).then(|| out.saturating_sub(inn))
 }
 
 /// Loss and reordering over every flow: a congestion finding for the worst flow, and a
@@ -104,33 +145,20 @@ fn reordering(r: &RunResult, l: &FlowLoss, a: &mut Analysis) {
         return;
     }
     let one_host = view::same_host(r);
-    // on one host a stream's segments leave from two cores, the sending thread's and the one
-    // that processes the ACKs releasing more, through two backlog queues: measured over
-    // loopback, a sender and receiver pinned to two cores still saw about 300 reorderings
-    // (TcpExt TCPSACKReorder) and 960 spurious retransmits in 3 s
-    let where_ = if one_host {
-        " (on one host: the sending thread's core and the core that processes the ACKs both \
-         send, each through its own queue)"
-    } else {
-        ""
-    };
-    a.note(format!(
-        "{} retransmits, {} reported as duplicates by the receiver (DSACK, {}): segments \
-         arrived out of order{where_}; they are not loss",
-        l.retrans,
-        l.spurious,
-        if l.spurious_source.is_empty() {
-            "TcpExt"
-        } else {
-            l.spurious_source
-        }
-    ));
+    a.note(reordering_note(l, one_host));
+    let h = Host::sending(l.flow);
+    let score = reordering_score(r, l, mostly, one_host);
     let mut f = Finding::new(
         Bottleneck::Reordering,
-        SYMPTOM_SCORE,
-        format!("{} of {} retransmits were spurious", l.spurious, l.retrans),
+        score,
+        format!(
+            "{} of {} retransmits were spurious{}",
+            l.spurious,
+            l.retrans,
+            l.never_arrived
+                .map_or(String::new(), |n| format!(" (the path lost {n} segments)"))
+        ),
     );
-    let h = Host::sending(l.flow);
     f.evidence.push(item(
         Bottleneck::Reordering,
         h.name(),
@@ -142,22 +170,142 @@ fn reordering(r: &RunResult, l: &FlowLoss, a: &mut Analysis) {
         },
         l.spurious_source,
         format!(
-            "{}: {} of {} retransmits reported as duplicates (spurious from {})",
+            "{}: {} of {} retransmits {} (spurious from {})",
             h.name(),
             l.spurious,
             l.retrans,
+            if l.spurious_source == ACCOUNT_SOURCE {
+                format!(
+                    "reached the receiver twice: it received all but {} of the segments sent",
+                    l.never_arrived.unwrap_or(0)
+                )
+            } else {
+                "reported as duplicates".into()
+            },
             pct(SPURIOUS_SHARE * 100.0)
         ),
     ));
-    f.advice = vec![if one_host {
-        "reordering costs little with DSACK undo; on one host it comes from the stack, not a path"
-            .into()
-    } else {
-        "reordering costs little with DSACK undo; a path that spreads one flow over links \
-         (ECMP, a bond, a multipath tunnel) reorders it"
-            .into()
-    }];
+    if score >= SUPPORT_SCORE {
+        f.evidence.push(reordering_seen_item(h, l, reorder));
+    }
+    f.advice = reordering_advice(l, one_host);
     a.add(Some(f));
+}
+
+fn reordering_note(l: &FlowLoss, one_host: bool) -> String {
+    // on one host a stream's segments leave from two cores, the sending thread's and the one
+    // that processes the ACKs releasing more, through two backlog queues: measured over
+    // loopback, a sender and receiver pinned to two cores still saw about 300 reorderings
+    // (TcpExt TCPSACKReorder) and 960 spurious retransmits in 3 s
+    let where_ = if one_host {
+        " (on one host: the sending thread's core and the core that processes the ACKs both \
+         send, each through its own queue)"
+    } else {
+        ""
+    };
+    let how = if l.spurious_source == ACCOUNT_SOURCE {
+        format!(
+            "{} of them spurious, arriving twice (the receiver received every segment sent but \
+             the {} the path lost)",
+            l.spurious,
+            l.never_arrived.unwrap_or(0)
+        )
+    } else {
+        format!(
+            "{} reported as duplicates by the receiver (DSACK, {})",
+            l.spurious,
+            if l.spurious_source.is_empty() {
+                "TcpExt"
+            } else {
+                l.spurious_source
+            }
+        )
+    };
+    format!(
+        "{} retransmits, {how}: segments arrived out of order{where_}; they are not loss",
+        l.retrans
+    )
+}
+
+/// Reordering is the verdict where the retransmits it caused would hold the rate as loss
+/// (a spurious rate per segment of [`LOSS_RATE`] or more, not too rare for the Mathis
+/// bound: the congestion rule's test, on the retransmits taken for loss), most were
+/// spurious, the sender saw reordering, the rate is below the wire and the ends are on two
+/// hosts (on one host it is the stack's own); otherwise a candidate.
+fn reordering_score(r: &RunResult, l: &FlowLoss, mostly: bool, one_host: bool) -> f64 {
+    // the sender saw reordering at least as often as it retransmitted for nothing, or
+    // came to expect more than it starts with: a few sightings beside many spurious
+    // retransmits (cores of one busy kernel reordering a flow) are not a reordering path
+    let seen = l.reord_seen.is_some_and(|n| n > 0 && n >= l.spurious)
+        || l.reordering.is_some_and(|d| d > DEFAULT_REORDERING);
+    let p = if l.segs > 0 {
+        l.spurious as f64 / l.segs as f64
+    } else {
+        0.0
+    };
+    let at_wire = r
+        .summary
+        .wire
+        .efficiency
+        .is_some_and(|e| e >= WIRE_EFFICIENCY);
+    if one_host || !mostly || !seen || at_wire || p < LOSS_RATE || too_rare(l, p) {
+        return SYMPTOM_SCORE;
+    }
+    0.7 + 0.3 * ((p / LOSS_RATE).log10() / 2.0).clamp(0.0, 1.0)
+}
+
+/// The degree of reordering a Linux sender assumes before it has seen any
+/// (`net.ipv4.tcp_reordering`).
+const DEFAULT_REORDERING: u64 = 3;
+
+fn reordering_seen_item(h: Host, l: &FlowLoss, reorder: Option<u64>) -> EvidenceItem {
+    let mut seen = Vec::new();
+    if let Some(n) = l.reord_seen {
+        seen.push(format!("saw reordering {n} times (tcpi_reord_seen)"));
+    }
+    if let Some(d) = l.reordering {
+        seen.push(format!(
+            "came to a reordering degree of {d} segments (tcpi_reordering, {DEFAULT_REORDERING} at the start)"
+        ));
+    }
+    if let Some(n) = reorder {
+        seen.push(format!(
+            "TcpExt TCPSACKReorder + TCPTSReorder {n} (host-wide)"
+        ));
+    }
+    item(
+        Bottleneck::Reordering,
+        h.name(),
+        "reordering seen by the sender",
+        Fig {
+            value: l.reord_seen.or(reorder).unwrap_or(0) as f64,
+            unit: "count",
+            threshold: None,
+        },
+        "TCP_INFO",
+        format!("{}: the senders {}", h.name(), seen.join("; ")),
+    )
+}
+
+fn reordering_advice(l: &FlowLoss, one_host: bool) -> Vec<String> {
+    if one_host {
+        return vec![
+            "reordering costs little with DSACK undo; on one host it comes from the stack, not a path"
+                .into(),
+        ];
+    }
+    let mut v = vec![
+        "find what reorders the flow: a path that spreads one flow over links (ECMP, a bond, a \
+         multipath tunnel) or a device that queues by packet rather than by flow"
+            .into(),
+        "let the sender wait longer before it takes a gap for loss: RACK \
+         (`net.ipv4.tcp_recovery=1`) and a higher `net.ipv4.tcp_reordering` on the sender"
+            .into(),
+    ];
+    if l.cc.as_deref().is_none_or(|c| !c.starts_with("bbr")) {
+        v.push("`-C bbr`: its rate does not fall with each loss it thinks it saw".into());
+    }
+    v
 }
 
 /// A sender whose congestion control does not take loss as congestion (bbr) and that moved
@@ -201,6 +349,21 @@ pub(super) fn mathis_bps(mss: f64, rtt_us: f64, p: f64) -> Option<f64> {
     (b.is_finite() && b > 0.0).then_some(b)
 }
 
+/// The Mathis bound of a flow at a loss rate `p`, over its streams.
+fn flow_bound(l: &FlowLoss, p: f64) -> Option<f64> {
+    l.mss
+        .zip(l.rtt_us)
+        .and_then(|(m, rtt)| mathis_bps(m as f64, rtt, p))
+        .map(|b| b * l.streams as f64)
+}
+
+/// Loss (or retransmits taken for it) too rare to hold the rate: light, and with a Mathis
+/// bound well above the goodput (at a percent or more, loss holds any sender back, whatever
+/// a tiny RTT makes of the bound).
+fn too_rare(l: &FlowLoss, p: f64) -> bool {
+    p < HEAVY_LOSS && flow_bound(l, p).is_some_and(|b| b > MATHIS_SLACK * l.goodput_bps)
+}
+
 /// The real loss of a flow: its rate per segment and per second, the Mathis bound for
 /// it over the flow's streams, and the score they give.
 struct RealLoss {
@@ -235,15 +398,8 @@ fn real_loss(r: &RunResult, l: &FlowLoss) -> RealLoss {
     } else {
         0.0
     };
-    let bound = l
-        .mss
-        .zip(l.rtt_us)
-        .and_then(|(m, rtt)| mathis_bps(m as f64, rtt, p))
-        .map(|b| b * l.streams as f64);
-    // loss too rare to hold the rate, or a rate at the wire already: not the limit
-    // (only for light loss: at a percent or more, loss holds any sender back, whatever a
-    // tiny RTT makes of the bound)
-    let rare = p < HEAVY_LOSS && bound.is_some_and(|b| b > MATHIS_SLACK * l.goodput_bps);
+    let bound = flow_bound(l, p);
+    let rare = too_rare(l, p);
     // at (or within a few percent of) the wire, light loss is how a loss-based sender
     // finds the link's rate, not what holds it below it
     let at_wire = r

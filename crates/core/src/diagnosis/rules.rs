@@ -293,15 +293,29 @@ fn reconcile(a: &mut Analysis) {
                 .into(),
         );
     }
+    // retransmits taken for loss where a CPU was the limit: the reordering came with the
+    // rate, it did not set it (two busy cores of one kernel reorder a flow too)
+    let cpu = [
+        Bottleneck::SenderCpu,
+        Bottleneck::ReceiverCpu,
+        Bottleneck::HostCpu,
+    ]
+    .into_iter()
+    .any(|b| a.score(b) >= SUPPORT_SCORE);
+    if cpu {
+        a.cap(Bottleneck::Reordering, SYMPTOM_SCORE);
+    }
     let others = a
         .findings
         .iter()
         .filter(|f| f.bottleneck != Bottleneck::Reordering)
         .map(|f| f.score)
         .fold(0.0, f64::max);
+    // reordering that made the sender back off stands on its own figures; the note-only kind
+    // goes when anything else explains the rate
     if others >= SUPPORT_SCORE {
         a.findings
-            .retain(|f| f.bottleneck != Bottleneck::Reordering);
+            .retain(|f| f.bottleneck != Bottleneck::Reordering || f.score >= SUPPORT_SCORE);
     }
 }
 

@@ -356,7 +356,9 @@ fn throttled_receiver_is_receiver_cpu_not_the_window() {
     assert_thresholds(&d);
     assert_eq!(d.evidence[0].threshold, Some(10.0));
     assert!(
-        d.verdict.contains("throttled it 30 % of the window"),
+        d.verdict.contains(
+            "the server's CPU quota of 0.50 cores throttled its receiving end 30 % of the window, in 95 periods"
+        ),
         "{}",
         d.verdict
     );
@@ -371,6 +373,33 @@ fn throttled_receiver_is_receiver_cpu_not_the_window() {
         d.notes
     );
     assert!(d.advice[0].contains("cpu.max"), "{:?}", d.advice);
+}
+
+#[test]
+fn throttled_sender_is_named_by_its_quota() {
+    // a sending thread at 45 % of a core looks starved, not saturated: the quota is why
+    let mut r = tcp_run();
+    r.summary.goodput_bps = 2e9;
+    r.streams[0].sender = side(4.5);
+    r.evidence.client.as_mut().unwrap().cgroup = Some(CgroupCpu {
+        limit_cores: Some(0.5),
+        nr_throttled: Some(98),
+        throttled_s: Some(4.0),
+    });
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::SenderCpu, "{d:#?}");
+    assert!(
+        d.verdict
+            .contains("the client's CPU quota of 0.50 cores throttled its sending end 40 %"),
+        "{}",
+        d.verdict
+    );
+    assert_eq!(d.evidence[0].source, "cgroup cpu.stat");
+    assert!(d.evidence[0].text.contains("in 98 periods"), "{d:#?}");
+    assert!(d.advice[1].contains("sending end"), "{:?}", d.advice);
+    // the same thread with no quota is no sender CPU verdict
+    r.evidence.client.as_mut().unwrap().cgroup = None;
+    assert_ne!(diagnose(&r).bottleneck, Bottleneck::SenderCpu);
 }
 
 #[test]

@@ -82,3 +82,71 @@ fn loss_a_bbr_sender_moved_far_past_did_not_set_its_rate() {
     assert_eq!(d.bottleneck, Bottleneck::Congestion, "{d:#?}");
     assert!(d.notes.iter().all(|n| !n.contains("does not take loss")));
 }
+
+/// A path that reorders 2 % of its frames (100 Mbit/s, 5 ms each way): the sender took the
+/// gaps for loss and retransmitted half its segments, the receiver reported few of them as
+/// duplicates (DSACK), but it received every segment the sender sent but `lost`.
+fn reordered_run(lost: u64) -> RunResult {
+    let mut r = lab_run(24.1e6, 94.15e6, "cubic", 11.2, 10.1, 34_483);
+    let t = sender(&mut r);
+    t.segs_out = Some(67_063);
+    t.data_segs_out = Some(67_063);
+    t.dsack_dups = Some(552);
+    t.reord_seen = Some(1_310);
+    t.reordering = Some(40);
+    r.streams[0].tcp_receiver.as_mut().unwrap().data_segs_in = Some(67_063 - lost);
+    r
+}
+
+#[test]
+fn reordering_the_sender_took_for_loss_is_named_reordering() {
+    let d = diagnose(&reordered_run(3));
+    assert_eq!(d.bottleneck, Bottleneck::Reordering, "{d:#?}");
+    assert!(
+        d.verdict.contains("the path lost 3 segments"),
+        "{}",
+        d.verdict
+    );
+    assert!(
+        d.evidence
+            .iter()
+            .any(|e| e.text.contains("tcpi_reord_seen") && e.text.contains("tcpi_reordering")),
+        "{d:#?}"
+    );
+    // the real loss is what never arrived: no congestion candidate past its threshold
+    assert!(d
+        .candidates
+        .iter()
+        .all(|c| c.bottleneck != Bottleneck::Congestion || c.score < 0.5));
+    // the same retransmits where the receiver did miss the segments: loss, as before
+    let d = diagnose(&reordered_run(34_000));
+    assert_eq!(d.bottleneck, Bottleneck::Congestion, "{d:#?}");
+    // without the receiver's count, DSACK alone cannot tell (552 of 34 483): still loss
+    let mut r = reordered_run(3);
+    r.streams[0].tcp_receiver = None;
+    assert_eq!(diagnose(&r).bottleneck, Bottleneck::Congestion);
+    // a sender that never saw reordering is not told it reordered: a candidate only
+    let mut r = reordered_run(3);
+    let t = sender(&mut r);
+    (t.reord_seen, t.reordering) = (Some(0), Some(3));
+    assert_ne!(diagnose(&r).bottleneck, Bottleneck::Reordering);
+}
+
+#[test]
+fn reordering_beside_a_starved_receiver_is_only_a_note() {
+    // in a lab whose receiver shared its core with a busy process, the two busy cores
+    // reordered the flow: the receiver's CPU is the verdict, the reordering a note
+    let mut r = reordered_run(3);
+    r.streams[0].receiver.run_s = Some(1.0);
+    r.streams[0].receiver.wait_s = Some(8.0);
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::ReceiverCpu, "{d:#?}");
+    assert!(d.candidates.iter().all(|c| c.bottleneck != Bottleneck::Reordering));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("of them spurious, arriving twice")),
+        "{:?}",
+        d.notes
+    );
+}
