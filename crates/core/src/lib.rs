@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod report;
 pub mod result;
 mod result_check;
+pub mod rpm;
 pub mod rr;
 pub mod saved;
 pub mod saved_iperf3;

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod repeat;
 pub mod report;
 pub mod results;
+pub mod rpm;
 pub mod rr;
 pub mod run;
 pub mod serve;
