@@ -4,7 +4,8 @@
 //! A probe is a new TCP connection to the server's port whose data hello carries the running
 //! session's token and the stream id [`PROBE_STREAM_ID`], followed by one byte; the server
 //! answers each byte with one byte. The client times the connect (the handshake's round
-//! trip) and the request/response on the new connection, then closes.
+//! trip) and, once the first byte has come back, a second 1-byte request/response on the new
+//! connection (the first waits for the server to route the connection), then closes.
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
@@ -20,11 +21,11 @@ use wirerate_proto::{DataHello, Token};
 use crate::net::read_exact_by;
 
 /// Probe connections one server serves at once; more are closed at once.
-pub const MAX_PROBES_SERVED: usize = 32;
+pub const MAX_PROBES_SERVED: usize = 64;
 /// Exchanges one probe connection may make (a probe makes one).
 const MAX_EXCHANGES: u32 = 1000;
 /// Probes one client keeps in flight; a probe due while this many wait is skipped.
-pub const MAX_PROBES_IN_FLIGHT: usize = 16;
+pub const MAX_PROBES_IN_FLIGHT: usize = 48;
 /// How long a probe waits for its connect and for its answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -200,9 +201,14 @@ fn probe(addr: SocketAddr, token: Token, epoch: Instant, tos: Option<u8>) -> Opt
     };
     let mut out = hello.emit().to_vec();
     out.push(1);
-    let t2 = Instant::now();
     let mut b = [0u8; 1];
-    let answered = sock.write_all(&out).is_ok()
+    // the first answer waits for the server to route the new connection (its accept, a
+    // thread): untimed; the second is the path's round trip and a byte's echo
+    let routed = sock.write_all(&out).is_ok()
+        && read_exact_by(&mut sock, &mut b, Instant::now() + PROBE_TIMEOUT).is_ok();
+    let t2 = Instant::now();
+    let answered = routed
+        && sock.write_all(&b).is_ok()
         && read_exact_by(&mut sock, &mut b, t2 + PROBE_TIMEOUT).is_ok();
     let t3 = Instant::now();
     Some(ProbeSample {
