@@ -6,6 +6,7 @@
 
 pub mod assemble;
 pub mod diagnosis;
+pub mod dscp;
 pub mod evidence;
 pub mod facts;
 pub mod latency;

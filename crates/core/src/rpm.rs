@@ -28,6 +28,12 @@ pub struct RpmSpec {
     pub warmup_s: f64,
     /// Foreign probes per second (each a new connection).
     pub probe_rate_hz: f64,
+    /// DSCP of the loaded flows (both sides' data sockets) and of the probes (the client's
+    /// side, from the SYN on); None leaves the sockets unmarked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_dscp: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_dscp: Option<u8>,
 }
 
 /// The most foreign probes per second an rpm run may send (the draft's cap is 100).
@@ -49,6 +55,14 @@ impl RpmSpec {
             return Err(format!(
                 "rpm probes must be 1 to {MAX_PROBE_RATE_HZ} per second"
             ));
+        }
+        if self
+            .load_dscp
+            .into_iter()
+            .chain(self.probe_dscp)
+            .any(|d| d > 63)
+        {
+            return Err("a DSCP is 0 to 63".into());
         }
         Ok(())
     }
@@ -367,15 +381,28 @@ pub fn queue_bytes(added_ms: f64, rate_bps: f64) -> u64 {
     (added_ms / 1000.0 * rate_bps / 8.0).round() as u64
 }
 
+/// From this RPM on, responsiveness is rated high.
+pub const HIGH_RPM: f64 = 1000.0;
+
 /// The draft's rating words, by RPM: below 300 low, to 1000 medium, above high (the
 /// thresholds Apple's networkQuality uses for its Low/Medium/High responsiveness).
 pub fn rating(rpm: f64) -> &'static str {
     if rpm < 300.0 {
         "low"
-    } else if rpm < 1000.0 {
+    } else if rpm < HIGH_RPM {
         "medium"
     } else {
         "high"
+    }
+}
+
+/// Where a phase's queue builds: the egress of the loaded direction's sender side of the
+/// bottleneck.
+fn where_queued(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Download => "on the path server to client",
+        Phase::Upload => "on the path client to server",
+        Phase::Bidir | Phase::Idle => "on the path, one way or both",
     }
 }
 
@@ -389,19 +416,21 @@ fn verdict(
     };
     let head = format!("responsiveness {} ({:.0} RPM)", rating(rpm), rpm);
     match (q, idle_ms) {
-        (Some(q), Some(idle)) if q.added_ms >= QUEUE_NOTICE_MS && q.added_ms > idle => (
+        (Some(q), Some(idle)) if q.added_ms >= QUEUE_NOTICE_MS => (
             format!(
-                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms): a queue of about {} at {}",
+                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms): a queue of about {} at {} {}",
                 q.phase.name(),
                 q.added_ms,
                 crate::units::format_bytes(q.queue_bytes),
                 crate::units::format_bps(q.rate_bps),
+                where_queued(q.phase),
             ),
-            Some(
+            // a queue that still leaves the path highly responsive needs no change
+            (rpm < HIGH_RPM).then(|| {
                 "shorten the queue at the bottleneck: an AQM (fq_codel or cake) there, a \
                  smaller buffer, or senders that pace (fq with bbr)"
-                    .into(),
-            ),
+                    .into()
+            }),
         ),
         _ => (
             format!("{head}: round trips hold under load (no standing queue)"),

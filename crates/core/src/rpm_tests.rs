@@ -128,6 +128,7 @@ fn summary_names_the_queue_of_the_worst_phase() {
     );
     assert!(r.verdict.contains("responsiveness low"), "{}", r.verdict);
     assert!(r.verdict.contains("400.0 ms"), "{}", r.verdict);
+    assert!(r.verdict.contains("server to client"), "{}", r.verdict);
     assert!(r.advice.is_some());
 }
 
@@ -154,6 +155,8 @@ fn spec_bounds() {
         phase_s: 5.0,
         warmup_s: 1.0,
         probe_rate_hz: 20.0,
+        load_dscp: Some(46),
+        probe_dscp: None,
     };
     assert!(ok.validate().is_ok());
     for bad in [
@@ -169,7 +172,46 @@ fn spec_bounds() {
             phase_s: f64::NAN,
             ..ok.clone()
         },
+        RpmSpec {
+            probe_dscp: Some(64),
+            ..ok.clone()
+        },
     ] {
         assert!(bad.validate().is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn a_small_queue_is_named_without_advice_and_none_is_not_named() {
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let small = PhaseSamples {
+        connect: steady(40, 9.0, 4.0),
+        loaded_rtt: steady(40, 9.0, 4.0),
+        ..Default::default()
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Upload, 4.0, 0.0, &small, (None, Some(8e6)), 0),
+    ]);
+    // 60 000 / 9 ms: high; 8 ms added at 8 Mbit/s is 8 000 bytes, client to server
+    assert!(
+        r.verdict.starts_with("responsiveness high (6667 RPM)"),
+        "{}",
+        r.verdict
+    );
+    assert!(r.verdict.contains("client to server"), "{}", r.verdict);
+    assert_eq!(r.queueing.as_ref().map(|q| q.queue_bytes), Some(8_000));
+    assert_eq!(r.advice, None);
+    let flat = PhaseSamples {
+        connect: steady(40, 3.0, 4.0),
+        ..Default::default()
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Bidir, 4.0, 0.0, &flat, (Some(1e6), Some(1e6)), 0),
+    ]);
+    assert!(r.verdict.contains("no standing queue"), "{}", r.verdict);
 }

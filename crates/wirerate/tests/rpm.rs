@@ -116,7 +116,22 @@ fn embedded_server_text_report_and_history_kind() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let db = db.to_str().unwrap();
-    let out = run(&["rpm", "-t", "1", "-P", "1", "--db", db], LIMIT);
+    let out = run(
+        &[
+            "rpm",
+            "-t",
+            "1",
+            "-P",
+            "1",
+            "--dscp",
+            "EF",
+            "--probe-dscp",
+            "cs5",
+            "--db",
+            db,
+        ],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     for word in ["idle", "download", "upload", "both", "RPM:", "Verdict: "] {
@@ -127,7 +142,12 @@ fn embedded_server_text_report_and_history_kind() {
     let runs = json(&out);
     let runs = runs.as_array().unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["result"]["spec"]["test"]["kind"], "rpm");
+    let spec = &runs[0]["result"]["spec"];
+    assert_eq!(spec["test"]["kind"], "rpm");
+    // EF (46) on the loaded flows is TOS 0xb8; CS5 (40) on the probes
+    assert_eq!(spec["tos"], 0xb8);
+    assert_eq!(spec["test"]["load_dscp"], 46);
+    assert_eq!(spec["test"]["probe_dscp"], 40);
     let out = run(&["history", "--db", db], LIMIT);
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(table.contains("rpm tcp x1"), "{table}");
@@ -140,10 +160,41 @@ fn bad_settings_are_usage_errors() {
         &["rpm", "-t", "0"],
         &["rpm", "-t", "2", "--warmup", "2"],
         &["rpm", "-P", "0"],
+        &["rpm", "--dscp", "AF51"],
+        &["rpm", "--probe-dscp", "64"],
     ] {
         let out = run(args, LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
+}
+
+/// A probe's opening as docs/protocol.md lays it out: the data preamble, a token, flow 0,
+/// stream id u32::MAX, one byte.
+fn probe_opening(token: [u8; 16]) -> Vec<u8> {
+    let mut v = b"WRRT".to_vec();
+    v.extend_from_slice(&1u16.to_be_bytes());
+    v.extend_from_slice(&[1, 0]);
+    v.extend_from_slice(&token);
+    v.push(0);
+    v.extend_from_slice(&u32::MAX.to_be_bytes());
+    v.push(7);
+    v
+}
+
+#[test]
+fn a_probe_without_a_running_test_is_refused_unanswered() {
+    use std::io::{Read, Write};
+    let srv = ServerProc::start(&[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&probe_opening([9; 16])).unwrap();
+    let mut b = [0u8; 1];
+    // closed without an answer (EOF or a reset), never echoed
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "answered {b:?}");
+    // the server closes, then logs
+    std::thread::sleep(Duration::from_millis(500));
+    let log = srv.stop();
+    assert!(log.contains("wrong or stale session token"), "{log}");
 }

@@ -61,6 +61,13 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub probe_rate: f64,
+    /// DSCP class of the loaded flows, both ends (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or
+    /// 0-63; RRUL marks its flows BE, BK, CS5 and EF) [default: unmarked]
+    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
+    pub dscp: Option<u8>,
+    /// DSCP class of the latency probes (this side's packets, from the SYN on)
+    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
+    pub probe_dscp: Option<u8>,
     /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -83,6 +90,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         phase_s: a.time,
         warmup_s: a.warmup.unwrap_or((a.time / 4.0).min(1.0)),
         probe_rate_hz: a.probe_rate,
+        load_dscp: a.dscp,
+        probe_dscp: a.probe_dscp,
     };
     if let Err(e) = s.validate() {
         return usage(e);
@@ -94,6 +103,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
 fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
     let base = TestSpec {
         protocol: Protocol::Tcp,
+        tos: s.load_dscp.map(wirerate_core::dscp::tos),
         end: End::Time { seconds: s.phase_s },
         ..Default::default()
     };
@@ -133,6 +143,7 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
 struct Probing {
     addr: SocketAddr,
     rate_hz: f64,
+    tos: Option<u8>,
     phase_s: f64,
     prober: Option<Prober>,
 }
@@ -144,7 +155,7 @@ impl Observer for Probing {
             *token,
             self.rate_hz,
             Instant::now(),
-            None,
+            self.tos,
         ));
     }
 
@@ -226,6 +237,7 @@ fn run_phase(
     let mut obs = Probing {
         addr: t.addr,
         rate_hz: s.probe_rate_hz,
+        tos: s.probe_dscp.map(wirerate_core::dscp::tos),
         phase_s: s.phase_s,
         prober: None,
     };
