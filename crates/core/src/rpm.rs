@@ -193,6 +193,30 @@ pub struct RpmResult {
     pub advice: Option<String>,
 }
 
+impl RpmResult {
+    /// The phase the headline RPM comes from: both directions, or else the lowest RPM.
+    pub fn headline_phase(&self) -> Option<&PhaseResult> {
+        headline(&self.phases)
+    }
+
+    /// Median connect time of the headline phase, ms: latency under load, as `compare`
+    /// compares it.
+    pub fn loaded_p50_ms(&self) -> Option<f64> {
+        self.headline_phase()?.connect.as_ref().map(|c| c.p50_ms)
+    }
+}
+
+fn headline(phases: &[PhaseResult]) -> Option<&PhaseResult> {
+    let loaded = || {
+        phases
+            .iter()
+            .filter(|p| p.phase != Phase::Idle && p.rpm.is_some())
+    };
+    loaded()
+        .find(|p| p.phase == Phase::Bidir)
+        .or_else(|| loaded().min_by(|a, b| a.rpm.unwrap_or(0.0).total_cmp(&b.rpm.unwrap_or(0.0))))
+}
+
 fn sorted(samples: &[Sample]) -> Vec<f64> {
     let mut v: Vec<f64> = samples
         .iter()
@@ -336,14 +360,7 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
     });
     let idle_ms = idle.and_then(|p| p.connect.as_ref()).map(|c| c.p50_ms);
     let loaded = || phases.iter().filter(|p| p.phase != Phase::Idle);
-    let head = phases
-        .iter()
-        .find(|p| p.phase == Phase::Bidir && p.rpm.is_some())
-        .or_else(|| {
-            loaded()
-                .filter(|p| p.rpm.is_some())
-                .min_by(|a, b| a.rpm.unwrap_or(0.0).total_cmp(&b.rpm.unwrap_or(0.0)))
-        });
+    let head = headline(&phases);
     let queueing = idle_ms.and_then(|idle_ms| {
         loaded()
             .filter_map(|p| {

@@ -198,3 +198,33 @@ fn a_probe_without_a_running_test_is_refused_unanswered() {
     let log = srv.stop();
     assert!(log.contains("wrong or stale session token"), "{log}");
 }
+
+#[test]
+fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let db = db.to_str().unwrap();
+    for label in ["a", "b"] {
+        let out = run(
+            &["rpm", "-t", "1", "-P", "1", "--label", label, "--db", db],
+            LIMIT,
+        );
+        assert!(out.status.success(), "{label}: {}", stderr(&out));
+    }
+    let out = run(&["compare", "a", "b", "--json", "--db", db], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let metrics = &doc["metrics"];
+    for key in ["rpm", "loaded_p50_ms", "goodput_bps"] {
+        assert!(metrics[key]["a"].is_object(), "{key}: {doc}");
+    }
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/compare.schema.json")).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("compare schema compiles");
+    let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // the text verdict is about responsiveness
+    let out = run(&["compare", "a", "b", "--db", db], LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("responsiveness"), "{text}");
+}
