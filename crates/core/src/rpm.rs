@@ -163,6 +163,12 @@ pub struct PhaseResult {
     pub probes_failed: u64,
     pub rpm: Option<f64>,
     pub confidence: Option<Confidence>,
+    /// Every probe's connect time and every loaded-RTT sample as `[seconds from the phase's
+    /// start, ms]`, warm-up included: latency over time and its distribution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connect_series: Vec<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_rtt_series: Vec<[f64; 2]>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -344,7 +350,21 @@ pub fn phase_result(
         probes_failed,
         confidence: rpm.map(|_| confidence(&s, warmup_s, seconds, windows)),
         rpm,
+        connect_series: series(&samples.connect),
+        loaded_rtt_series: series(&samples.loaded_rtt),
     }
+}
+
+/// Samples as `[at_s, ms]` pairs, rounded to the microsecond, in time order.
+fn series(v: &[Sample]) -> Vec<[f64; 2]> {
+    let round = |x: f64| (x * 1e3).round() / 1e3;
+    let mut out: Vec<[f64; 2]> = v
+        .iter()
+        .filter(|s| s.at_s.is_finite() && s.ms.is_finite())
+        .map(|s| [round(s.at_s), round(s.ms)])
+        .collect();
+    out.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    out
 }
 
 /// Queueing delay above which the verdict names a queue: less is within what the probes'

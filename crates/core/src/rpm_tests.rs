@@ -146,6 +146,10 @@ fn warmup_samples_are_left_out() {
     let c = p.connect.unwrap();
     assert_eq!(c.max_ms, 5.0);
     assert_eq!(c.samples, 35);
+    // the series keeps the warm-up, in time order: the outlier at 0.01 s comes first
+    assert_eq!(p.connect_series.len(), 41);
+    assert_eq!(p.connect_series[0], [0.01, 5000.0]);
+    assert!(p.loaded_rtt_series.is_empty());
     assert_eq!(p.probes_failed, 2);
 }
 

@@ -151,6 +151,29 @@ fn embedded_server_text_report_and_history_kind() {
     let out = run(&["history", "--db", db], LIMIT);
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(table.contains("rpm tcp x1"), "{table}");
+    // the report draws the phases
+    let html = dir.path().join("r.html");
+    let id = runs[0]["id"].to_string();
+    let out = run(
+        &[
+            "report",
+            &format!("id:{id}"),
+            "--db",
+            db,
+            "-o",
+            html.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for title in [
+        "Latency through the phases",
+        "Connect times, idle against loaded",
+        "Throughput and RPM per phase",
+    ] {
+        assert!(page.contains(title), "{title} missing");
+    }
 }
 
 #[test]
