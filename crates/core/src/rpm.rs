@@ -169,6 +169,11 @@ pub struct PhaseResult {
     pub connect_series: Vec<[f64; 2]>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loaded_rtt_series: Vec<[f64; 2]>,
+    /// Median bytes written but not yet sent by the loaded senders (TCP_INFO notsent, summed
+    /// over a flow's streams, per interval): the queue in the sending host's socket
+    /// buffers, which the loaded RTT does not see. None where not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_unsent_bytes: Option<u64>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -181,6 +186,12 @@ pub struct Queueing {
     pub queue_bytes: u64,
     /// The rate used: the phase's faster direction.
     pub rate_bps: f64,
+    /// Data waiting in the sending host's socket buffers in that phase (median) and the time
+    /// it adds at the rate: a queue in the sender host, before the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_unsent_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_ms: Option<f64>,
 }
 
 /// The whole run.
@@ -352,7 +363,14 @@ pub fn phase_result(
         rpm,
         connect_series: series(&samples.connect),
         loaded_rtt_series: series(&samples.loaded_rtt),
+        sender_unsent_bytes: None,
     }
+}
+
+/// The median of byte counts (the lower middle of an even count); None for none.
+pub fn median_bytes(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    v.get(v.len().checked_sub(1)? / 2).copied()
 }
 
 /// Samples as `[at_s, ms]` pairs, rounded to the microsecond, in time order.
@@ -389,11 +407,16 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
                     .download_bps
                     .unwrap_or(0.0)
                     .max(p.upload_bps.unwrap_or(0.0));
+                let unsent = p.sender_unsent_bytes;
                 Some(Queueing {
                     phase: p.phase,
                     added_ms: added_ms.max(0.0),
                     queue_bytes: queue_bytes(added_ms, rate_bps),
                     rate_bps,
+                    sender_unsent_bytes: unsent,
+                    sender_ms: unsent
+                        .filter(|_| rate_bps > 0.0)
+                        .map(|b| b as f64 * 8.0 / rate_bps * 1000.0),
                 })
             })
             .max_by(|a, b| a.added_ms.total_cmp(&b.added_ms))
@@ -443,6 +466,18 @@ fn where_queued(phase: Phase) -> &'static str {
     }
 }
 
+/// What waits in the sending host, when it is worth a mention (over 5 ms at the rate).
+fn sender_part(q: &Queueing) -> String {
+    match (q.sender_unsent_bytes, q.sender_ms) {
+        (Some(b), Some(ms)) if ms >= QUEUE_NOTICE_MS => format!(
+            "; besides, {} waits unsent in the senders' socket buffers ({ms:.0} ms more for \
+             an application's next write)",
+            crate::units::format_bytes(b)
+        ),
+        _ => String::new(),
+    }
+}
+
 fn verdict(
     rpm: Option<f64>,
     idle_ms: Option<f64>,
@@ -455,12 +490,13 @@ fn verdict(
     match (q, idle_ms) {
         (Some(q), Some(idle)) if q.added_ms >= QUEUE_NOTICE_MS => (
             format!(
-                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms): a queue of about {} at {} {}",
+                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms): a queue of about {} at {} {}{}",
                 q.phase.name(),
                 q.added_ms,
                 crate::units::format_bytes(q.queue_bytes),
                 crate::units::format_bps(q.rate_bps),
                 where_queued(q.phase),
+                sender_part(q),
             ),
             // a queue that still leaves the path highly responsive needs no change
             (rpm < HIGH_RPM).then(|| {

@@ -219,3 +219,32 @@ fn a_small_queue_is_named_without_advice_and_none_is_not_named() {
     ]);
     assert!(r.verdict.contains("no standing queue"), "{}", r.verdict);
 }
+
+#[test]
+fn unsent_data_in_the_sender_is_named_beside_the_path_queue() {
+    assert_eq!(median_bytes(vec![5, 1, 9, 7]), Some(5));
+    assert_eq!(median_bytes(vec![3]), Some(3));
+    assert_eq!(median_bytes(vec![]), None);
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 101.0, 4.0),
+        ..Default::default()
+    };
+    let mut up = phase_result(Phase::Upload, 4.0, 0.0, &loaded, (None, Some(8e6)), 0);
+    // 250 000 bytes at 8 Mbit/s: 250 ms more in the sending host
+    up.sender_unsent_bytes = Some(250_000);
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        up,
+    ]);
+    let q = r.queueing.as_ref().unwrap();
+    assert_eq!(q.sender_ms, Some(250.0));
+    assert!(
+        r.verdict.contains("socket buffers (250 ms"),
+        "{}",
+        r.verdict
+    );
+}

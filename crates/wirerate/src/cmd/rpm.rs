@@ -185,6 +185,17 @@ fn loaded_rtt(r: &RunResult) -> Vec<Sample> {
         .collect()
 }
 
+/// The median over counted intervals of what the loaded senders had written but not sent.
+fn unsent(r: &RunResult) -> Option<u64> {
+    let v = r
+        .intervals
+        .iter()
+        .filter(|iv| iv.stream.is_none() && !iv.omitted)
+        .filter_map(|iv| iv.tcp.as_ref()?.unsent_bytes)
+        .collect();
+    rpm::median_bytes(v)
+}
+
 /// Goodput server → client and client → server of a phase's result.
 fn rates(phase: Phase, r: &RunResult) -> (Option<f64>, Option<f64>) {
     let flow = |f: Flow| {
@@ -250,7 +261,7 @@ fn run_phase(
         s.warmup_s
     };
     let samples = samples_of(&log, loaded_rtt(&result));
-    let figures = rpm::phase_result(
+    let mut figures = rpm::phase_result(
         phase,
         s.phase_s,
         warmup,
@@ -258,6 +269,9 @@ fn run_phase(
         rates(phase, &result),
         log.failed,
     );
+    if phase != Phase::Idle {
+        figures.sender_unsent_bytes = unsent(&result);
+    }
     Ok((result, figures, errors))
 }
 
