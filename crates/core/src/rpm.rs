@@ -182,6 +182,10 @@ pub struct Queueing {
     pub phase: Phase,
     /// Median connect time loaded minus idle: time spent waiting in queues.
     pub added_ms: f64,
+    /// The 90th percentile loaded minus the idle median: the queue near its fullest (a
+    /// tail-drop queue under TCP fills, overflows and drains again).
+    #[serde(default)]
+    pub added_p90_ms: f64,
     /// The queue that time implies at the phase's rate: added time × rate, in bytes.
     pub queue_bytes: u64,
     /// The rate used: the phase's faster direction.
@@ -402,7 +406,8 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
     let queueing = idle_ms.and_then(|idle_ms| {
         loaded()
             .filter_map(|p| {
-                let added_ms = p.connect.as_ref()?.p50_ms - idle_ms;
+                let c = p.connect.as_ref()?;
+                let added_ms = c.p50_ms - idle_ms;
                 let rate_bps = p
                     .download_bps
                     .unwrap_or(0.0)
@@ -411,6 +416,7 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
                 Some(Queueing {
                     phase: p.phase,
                     added_ms: added_ms.max(0.0),
+                    added_p90_ms: (c.p90_ms - idle_ms).max(0.0),
                     queue_bytes: queue_bytes(added_ms, rate_bps),
                     rate_bps,
                     sender_unsent_bytes: unsent,
@@ -478,6 +484,9 @@ fn sender_part(q: &Queueing) -> String {
     }
 }
 
+/// Data waiting in the senders above this long is worth its own advice.
+pub const SENDER_NOTICE_MS: f64 = 20.0;
+
 fn verdict(
     rpm: Option<f64>,
     idle_ms: Option<f64>,
@@ -487,29 +496,42 @@ fn verdict(
         return ("no loaded phase gave a figure".into(), None);
     };
     let head = format!("responsiveness {} ({:.0} RPM)", rating(rpm), rpm);
-    match (q, idle_ms) {
+    let (text, path_queue) = match (q, idle_ms) {
         (Some(q), Some(idle)) if q.added_ms >= QUEUE_NOTICE_MS => (
             format!(
-                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms): a queue of about {} at {} {}{}",
+                "{head}: under {} load round trips grow by {:.1} ms over idle ({idle:.1} ms; p90 {:.1} ms more): a queue of about {} at {} {}{}",
                 q.phase.name(),
                 q.added_ms,
+                q.added_p90_ms,
                 crate::units::format_bytes(q.queue_bytes),
                 crate::units::format_bps(q.rate_bps),
                 where_queued(q.phase),
                 sender_part(q),
             ),
-            // a queue that still leaves the path highly responsive needs no change
-            (rpm < HIGH_RPM).then(|| {
-                "shorten the queue at the bottleneck: an AQM (fq_codel or cake) there, a \
-                 smaller buffer, or senders that pace (fq with bbr)"
-                    .into()
-            }),
+            true,
         ),
         _ => (
             format!("{head}: round trips hold under load (no standing queue)"),
-            None,
+            false,
         ),
+    };
+    let mut advice = Vec::new();
+    // a queue that still leaves the path highly responsive needs no change
+    if path_queue && rpm < HIGH_RPM {
+        advice.push(
+            "shorten the queue at the bottleneck: an AQM (fq_codel or cake) there, a smaller \
+             buffer, or senders that pace (fq with bbr)",
+        );
     }
+    if q.and_then(|q| q.sender_ms)
+        .is_some_and(|ms| ms >= SENDER_NOTICE_MS)
+    {
+        advice.push(
+            "keep data in the application until the socket can send it: TCP_NOTSENT_LOWAT \
+             (net.ipv4.tcp_notsent_lowat, e.g. 16 KiB) bounds what waits unsent",
+        );
+    }
+    (text, (!advice.is_empty()).then(|| advice.join("; ")))
 }
 
 #[cfg(test)]
