@@ -217,3 +217,94 @@ fn probe(addr: SocketAddr, token: Token, epoch: Instant, tos: Option<u8>) -> Opt
         request_ms: answered.then(|| (t3 - t2).as_secs_f64() * 1e3),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+    use std::net::TcpListener;
+    use wirerate_proto::data::DATA_HELLO_LEN;
+
+    /// A stand-in server: checks each probe's hello, then answers as `serve` does.
+    fn echo_server(l: TcpListener, token: Token, stop: Arc<AtomicBool>) -> JoinHandle<u32> {
+        l.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut hellos = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        let mut h = [0u8; DATA_HELLO_LEN];
+                        s.read_exact(&mut h).unwrap();
+                        let hello = wirerate_proto::DataHello::parse_after_preamble(
+                            &h[wirerate_proto::frame::PREAMBLE_LEN..],
+                        )
+                        .unwrap();
+                        assert_eq!((hello.token, hello.stream_id), (token, PROBE_STREAM_ID));
+                        hellos += 1;
+                        std::thread::spawn(move || serve(s, Duration::from_secs(2)));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+            hellos
+        })
+    }
+
+    #[test]
+    fn probes_time_connect_and_a_second_exchange() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = echo_server(l, [5; 16], stop.clone());
+        let p = Prober::start(addr, [5; 16], 50.0, Instant::now(), Some(0xb8));
+        std::thread::sleep(Duration::from_millis(300));
+        let log = p.finish();
+        stop.store(true, Ordering::Relaxed);
+        let hellos = server.join().unwrap();
+        // 50 a second for 0.3 s: about 15, the first at once
+        assert!((5..=25).contains(&log.samples.len()), "{log:?}");
+        assert_eq!(log.failed, 0, "{log:?}");
+        assert_eq!(hellos as usize, log.samples.len());
+        assert!(log.samples.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+        for s in &log.samples {
+            assert!(s.connect_ms > 0.0 && s.connect_ms < 1000.0, "{s:?}");
+            assert!(s.request_ms.is_some_and(|r| r > 0.0 && r < 1000.0), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn probes_to_nothing_are_counted_failed() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        // the listener is gone: every connect is refused
+        let p = Prober::start(addr, [1; 16], 50.0, Instant::now(), None);
+        std::thread::sleep(Duration::from_millis(200));
+        let log = p.finish();
+        assert!(log.samples.is_empty(), "{log:?}");
+        assert!(log.failed >= 3, "{log:?}");
+    }
+
+    #[test]
+    fn a_server_that_closes_unanswered_counts_failed_with_its_connect() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            // like a server that does not know probes: reads the hello, closes
+            let (mut s, _) = l.accept().unwrap();
+            let mut h = [0u8; DATA_HELLO_LEN];
+            let _ = s.read_exact(&mut h);
+        });
+        let log = {
+            let p = Prober::start(addr, [1; 16], 1.0, Instant::now(), None);
+            std::thread::sleep(Duration::from_millis(100));
+            p.finish()
+        };
+        t.join().unwrap();
+        assert_eq!(log.samples.len(), 1, "{log:?}");
+        assert_eq!(log.samples[0].request_ms, None);
+        assert_eq!(log.failed, 1);
+    }
+}
