@@ -73,7 +73,7 @@ fn table(r: &RpmResult) -> String {
         "tcp rtt p50/90/99",
         "RPM",
         "conf.",
-        "lost"
+        "failed"
     );
     for p in &r.phases {
         let _ = writeln!(

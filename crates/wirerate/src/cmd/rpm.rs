@@ -132,6 +132,10 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
     TestSpec {
         direction,
         parallel,
+        // the warm-up is part of the phase: a test's omitted seconds come before its time
+        end: End::Time {
+            seconds: s.phase_s - s.warmup_s,
+        },
         omit_s: s.warmup_s,
         interval_s: 0.1,
         fit_writes: true,
