@@ -251,3 +251,37 @@ fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("responsiveness"), "{text}");
 }
+
+#[test]
+fn probes_are_served_beside_a_tls_session() {
+    // over TLS the data token is the session's exporter, never sent: the probes present it
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let srv = ServerProc::start(&["--tls", "--state-dir", state.to_str().unwrap()]);
+    let p = srv.port.to_string();
+    let known = dir.path().join("known");
+    let out = run(
+        &[
+            "rpm",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--tls",
+            "--known-servers",
+            known.to_str().unwrap(),
+            "-t",
+            "1",
+            "-P",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    for ph in doc["rpm"]["phases"].as_array().unwrap() {
+        assert_eq!(ph["probes_failed"], 0, "{ph}");
+        assert!(f(&ph["request"]["samples"]) >= 3.0, "{ph}");
+    }
+}
