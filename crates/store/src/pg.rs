@@ -552,8 +552,9 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     (result #>> '{summary,rr,rtt_p99_us}')::float8, \
     result #>> '{summary,rr,mode}', \
     (result #>> '{summary,cpu,local,process_percent}')::float8, \
-    (result #>> '{summary,cpu,remote,process_percent}')::float8";
-const JSON_INDEX: usize = 31;
+    (result #>> '{summary,cpu,remote,process_percent}')::float8, \
+    (result #>> '{rpm,rpm}')::float8";
+const JSON_INDEX: usize = 32;
 
 fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
     let small = |i: usize| -> Result<Option<u32>, postgres::Error> {
@@ -592,6 +593,7 @@ fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
         rr_mode: r.try_get(28)?,
         process_local_percent: r.try_get(29)?,
         process_remote_percent: r.try_get(30)?,
+        rpm: r.try_get(31)?,
     })
 }
 

@@ -51,6 +51,8 @@ pub struct RunRow {
     /// rr runs: transactions per second and the 99th percentile round trip.
     pub tps: Option<f64>,
     pub rtt_p99_us: Option<f64>,
+    /// rpm runs: responsiveness in round trips per minute (the document's `rpm.rpm`).
+    pub rpm: Option<f64>,
     /// rr runs: "tcp", "crr" or "udp".
     pub rr_mode: Option<String>,
     /// Each side's own process CPU (user + system), % of one core.
@@ -85,8 +87,9 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     json_extract(result_json, '$.summary.rr.rtt_p99_us'), \
     json_extract(result_json, '$.summary.rr.mode'), \
     json_extract(result_json, '$.summary.cpu.local.process_percent'), \
-    json_extract(result_json, '$.summary.cpu.remote.process_percent')";
-const JSON_INDEX: usize = 31;
+    json_extract(result_json, '$.summary.cpu.remote.process_percent'), \
+    json_extract(result_json, '$.rpm.rpm')";
+const JSON_INDEX: usize = 32;
 
 fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
@@ -128,6 +131,7 @@ fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         rr_mode: r.get(28)?,
         process_local_percent: r.get(29)?,
         process_remote_percent: r.get(30)?,
+        rpm: r.get(31)?,
     })
 }
 

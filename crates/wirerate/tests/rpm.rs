@@ -151,6 +151,9 @@ fn embedded_server_text_report_and_history_kind() {
     let out = run(&["history", "--db", db], LIMIT);
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(table.contains("rpm tcp x1"), "{table}");
+    // listed by its responsiveness, as the document says it
+    let rpm = runs[0]["result"]["rpm"]["rpm"].as_f64().unwrap();
+    assert!(table.contains(&format!("{rpm:.0} RPM")), "{table}");
     // the report draws the phases
     let html = dir.path().join("r.html");
     let id = runs[0]["id"].to_string();
