@@ -119,6 +119,7 @@ pub fn assemble(
         },
         interrupted: ctx.interrupted,
         sweep: None,
+        rpm: None,
     };
     if let Some(udp) = ctx.udp {
         result.summary.udp = Some(udp);
@@ -142,6 +143,8 @@ pub fn assemble(
             let side = client.sweep.clone().unwrap_or_default();
             result.sweep = Some(SweepResult::new(sw.stream, side.points, side.stopped_early));
         }
+        // never run as one test: its phases are assembled one by one
+        TestKind::Rpm(_) => {}
     }
     result
 }

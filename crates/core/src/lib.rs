@@ -7,6 +7,7 @@
 pub mod assemble;
 pub mod breaker;
 pub mod diagnosis;
+pub mod dscp;
 pub mod evidence;
 pub mod facts;
 pub mod latency;
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod report;
 pub mod result;
 mod result_check;
+pub mod rpm;
 pub mod rr;
 pub mod saved;
 pub mod saved_iperf3;

@@ -33,6 +33,9 @@ pub struct RunResult {
     /// Message-size sweeps: the figures per size and Hockney's fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepResult>,
+    /// Latency under load (`wirerate rpm`): the phases, RPM and the queue they reveal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<Box<crate::rpm::RpmResult>>,
 }
 
 /// Evidence of both hosts; None for a side that could not be seen (an iperf3 peer).

@@ -142,6 +142,7 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
         evidence: Default::default(),
         interrupted: false,
         sweep: None,
+        rpm: None,
     })
 }
 

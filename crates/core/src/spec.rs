@@ -177,6 +177,9 @@ pub enum TestKind {
     Rr(crate::rr::RrSpec),
     /// Message-size sweep: `wirerate sweep`.
     Sweep(crate::sweep::SweepSpec),
+    /// Latency under load: `wirerate rpm`. Its phases run as stream and rr tests; this kind
+    /// only labels the stored run, and a server refuses it.
+    Rpm(crate::rpm::RpmSpec),
 }
 
 impl TestKind {
@@ -206,6 +209,7 @@ impl TestKind {
             TestKind::Stream => "stream",
             TestKind::Rr(_) => "rr",
             TestKind::Sweep(_) => "sweep",
+            TestKind::Rpm(_) => "rpm",
         }
     }
 }
@@ -342,6 +346,11 @@ impl TestSpec {
             TestKind::Stream => self.validate_lengths()?,
             TestKind::Rr(rr) => rr.validate(self)?,
             TestKind::Sweep(sw) => sw.validate(self)?,
+            TestKind::Rpm(_) => {
+                return Err(invalid(
+                    "an rpm run is a sequence of tests: it is never sent as one".to_string(),
+                ))
+            }
         }
         self.validate_common()
     }

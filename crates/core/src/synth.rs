@@ -97,6 +97,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
         evidence: Default::default(),
         interrupted: false,
         sweep: None,
+        rpm: None,
     }
 }
 

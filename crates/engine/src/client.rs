@@ -90,6 +90,9 @@ pub trait Observer {
     /// A TCP sample this side's senders took over an interval; the peer's intervals of
     /// the same flow, stream and start carry the bytes.
     fn tcp_sample(&mut self, _sample: &TcpSample) {}
+    /// The session's data token, when the test starts: what latency probes beside the test
+    /// present (`wirerate rpm`).
+    fn session(&mut self, _token: &wirerate_proto::Token) {}
     /// Called about every 20 ms while the test runs.
     fn tick(&mut self, _elapsed_s: f64) {}
     /// A sweep finished a size (each size once, in order).
@@ -232,6 +235,9 @@ impl Handler<ClientSession> for ClientRun<'_> {
                         threads: cfg.threads,
                     },
                 )?);
+                if let Some(token) = &self.session_token {
+                    self.obs.session(token);
+                }
                 self.obs.started();
             }
             ClientEvent::Interval(iv) => self.obs.interval(&iv),

@@ -60,6 +60,7 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
         },
         TestKind::Rr(rr) => rr.request_bytes.max(rr.response_bytes).max(UDP_RECV_BUFFER),
         TestKind::Sweep(sw) => sw.max_bytes.max(spec.len_bytes),
+        TestKind::Rpm(_) => spec.len_bytes,
     };
     per_stream.saturating_mul(spec.buffered_streams())
 }

@@ -28,6 +28,7 @@ pub mod logline;
 mod mmsg;
 pub mod net;
 pub mod pool;
+pub mod rpm_probe;
 pub mod rr;
 pub mod server;
 mod side;

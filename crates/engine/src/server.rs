@@ -587,6 +587,9 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
     if client.is_some_and(|c| Some(c.to_canonical()) != from) {
         return Err("the session's token from another address than its client's".into());
     }
+    if hello.stream_id == wirerate_proto::data::PROBE_STREAM_ID {
+        return crate::rpm_probe::serve_detached(sock, shared.cfg.idle);
+    }
     if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
         serve_crr(sock, &route, &hello, shared.cfg.idle);
         return Ok(());

@@ -8,6 +8,11 @@ use crate::Token;
 
 pub const DATA_HELLO_LEN: usize = PREAMBLE_LEN + 16 + 1 + 4;
 
+/// The stream id of a latency probe (`wirerate rpm`): a short connection beside a running
+/// test, client to server, that the server answers byte for byte (docs/protocol.md). No
+/// test has this many streams, so the id never names one of a test's own.
+pub const PROBE_STREAM_ID: u32 = u32::MAX;
+
 /// What a data connection says before its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHello {

@@ -15,7 +15,7 @@ use wirerate_core::{RunResult, TestSpec};
 /// The line before an rr test or a sweep starts.
 pub fn header(spec: &TestSpec, target: &str) -> Option<String> {
     match &spec.test {
-        TestKind::Stream => None,
+        TestKind::Stream | TestKind::Rpm(_) => None,
         TestKind::Rr(rr) => {
             let end = match spec.end {
                 End::Blocks { blocks } => format!("{blocks} transactions per flow"),

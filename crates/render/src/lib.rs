@@ -9,6 +9,7 @@ pub mod export;
 pub mod intervals;
 pub mod json;
 pub mod latency;
+pub mod rpm;
 pub mod stats;
 pub mod text;
 pub mod ttcp;

@@ -31,6 +31,8 @@ fn scale(metric: Metric, typical: f64) -> (f64, &'static str) {
         Metric::UdpJitter => (1.0, "ms"),
         Metric::Tps => (1.0, "tr/s"),
         Metric::RttP99 => (1.0, "µs"),
+        Metric::Rpm => (1.0, "RPM"),
+        Metric::LoadedP50 => (1.0, "ms"),
         Metric::Pi | Metric::Retransmits => (1.0, ""),
     }
 }
@@ -46,6 +48,8 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::UdpJitter => "jitter",
         Metric::Tps => "transactions/s",
         Metric::RttP99 => "p99 round trip",
+        Metric::Rpm => "responsiveness",
+        Metric::LoadedP50 => "loaded p50 latency",
     }
 }
 
@@ -159,6 +163,8 @@ fn words(metric: Metric) -> (&'static str, &'static str, &'static str) {
             "fewer transactions than",
         ),
         Metric::RttP99 => ("B's p99 round trip is", "longer than", "shorter than"),
+        Metric::Rpm => ("B is", "more responsive than", "less responsive than"),
+        Metric::LoadedP50 => ("B's latency under load is", "longer than", "shorter than"),
     }
 }
 

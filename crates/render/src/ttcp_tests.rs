@@ -270,6 +270,7 @@ fn sample_run() -> RunResult {
         evidence: Default::default(),
         interrupted: false,
         sweep: None,
+        rpm: None,
     }
 }
 

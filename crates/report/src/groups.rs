@@ -111,10 +111,12 @@ pub fn section(groups: &[&Group]) -> Section {
     if let Some(base) = groups.first() {
         for (i, rows) in &cmp {
             let g = groups[*i];
-            // compare's headline: goodput, or for rr runs transactions per second
+            // compare's headline: RPM for rpm runs, goodput, or for rr runs transactions
+            // per second
             let head = rows
                 .iter()
-                .find(|(m, _)| *m == Metric::Goodput)
+                .find(|(m, _)| *m == Metric::Rpm)
+                .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Goodput))
                 .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Tps))
                 .map_or("no goodput to compare".to_string(), |(m, c)| verdict(*m, c));
             blocks.push(Block::Styled(

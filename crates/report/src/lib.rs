@@ -17,6 +17,7 @@ mod findmax;
 mod groups;
 pub mod html;
 mod matrix;
+mod rpm;
 mod rrsweep;
 mod single;
 pub mod svg;

@@ -45,8 +45,14 @@ pub fn section(run: &RunResult, name: &str, id: &str) -> Section {
         None => blocks.push(Block::Para("This result carries no diagnosis.".into())),
     }
     let caption = verdict.unwrap_or_else(|| "no diagnosis".to_string());
-    // request/response runs and sweeps are judged by round trips and sizes, not goodput
-    let mut figures = if let Some(rr) = &s.rr {
+    // request/response runs and sweeps are judged by round trips and sizes, not goodput;
+    // rpm runs by their latency under load
+    let mut figures = if let Some(r) = &run.rpm {
+        blocks.insert(0, Block::Styled("verdict", crate::rpm::describe(r)));
+        let mut f = crate::rpm::figures(r, id);
+        f.push(goodput_chart(run, &caption, id));
+        f
+    } else if let Some(rr) = &s.rr {
         rrsweep::rr_figures(run, rr, id)
     } else if let Some(sw) = &run.sweep {
         rrsweep::sweep_figures(sw, id)

@@ -557,8 +557,9 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     (result #>> '{spec,end,seconds}')::float8, \
     (result #>> '{summary,udp,loss_percent}')::float8, \
     (result #>> '{summary,udp,jitter_ms}')::float8, \
-    coalesce((result #>> '{interrupted}')::boolean, false)";
-const JSON_INDEX: usize = 36;
+    coalesce((result #>> '{interrupted}')::boolean, false), \
+    (result #>> '{rpm,rpm}')::float8";
+const JSON_INDEX: usize = 37;
 
 fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
     let small = |i: usize| -> Result<Option<u32>, postgres::Error> {
@@ -602,6 +603,7 @@ fn row_from(r: &Row) -> Result<RunRow, postgres::Error> {
         udp_loss_percent: r.try_get(33)?,
         udp_jitter_ms: r.try_get(34)?,
         interrupted: r.try_get(35)?,
+        rpm: r.try_get(36)?,
     })
 }
 

@@ -51,6 +51,8 @@ pub struct RunRow {
     /// rr runs: transactions per second and the 99th percentile round trip.
     pub tps: Option<f64>,
     pub rtt_p99_us: Option<f64>,
+    /// rpm runs: responsiveness in round trips per minute (the document's `rpm.rpm`).
+    pub rpm: Option<f64>,
     /// rr runs: "tcp", "crr" or "udp".
     pub rr_mode: Option<String>,
     /// Each side's own process CPU (user + system), % of one core.
@@ -99,8 +101,9 @@ const COLUMNS: &str = "id, run_key, label, repeat_group, stored_unix_s, started_
     json_extract(result_json, '$.spec.end.seconds'), \
     json_extract(result_json, '$.summary.udp.loss_percent'), \
     json_extract(result_json, '$.summary.udp.jitter_ms'), \
-    coalesce(json_extract(result_json, '$.interrupted'), 0)";
-const JSON_INDEX: usize = 36;
+    coalesce(json_extract(result_json, '$.interrupted'), 0), \
+    json_extract(result_json, '$.rpm.rpm')";
+const JSON_INDEX: usize = 37;
 
 fn stored_from(r: &Row<'_>) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
@@ -147,6 +150,7 @@ fn row_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         udp_loss_percent: r.get(33)?,
         udp_jitter_ms: r.get(34)?,
         interrupted: r.get(35)?,
+        rpm: r.get(36)?,
     })
 }
 

@@ -35,6 +35,8 @@ enum Command {
     Run(Box<cmd::run::Args>),
     /// Request/response latency and transaction rate (TCP_RR, TCP_CRR, UDP_RR)
     Rr(Box<cmd::rr::Args>),
+    /// Latency under load: idle, download, upload and both, with probes; RPM and the queue
+    Rpm(Box<cmd::rpm::Args>),
     /// NetPIPE-style message-size sweep: throughput and one-way latency per size
     Sweep(Box<cmd::sweep::Args>),
     /// Serve tests to wirerate clients
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Rr(a) => cmd::rr::run(*a),
+        Command::Rpm(a) => cmd::rpm::run(*a),
         Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Serve(a) => cmd::serve::run(*a),
         Command::Exporter(a) => cmd::exporter::run(*a),

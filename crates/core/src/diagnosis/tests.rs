@@ -159,6 +159,7 @@ pub(super) fn tcp_run() -> RunResult {
         },
         interrupted: false,
         sweep: None,
+        rpm: None,
         evidence: Evidence {
             client: Some(host("alpha")),
             server: Some(host("beta")),

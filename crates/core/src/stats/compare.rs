@@ -28,10 +28,17 @@ pub enum Metric {
     Tps,
     /// `summary.rr.rtt_p99_us`: the 99th percentile round trip of an rr run.
     RttP99,
+    /// `rpm.rpm`: responsiveness of an rpm run, round trips per minute.
+    Rpm,
+    /// The median connect time of an rpm run's headline phase (`rpm.phases[…].connect.p50_ms`):
+    /// its latency under load.
+    LoadedP50,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 10] = [
+        Metric::Rpm,
+        Metric::LoadedP50,
         Metric::Tps,
         Metric::RttP99,
         Metric::Goodput,
@@ -53,12 +60,17 @@ impl Metric {
             Metric::UdpJitter => "jitter_ms",
             Metric::Tps => "tps",
             Metric::RttP99 => "rtt_p99_us",
+            Metric::Rpm => "rpm",
+            Metric::LoadedP50 => "loaded_p50_ms",
         }
     }
 
     /// Whether a larger value is an improvement.
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Goodput | Metric::Pi | Metric::Tps)
+        matches!(
+            self,
+            Metric::Goodput | Metric::Pi | Metric::Tps | Metric::Rpm
+        )
     }
 
     /// This metric of one run; None where the run does not know it.
@@ -77,6 +89,8 @@ impl Metric {
             Metric::Retransmits => s.tcp.as_ref().and_then(|t| t.retransmits).map(|n| n as f64),
             Metric::UdpLoss => s.udp.as_ref().map(|u| u.loss_percent),
             Metric::UdpJitter => s.udp.as_ref().and_then(|u| u.jitter_ms),
+            Metric::Rpm => r.rpm.as_ref().and_then(|x| x.rpm),
+            Metric::LoadedP50 => r.rpm.as_ref().and_then(|x| x.loaded_p50_ms()),
         }
         .filter(|v| v.is_finite())
     }

@@ -125,10 +125,12 @@ enum Gate {
     Undecided(String),
 }
 
-/// The row a verdict is about: goodput, or for rr runs transactions per second.
+/// The row a verdict is about: RPM for rpm runs, goodput, or for rr runs transactions per
+/// second.
 fn headline(rows: &[(Metric, Comparison)]) -> Option<&(Metric, Comparison)> {
     rows.iter()
-        .find(|(m, _)| *m == Metric::Goodput)
+        .find(|(m, _)| *m == Metric::Rpm)
+        .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Goodput))
         .or_else(|| rows.iter().find(|(m, _)| *m == Metric::Tps))
 }
 

@@ -235,10 +235,12 @@ fn write_csv(out: &mut impl std::io::Write, rows: &[RunRow]) -> anyhow::Result<(
     Ok(())
 }
 
-/// The figure a run is listed by: goodput, or for rr runs transactions per second.
+/// The figure a run is listed by: goodput, for rr runs transactions per second, for rpm
+/// runs responsiveness.
 fn headline(r: &RunRow) -> String {
     match (r.kind.as_str(), r.tps) {
         ("rr", Some(t)) => format!("{t:.0} tr/s"),
+        ("rpm", _) if r.rpm.is_some() => format!("{:.0} RPM", r.rpm.unwrap_or_default()),
         _ => r.goodput_bps.map_or("-".to_string(), format_bps),
     }
 }

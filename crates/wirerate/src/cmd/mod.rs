@@ -21,6 +21,7 @@ pub mod probe;
 pub mod repeat;
 pub mod report;
 pub mod results;
+pub mod rpm;
 pub mod rr;
 pub mod run;
 pub mod serve;

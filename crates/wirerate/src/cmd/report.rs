@@ -25,7 +25,8 @@ which. Each operand is one group.\n\nOne run gives its goodput, retransmits, RTT
 congestion window over time, CPU per core, the streams' shares with Jain's fairness index and \
 the diagnosis; an rr run gives round-trip percentiles and transactions per second over time \
 and their distribution, a sweep throughput and one-way time per message size with Hockney's \
-fit; several runs or groups give box plots of goodput, CPU and PI with the verdicts \
+fit, an rpm run latency through its phases, the distribution of connect times idle against \
+loaded, and throughput and RPM per phase; several runs or groups give box plots of goodput, CPU and PI with the verdicts \
 and p-values of `wirerate compare` (each group against the first), the settings in which \
 they differ and the A/B table; a \
 find-max search gives loss against offered rate. Every chart has a table of its numbers.\n\n\

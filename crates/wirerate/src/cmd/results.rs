@@ -391,6 +391,7 @@ mod tests {
             evidence: Default::default(),
             interrupted: false,
             sweep: None,
+            rpm: None,
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();

@@ -1,0 +1,250 @@
+use super::*;
+
+fn at(values: &[f64]) -> Vec<Sample> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &ms)| Sample {
+            at_s: i as f64 * 0.1,
+            ms,
+        })
+        .collect()
+}
+
+#[test]
+fn trimmed_mean_leaves_out_the_highest_twentieth() {
+    // 20 samples: 1..=19 and one outlier of 1000; floor(20/20) = 1 left out: mean of 1..=19
+    let mut v: Vec<f64> = (1..=19).map(f64::from).collect();
+    v.push(1000.0);
+    assert_eq!(trimmed_mean(&at(&v)), Some(10.0));
+    // 19 samples: none left out (floor(19/20) = 0): (1+...+18 + 1000) / 19 = 1171 / 19
+    let v19: Vec<f64> = v[1..].to_vec();
+    let expect = (2..=19).sum::<i32>() as f64 + 1000.0;
+    assert_eq!(trimmed_mean(&at(&v19)), Some(expect / 19.0));
+    assert_eq!(trimmed_mean(&[]), None);
+}
+
+#[test]
+fn percentiles_are_nearest_rank() {
+    let v: Vec<f64> = (1..=10).map(f64::from).collect();
+    assert_eq!(percentile(&v, 50.0), Some(5.0));
+    assert_eq!(percentile(&v, 90.0), Some(9.0));
+    assert_eq!(percentile(&v, 99.0), Some(10.0));
+    assert_eq!(percentile(&v, 0.0), Some(1.0));
+    assert_eq!(percentile(&[], 50.0), None);
+    let s = LatencyStats::of(&at(&[4.0, 2.0, 8.0, 6.0])).unwrap();
+    assert_eq!(
+        (s.min_ms, s.p50_ms, s.p90_ms, s.max_ms),
+        (2.0, 4.0, 8.0, 8.0)
+    );
+    assert_eq!(s.trimmed_mean_ms, 5.0);
+    assert_eq!(s.samples, 4);
+}
+
+#[test]
+fn rpm_weighs_foreign_and_self_half_each() {
+    // foreign: (20 + 40) / 2 = 30 ms; self 90 ms; 0.5*30 + 0.5*90 = 60 ms -> 1000 RPM
+    assert_eq!(rpm(Some(20.0), Some(40.0), Some(90.0)), Some(1000.0));
+    // idle: the foreign part alone, 60 000 / 30 = 2000
+    assert_eq!(rpm(Some(20.0), Some(40.0), None), Some(2000.0));
+    // one foreign kind: 0.5*100 + 0.5*200 = 150 ms -> 400 RPM
+    assert_eq!(rpm(Some(100.0), None, Some(200.0)), Some(400.0));
+    assert_eq!(rpm(None, None, None), None);
+    assert_eq!(rpm(Some(0.0), None, None), None);
+}
+
+#[test]
+fn queue_is_added_time_times_rate() {
+    // 400 ms at 20 Mbit/s = 0.4 * 20e6 / 8 = 1 000 000 bytes
+    assert_eq!(queue_bytes(400.0, 20e6), 1_000_000);
+    assert_eq!(queue_bytes(-3.0, 20e6), 0);
+    assert_eq!(queue_bytes(10.0, 0.0), 0);
+}
+
+fn steady(n: usize, ms: f64, secs: f64) -> Vec<Sample> {
+    (0..n)
+        .map(|i| Sample {
+            at_s: secs * (i as f64 + 0.5) / n as f64,
+            ms,
+        })
+        .collect()
+}
+
+#[test]
+fn steady_samples_are_high_confidence_and_drifting_ones_low() {
+    let s = PhaseSamples {
+        connect: steady(50, 10.0, 5.0),
+        request: steady(50, 12.0, 5.0),
+        loaded_rtt: steady(50, 30.0, 5.0),
+    };
+    assert_eq!(confidence(&s, 0.0, 5.0, 5), Confidence::High);
+    // too few foreign samples
+    let few = PhaseSamples {
+        connect: steady(10, 10.0, 5.0),
+        ..Default::default()
+    };
+    assert_eq!(confidence(&few, 0.0, 5.0, 5), Confidence::Low);
+    // a latency that doubles every second: the growing-window figures never settle
+    let drifting: Vec<Sample> = (0..50)
+        .map(|i| {
+            let t = i as f64 * 0.1;
+            Sample {
+                at_s: t,
+                ms: 2f64.powf(t),
+            }
+        })
+        .collect();
+    let d = PhaseSamples {
+        connect: drifting,
+        ..Default::default()
+    };
+    assert_eq!(confidence(&d, 0.0, 5.0, 5), Confidence::Low);
+}
+
+#[test]
+fn summary_names_the_queue_of_the_worst_phase() {
+    let idle = PhaseSamples {
+        connect: steady(40, 2.0, 4.0),
+        request: steady(40, 2.0, 4.0),
+        loaded_rtt: vec![],
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 402.0, 4.0),
+        request: steady(40, 402.0, 4.0),
+        loaded_rtt: steady(40, 400.0, 4.0),
+    };
+    let phases = vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Download, 4.0, 0.0, &loaded, (Some(20e6), None), 0),
+    ];
+    let r = summarize(phases);
+    // no bidirectional phase: the lowest loaded one; 0.5*402 + 0.5*400 = 401 ms
+    assert_eq!(r.rpm, Some(60_000.0 / 401.0));
+    assert_eq!(r.idle_rpm, Some(30_000.0));
+    let q = r.queueing.unwrap();
+    assert_eq!(
+        (q.phase, q.added_ms, q.queue_bytes),
+        (Phase::Download, 400.0, 1_000_000)
+    );
+    assert!(r.verdict.contains("responsiveness low"), "{}", r.verdict);
+    assert!(r.verdict.contains("400.0 ms"), "{}", r.verdict);
+    assert!(r.verdict.contains("server to client"), "{}", r.verdict);
+    assert!(r.advice.is_some());
+}
+
+#[test]
+fn warmup_samples_are_left_out() {
+    let mut s = PhaseSamples {
+        connect: steady(40, 5.0, 4.0),
+        ..Default::default()
+    };
+    s.connect.push(Sample {
+        at_s: 0.01,
+        ms: 5000.0,
+    });
+    let p = phase_result(Phase::Upload, 4.0, 0.5, &s, (None, Some(1e6)), 2);
+    let c = p.connect.unwrap();
+    assert_eq!(c.max_ms, 5.0);
+    assert_eq!(c.samples, 35);
+    // the series keeps the warm-up, in time order: the outlier at 0.01 s comes first
+    assert_eq!(p.connect_series.len(), 41);
+    assert_eq!(p.connect_series[0], [0.01, 5000.0]);
+    assert!(p.loaded_rtt_series.is_empty());
+    assert_eq!(p.probes_failed, 2);
+}
+
+#[test]
+fn spec_bounds() {
+    let ok = RpmSpec {
+        phase_s: 5.0,
+        warmup_s: 1.0,
+        probe_rate_hz: 20.0,
+        load_dscp: Some(46),
+        probe_dscp: None,
+    };
+    assert!(ok.validate().is_ok());
+    for bad in [
+        RpmSpec {
+            probe_rate_hz: 101.0,
+            ..ok.clone()
+        },
+        RpmSpec {
+            warmup_s: 5.0,
+            ..ok.clone()
+        },
+        RpmSpec {
+            phase_s: f64::NAN,
+            ..ok.clone()
+        },
+        RpmSpec {
+            probe_dscp: Some(64),
+            ..ok.clone()
+        },
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_small_queue_is_named_without_advice_and_none_is_not_named() {
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let small = PhaseSamples {
+        connect: steady(40, 9.0, 4.0),
+        loaded_rtt: steady(40, 9.0, 4.0),
+        ..Default::default()
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Upload, 4.0, 0.0, &small, (None, Some(8e6)), 0),
+    ]);
+    // 60 000 / 9 ms: high; 8 ms added at 8 Mbit/s is 8 000 bytes, client to server
+    assert!(
+        r.verdict.starts_with("responsiveness high (6667 RPM)"),
+        "{}",
+        r.verdict
+    );
+    assert!(r.verdict.contains("client to server"), "{}", r.verdict);
+    assert_eq!(r.queueing.as_ref().map(|q| q.queue_bytes), Some(8_000));
+    assert_eq!(r.advice, None);
+    let flat = PhaseSamples {
+        connect: steady(40, 3.0, 4.0),
+        ..Default::default()
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Bidir, 4.0, 0.0, &flat, (Some(1e6), Some(1e6)), 0),
+    ]);
+    assert!(r.verdict.contains("no standing queue"), "{}", r.verdict);
+}
+
+#[test]
+fn unsent_data_in_the_sender_is_named_beside_the_path_queue() {
+    assert_eq!(median_bytes(vec![5, 1, 9, 7]), Some(5));
+    assert_eq!(median_bytes(vec![3]), Some(3));
+    assert_eq!(median_bytes(vec![]), None);
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 101.0, 4.0),
+        ..Default::default()
+    };
+    let mut up = phase_result(Phase::Upload, 4.0, 0.0, &loaded, (None, Some(8e6)), 0);
+    // 250 000 bytes at 8 Mbit/s: 250 ms more in the sending host
+    up.sender_unsent_bytes = Some(250_000);
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        up,
+    ]);
+    let q = r.queueing.as_ref().unwrap();
+    assert_eq!(q.sender_ms, Some(250.0));
+    assert!(
+        r.verdict.contains("socket buffers (250 ms"),
+        "{}",
+        r.verdict
+    );
+}

@@ -1,0 +1,148 @@
+//! The human report of `wirerate rpm`: a line per phase as it ends, then a table of the
+//! phases, the RPM with its confidence, the queue and the verdict.
+
+use std::fmt::Write as _;
+
+use wirerate_core::rpm::{Confidence, LatencyStats, PhaseResult, RpmResult};
+use wirerate_core::units::format_bps;
+use wirerate_core::RunResult;
+
+fn rate(bps: Option<f64>) -> String {
+    bps.map_or_else(|| "-".into(), format_bps)
+}
+
+fn ms(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// "p50/p90/p99" in ms, or "-".
+fn trio(s: Option<&LatencyStats>) -> String {
+    s.map_or_else(
+        || "-".into(),
+        |s| format!("{}/{}/{}", ms(s.p50_ms), ms(s.p90_ms), ms(s.p99_ms)),
+    )
+}
+
+fn confidence(c: Option<Confidence>) -> &'static str {
+    match c {
+        Some(Confidence::High) => "high",
+        Some(Confidence::Medium) => "medium",
+        Some(Confidence::Low) => "low",
+        None => "-",
+    }
+}
+
+fn rpm(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.0}"))
+}
+
+/// One line as a phase ends.
+pub fn phase_line(p: &PhaseResult) -> String {
+    format!(
+        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  RPM {} ({} confidence)",
+        p.phase.name(),
+        rate(p.download_bps),
+        rate(p.upload_bps),
+        p.connect
+            .as_ref()
+            .map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
+        rpm(p.rpm),
+        confidence(p.confidence),
+    )
+}
+
+/// The table of phases and the verdict; empty for a result without an `rpm` section.
+pub fn summary(r: &RunResult) -> String {
+    r.rpm.as_deref().map_or_else(String::new, table)
+}
+
+fn table(r: &RpmResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
+        "phase",
+        "download",
+        "upload",
+        "connect p50/90/99",
+        "request p50/90/99",
+        "tcp rtt p50/90/99",
+        "RPM",
+        "conf.",
+        "failed"
+    );
+    for p in &r.phases {
+        let _ = writeln!(
+            out,
+            "{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
+            p.phase.name(),
+            rate(p.download_bps),
+            rate(p.upload_bps),
+            trio(p.connect.as_ref()),
+            trio(p.request.as_ref()),
+            trio(p.loaded_rtt.as_ref()),
+            rpm(p.rpm),
+            confidence(p.confidence),
+            p.probes_failed,
+        );
+    }
+    let _ = writeln!(out, "(latencies in ms)");
+    let _ = writeln!(
+        out,
+        "RPM: {} ({} confidence); idle {}",
+        rpm(r.rpm),
+        confidence(r.confidence),
+        rpm(r.idle_rpm)
+    );
+    let _ = writeln!(out, "Verdict: {}", r.verdict);
+    if let Some(a) = &r.advice {
+        let _ = writeln!(out, "Advice: {a}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirerate_core::rpm::{phase_result, summarize, Phase, PhaseSamples, Sample};
+
+    fn steady(ms: f64) -> Vec<Sample> {
+        (0..40)
+            .map(|i| Sample {
+                at_s: f64::from(i) * 0.1,
+                ms,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn table_has_a_row_per_phase_and_the_verdict() {
+        let idle = PhaseSamples {
+            connect: steady(1.0),
+            request: steady(1.5),
+            loaded_rtt: vec![],
+        };
+        let loaded = PhaseSamples {
+            connect: steady(101.0),
+            request: steady(101.0),
+            loaded_rtt: steady(100.0),
+        };
+        let r = summarize(vec![
+            phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+            phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3),
+        ]);
+        let t = table(&r);
+        assert!(t.contains("idle"), "{t}");
+        assert!(t.contains("1.00/1.00/1.00"), "{t}");
+        assert!(t.contains("both"), "{t}");
+        assert!(t.contains("101.0/101.0/101.0"), "{t}");
+        // 60 000 / (0.5 * 101 + 0.5 * 100) = 597
+        assert!(t.contains("RPM: 597 (high confidence)"), "{t}");
+        assert!(t.contains("Verdict: responsiveness medium"), "{t}");
+        assert!(t.contains("Advice:"), "{t}");
+    }
+}

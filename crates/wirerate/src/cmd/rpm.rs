@@ -1,0 +1,339 @@
+//! `wirerate rpm [HOST]`: latency under load. An idle phase, then download, upload and both
+//! at once, each an ordinary test against the server, with latency probes on connections of
+//! their own beside it and the loaded connections' TCP_INFO RTT inside it; RPM by the IETF
+//! responsiveness draft (crates/core/src/rpm.rs holds the arithmetic).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use wirerate_core::result::Interval;
+use wirerate_core::rpm::{self, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
+use wirerate_core::rr::{RrMode, RrSpec};
+use wirerate_core::spec::{Direction, End, Flow, TestKind};
+use wirerate_core::{Protocol, RunResult, TestSpec};
+use wirerate_engine::rpm_probe::{ProbeLog, Prober};
+use wirerate_engine::Observer;
+
+use super::results::StoreArgs;
+use super::run::{execute, open_store, save, target_for, Net, Target};
+use crate::exit::usage;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Phases, each -t seconds: idle (a 10-per-second request/response on one \
+connection, to hold the session), download (-P flows server to client), upload (-P flows \
+client to server), both (-P each way). All through, latency probes on new connections \
+(--probe-rate a second): the TCP connect time and a 1-byte request/response. Inside the \
+loaded phases, the senders' TCP_INFO smoothed RTT every 0.1 s.\n\n\
+RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the loaded connections' \
+one), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
+headline is the bidirectional phase's. Confidence (low, medium, high) is the draft's \
+stability rule: the figure over the last four seconds agrees within 5 % (high) or 15 % \
+(medium). Loaded minus idle connect time is queueing; times the phase's rate, the queue.\n\n\
+Exit status: 0 success, 1 the test failed, 2 bad usage."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub net: Net,
+    /// Flows each way in the loaded phases
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 4)]
+    pub parallel: u32,
+    /// Seconds of each phase (four phases)
+    #[arg(
+        short = 't',
+        long,
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        allow_negative_numbers = true
+    )]
+    pub time: f64,
+    /// Seconds at the start of each loaded phase not counted (the load ramps up)
+    /// [default: 1, at most a quarter of -t]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub warmup: Option<f64>,
+    /// Latency probes a second, each a new connection (1 to 100)
+    #[arg(
+        long,
+        value_name = "HZ",
+        default_value_t = 20.0,
+        allow_negative_numbers = true
+    )]
+    pub probe_rate: f64,
+    /// DSCP class of the loaded flows, both ends (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or
+    /// 0-63; RRUL marks its flows BE, BK, CS5 and EF) [default: unmarked]
+    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
+    pub dscp: Option<u8>,
+    /// DSCP class of the latency probes (this side's packets, from the SYN on)
+    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
+    pub probe_dscp: Option<u8>,
+    /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// The validated settings, or a usage error naming the flag.
+pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
+    if !(a.time.is_finite() && a.time > 0.0) {
+        return usage("-t must be positive");
+    }
+    if a.parallel == 0 || a.parallel > wirerate_core::spec::limits::MAX_PARALLEL {
+        return usage(format!(
+            "-P must be 1 to {}",
+            wirerate_core::spec::limits::MAX_PARALLEL
+        ));
+    }
+    let s = RpmSpec {
+        phase_s: a.time,
+        warmup_s: a.warmup.unwrap_or((a.time / 4.0).min(1.0)),
+        probe_rate_hz: a.probe_rate,
+        load_dscp: a.dscp,
+        probe_dscp: a.probe_dscp,
+    };
+    if let Err(e) = s.validate() {
+        return usage(e);
+    }
+    Ok(s)
+}
+
+/// The test of one phase: a quiet rr session for idle, TCP bulk flows for the others.
+fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
+    let base = TestSpec {
+        protocol: Protocol::Tcp,
+        tos: s.load_dscp.map(wirerate_core::dscp::tos),
+        end: End::Time { seconds: s.phase_s },
+        ..Default::default()
+    };
+    let direction = match phase {
+        Phase::Idle => {
+            return TestSpec {
+                len_bytes: 1,
+                parallel: 1,
+                nodelay: true,
+                interval_s: 0.0,
+                test: TestKind::Rr(RrSpec {
+                    mode: RrMode::Tcp,
+                    request_bytes: 1,
+                    response_bytes: 1,
+                    burst: 1,
+                    rate_tps: Some(10.0),
+                    loss_timeout_s: 0.2,
+                }),
+                ..base
+            }
+        }
+        Phase::Download => Direction::Reverse,
+        Phase::Upload => Direction::Forward,
+        Phase::Bidir => Direction::Bidir,
+    };
+    TestSpec {
+        direction,
+        parallel,
+        // the warm-up is part of the phase: a test's omitted seconds come before its time
+        end: End::Time {
+            seconds: s.phase_s - s.warmup_s,
+        },
+        omit_s: s.warmup_s,
+        interval_s: 0.1,
+        fit_writes: true,
+        ..base
+    }
+}
+
+/// Starts the probes when the session hands out its token; stops them as the phase ends.
+struct Probing {
+    addr: SocketAddr,
+    rate_hz: f64,
+    tos: Option<u8>,
+    phase_s: f64,
+    prober: Option<Prober>,
+}
+
+impl Observer for Probing {
+    fn session(&mut self, token: &wirerate_proto::Token) {
+        self.prober = Some(Prober::start(
+            self.addr,
+            *token,
+            self.rate_hz,
+            Instant::now(),
+            self.tos,
+        ));
+    }
+
+    fn tick(&mut self, elapsed_s: f64) {
+        if elapsed_s >= self.phase_s {
+            if let Some(p) = &self.prober {
+                p.stop();
+            }
+        }
+    }
+
+    fn interval(&mut self, _iv: &Interval) {}
+}
+
+/// The loaded connections' smoothed RTT samples, from each flow's interval sums.
+fn loaded_rtt(r: &RunResult) -> Vec<Sample> {
+    r.intervals
+        .iter()
+        .filter(|iv| iv.stream.is_none() && !iv.omitted)
+        .filter_map(|iv| {
+            let rtt_us = iv.tcp.as_ref()?.rtt_us?;
+            Some(Sample {
+                at_s: iv.end_s,
+                ms: rtt_us / 1000.0,
+            })
+        })
+        .collect()
+}
+
+/// The median over counted intervals of what the loaded senders had written but not sent.
+fn unsent(r: &RunResult) -> Option<u64> {
+    let v = r
+        .intervals
+        .iter()
+        .filter(|iv| iv.stream.is_none() && !iv.omitted)
+        .filter_map(|iv| iv.tcp.as_ref()?.unsent_bytes)
+        .collect();
+    rpm::median_bytes(v)
+}
+
+/// Goodput server → client and client → server of a phase's result.
+fn rates(phase: Phase, r: &RunResult) -> (Option<f64>, Option<f64>) {
+    let flow = |f: Flow| {
+        r.summary
+            .flows
+            .iter()
+            .find(|x| x.flow == f)
+            .map(|x| x.goodput_bps)
+    };
+    match phase {
+        Phase::Idle => (None, None),
+        Phase::Download => (Some(r.summary.goodput_bps), None),
+        Phase::Upload => (None, Some(r.summary.goodput_bps)),
+        Phase::Bidir => (flow(Flow::ServerToClient), flow(Flow::ClientToServer)),
+    }
+}
+
+fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
+    PhaseSamples {
+        connect: log
+            .samples
+            .iter()
+            .map(|p| Sample {
+                at_s: p.at_s,
+                ms: p.connect_ms,
+            })
+            .collect(),
+        request: log
+            .samples
+            .iter()
+            .filter_map(|p| {
+                Some(Sample {
+                    at_s: p.at_s,
+                    ms: p.request_ms?,
+                })
+            })
+            .collect(),
+        loaded_rtt: rtt,
+    }
+}
+
+/// Runs one phase; its result and figures, or why it failed.
+fn run_phase(
+    t: &Target,
+    phase: Phase,
+    s: &RpmSpec,
+    parallel: u32,
+) -> anyhow::Result<(RunResult, PhaseResult, Vec<String>)> {
+    let spec = phase_spec(phase, s, parallel);
+    let mut obs = Probing {
+        addr: t.addr,
+        rate_hz: s.probe_rate_hz,
+        tos: s.probe_dscp.map(wirerate_core::dscp::tos),
+        phase_s: s.phase_s,
+        prober: None,
+    };
+    // the server frees its slot a moment after the previous phase's reports
+    let (result, errors) = execute(t, &spec, &mut obs, Duration::from_secs(5))?;
+    let log = obs.prober.take().map(Prober::finish).unwrap_or_default();
+    let warmup = if phase == Phase::Idle {
+        0.0
+    } else {
+        s.warmup_s
+    };
+    let samples = samples_of(&log, loaded_rtt(&result));
+    let mut figures = rpm::phase_result(
+        phase,
+        s.phase_s,
+        warmup,
+        &samples,
+        rates(phase, &result),
+        log.failed,
+    );
+    if phase != Phase::Idle {
+        figures.sender_unsent_bytes = unsent(&result);
+    }
+    Ok((result, figures, errors))
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let s = spec_from(&a)?;
+    let mut store = open_store(&a.store)?;
+    let t = target_for(&a.net)?;
+    if t.iperf3 {
+        return usage("rpm needs a wirerate server: an iperf3 server answers no latency probes");
+    }
+    if !a.json {
+        crate::say!(
+            "wirerate rpm: {}, {} s per phase ({} s warm-up), {} flow(s) each way, {} probes/s",
+            t.describe(),
+            s.phase_s,
+            s.warmup_s,
+            a.parallel,
+            s.probe_rate_hz
+        );
+    }
+    let mut phases = Vec::new();
+    let mut errors = Vec::new();
+    let mut last = None;
+    for phase in Phase::ALL {
+        let (result, figures, errs) = run_phase(&t, phase, &s, a.parallel)?;
+        if !a.json {
+            crate::say!("{}", wirerate_render::rpm::phase_line(&figures));
+        }
+        errors.extend(errs.into_iter().map(|e| format!("{}: {e}", phase.name())));
+        phases.push(figures);
+        last = Some(result);
+    }
+    let Some(mut result) = last else {
+        anyhow::bail!("no phase ran");
+    };
+    result.spec.test = TestKind::Rpm(s);
+    result.spec.parallel = a.parallel;
+    result.rpm = Some(Box::new(rpm::summarize(phases)));
+    let mut out = crate::exit::stdout();
+    if a.json {
+        writeln!(out, "{}", wirerate_render::json::result(&result))?;
+    } else {
+        write!(out, "{}", wirerate_render::rpm::summary(&result))?;
+    }
+    out.flush()?;
+    let stored = match store.as_mut() {
+        Some(store) => save(store, &result, a.store.label.as_deref(), None),
+        None => true,
+    };
+    if !errors.is_empty() {
+        eprintln!(
+            "wirerate: {}",
+            wirerate_core::text::safe(&errors.join("; "))
+        );
+    }
+    Ok(if errors.is_empty() && stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,290 @@
+//! `wirerate rpm` end to end over loopback: the four phases in order, load where a phase
+//! loads, probes answered in every phase, ordered percentiles, the JSON against both
+//! schemas, the run stored as kind `rpm`, usage errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{json, run, stderr, ServerProc};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn assert_stats(s: &Value, what: &str) {
+    let v: Vec<f64> = ["min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
+        .iter()
+        .map(|k| f(&s[*k]))
+        .collect();
+    assert!(v.windows(2).all(|w| w[0] <= w[1]), "{what}: {v:?}");
+    assert!(v[0] > 0.0, "{what}: {v:?}");
+    let tm = f(&s["trimmed_mean_ms"]);
+    assert!(
+        v[0] <= tm && tm <= v[4],
+        "{what}: trimmed mean {tm} outside {v:?}"
+    );
+}
+
+#[test]
+fn four_phases_load_probe_and_follow_the_schemas() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let out = run(
+        &[
+            "rpm",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1.5",
+            "-P",
+            "2",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "rpm failed: {}", stderr(&out));
+    let doc = json(&out);
+    let rpm = &doc["rpm"];
+    let phases = rpm["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["idle", "download", "upload", "bidir"]);
+    for ph in phases {
+        let name = ph["phase"].as_str().unwrap();
+        // 20 probes a second over 1.5 s, less the warm-up: every phase got answers
+        let connect = &ph["connect"];
+        assert!(f(&connect["samples"]) >= 5.0, "{name}: {connect}");
+        assert_stats(connect, name);
+        assert_stats(&ph["request"], name);
+        assert_eq!(ph["probes_failed"], 0, "{name}");
+        assert!(f(&ph["rpm"]) > 0.0, "{name}");
+        let (down, up) = (&ph["download_bps"], &ph["upload_bps"]);
+        match name {
+            "idle" => {
+                assert!(down.is_null() && up.is_null());
+                assert!(ph["loaded_rtt"].is_null(), "idle has no loaded flows");
+            }
+            "download" => assert!(f(down) > 1e6 && up.is_null(), "{down} {up}"),
+            "upload" => assert!(f(up) > 1e6 && down.is_null(), "{down} {up}"),
+            _ => assert!(f(down) > 1e6 && f(up) > 1e6, "{down} {up}"),
+        }
+        if name != "idle" {
+            assert_stats(&ph["loaded_rtt"], name);
+        }
+    }
+    // the headline is the bidirectional phase's
+    assert_eq!(rpm["rpm"], phases[3]["rpm"]);
+    assert_eq!(doc["spec"]["test"]["kind"], "rpm");
+    assert!(rpm["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("responsiveness "));
+
+    let result: Value =
+        serde_json::from_str(include_str!("../../../schema/result.schema.json")).unwrap();
+    let result = jsonschema::validator_for(&result).expect("result schema compiles");
+    let errors: Vec<String> = result.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let section: Value =
+        serde_json::from_str(include_str!("../../../schema/rpm.schema.json")).unwrap();
+    let section = jsonschema::validator_for(&section).expect("rpm schema compiles");
+    let errors: Vec<String> = section.iter_errors(rpm).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // the schema bites
+    let mut bad = rpm.clone();
+    bad["phases"][1]["connect"]["p50_ms"] = serde_json::json!(-1.0);
+    assert!(!section.is_valid(&bad));
+    let mut bad = rpm.clone();
+    bad["confidence"] = serde_json::json!("certain");
+    assert!(!section.is_valid(&bad));
+    // the server served every probe: it rejected no data connection
+    let log = srv.stop();
+    assert!(!log.contains("rejected data stream"), "{log}");
+    assert!(!log.contains("latency probes"), "{log}");
+}
+
+#[test]
+fn embedded_server_text_report_and_history_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let db = db.to_str().unwrap();
+    let out = run(
+        &[
+            "rpm",
+            "-t",
+            "1",
+            "-P",
+            "1",
+            "--dscp",
+            "EF",
+            "--probe-dscp",
+            "cs5",
+            "--db",
+            db,
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    for word in ["idle", "download", "upload", "both", "RPM:", "Verdict: "] {
+        assert!(text.contains(word), "{word} missing: {text}");
+    }
+    let out = run(&["history", "--db", db, "--json"], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs = json(&out);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    let spec = &runs[0]["result"]["spec"];
+    assert_eq!(spec["test"]["kind"], "rpm");
+    // EF (46) on the loaded flows is TOS 0xb8; CS5 (40) on the probes
+    assert_eq!(spec["tos"], 0xb8);
+    assert_eq!(spec["test"]["load_dscp"], 46);
+    assert_eq!(spec["test"]["probe_dscp"], 40);
+    let out = run(&["history", "--db", db], LIMIT);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.contains("rpm tcp x1"), "{table}");
+    // listed by its responsiveness, as the document says it
+    let rpm = runs[0]["result"]["rpm"]["rpm"].as_f64().unwrap();
+    assert!(table.contains(&format!("{rpm:.0} RPM")), "{table}");
+    // the report draws the phases
+    let html = dir.path().join("r.html");
+    let id = runs[0]["id"].to_string();
+    let out = run(
+        &[
+            "report",
+            &format!("id:{id}"),
+            "--db",
+            db,
+            "-o",
+            html.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for title in [
+        "Latency through the phases",
+        "Connect times, idle against loaded",
+        "Throughput and RPM per phase",
+    ] {
+        assert!(page.contains(title), "{title} missing");
+    }
+}
+
+#[test]
+fn bad_settings_are_usage_errors() {
+    for args in [
+        &["rpm", "--probe-rate", "500"][..],
+        &["rpm", "-t", "0"],
+        &["rpm", "-t", "2", "--warmup", "2"],
+        &["rpm", "-P", "0"],
+        &["rpm", "--dscp", "AF51"],
+        &["rpm", "--probe-dscp", "64"],
+    ] {
+        let out = run(args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// A probe's opening as docs/protocol.md lays it out: the data preamble, a token, flow 0,
+/// stream id u32::MAX, one byte.
+fn probe_opening(token: [u8; 16]) -> Vec<u8> {
+    let mut v = b"WRRT".to_vec();
+    v.extend_from_slice(&1u16.to_be_bytes());
+    v.extend_from_slice(&[1, 0]);
+    v.extend_from_slice(&token);
+    v.push(0);
+    v.extend_from_slice(&u32::MAX.to_be_bytes());
+    v.push(7);
+    v
+}
+
+#[test]
+fn a_probe_without_a_running_test_is_refused_unanswered() {
+    use std::io::{Read, Write};
+    let srv = ServerProc::start(&[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&probe_opening([9; 16])).unwrap();
+    let mut b = [0u8; 1];
+    // closed without an answer (EOF or a reset), never echoed
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "answered {b:?}");
+    // the server closes, then logs
+    std::thread::sleep(Duration::from_millis(500));
+    let log = srv.stop();
+    assert!(log.contains("wrong or stale session token"), "{log}");
+}
+
+#[test]
+fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let db = db.to_str().unwrap();
+    for label in ["a", "b"] {
+        let out = run(
+            &["rpm", "-t", "1", "-P", "1", "--label", label, "--db", db],
+            LIMIT,
+        );
+        assert!(out.status.success(), "{label}: {}", stderr(&out));
+    }
+    let out = run(&["compare", "a", "b", "--json", "--db", db], LIMIT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let metrics = &doc["metrics"];
+    for key in ["rpm", "loaded_p50_ms", "goodput_bps"] {
+        assert!(metrics[key]["a"].is_object(), "{key}: {doc}");
+    }
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/compare.schema.json")).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("compare schema compiles");
+    let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // the text verdict is about responsiveness
+    let out = run(&["compare", "a", "b", "--db", db], LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("responsiveness"), "{text}");
+}
+
+#[test]
+fn probes_are_served_beside_a_tls_session() {
+    // over TLS the data token is the session's exporter, never sent: the probes present it
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let srv = ServerProc::start(&["--tls", "--state-dir", state.to_str().unwrap()]);
+    let p = srv.port.to_string();
+    let known = dir.path().join("known");
+    let out = run(
+        &[
+            "rpm",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--tls",
+            "--known-servers",
+            known.to_str().unwrap(),
+            "-t",
+            "1",
+            "-P",
+            "1",
+            "--json",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    for ph in doc["rpm"]["phases"].as_array().unwrap() {
+        assert_eq!(ph["probes_failed"], 0, "{ph}");
+        assert!(f(&ph["request"]["samples"]) >= 3.0, "{ph}");
+    }
+}
