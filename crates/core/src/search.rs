@@ -111,6 +111,9 @@ pub struct RateSearch {
     /// A rate a sender short of its target did reach within the loss limit: tried next
     /// when it lies inside the bracket.
     hint: Option<f64>,
+    /// An unpaced trial passed (its sender, not the path, was the limit then): a rate that
+    /// passes with none above it known to fail is a floor, and twice it is tried next.
+    unbounded: bool,
     pub steps: Vec<Step>,
 }
 
@@ -194,6 +197,7 @@ impl RateSearch {
             at: Vec::new(),
             ceiling: None,
             hint: None,
+            unbounded: false,
             steps: Vec::new(),
         }
     }
@@ -252,6 +256,8 @@ impl RateSearch {
             (Some(f), Some(c)) if c < f => (c, false),
             (Some(f), _) => (f, true),
             (None, Some(c)) => (c, false),
+            // nothing above the rate found is known: twice it, without a link to top it
+            (None, None) if self.unbounded && lo > 0.0 => return Next::Rate(lo * 2.0),
             // the top passed (or nothing was sent at all)
             (None, None) => return Next::Done,
         };
@@ -314,7 +320,8 @@ impl RateSearch {
     /// sender that fell clearly short (under [`UNREACHED`]) did not offer it: the trial
     /// fails, and while such a rate stands above the rate found, the most any sender put
     /// out (÷ [`UNREACHED`]) caps the rates tried. An unpaced trial that passed counts for
-    /// the rate it sent; one that failed caps the range at what its receiver got.
+    /// the rate it sent (a floor: twice it is tried next, unless a rate fails first); one
+    /// that failed caps the range at what its receiver got.
     pub fn record(
         &mut self,
         offered: Option<f64>,
@@ -325,6 +332,7 @@ impl RateSearch {
         let pass = loss_percent <= self.loss_limit;
         let sent_ok = sent.filter(|s| s.is_finite() && *s >= 0.0);
         let confirming = self.confirming(offered);
+        self.unbounded |= offered.is_none() && pass;
         let (index, phase) = match offered {
             Some(o) => {
                 let i = self.rate_index(o);

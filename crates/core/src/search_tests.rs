@@ -154,7 +154,10 @@ fn a_rate_the_sender_never_reached_is_not_reported() {
         s.record(Some(r), Some(sent), sent, 0.0);
     }
     let r = s.result().unwrap();
-    assert!((1.7e9 * 0.99..=1.7e9 / UNREACHED).contains(&r), "{r}: {s:?}");
+    assert!(
+        (1.7e9 * 0.99..=1.7e9 / UNREACHED).contains(&r),
+        "{r}: {s:?}"
+    );
     // a few trials above the sender's reach (÷ 0.8): the top, and the rate just above the
     // one found
     let above = s
@@ -202,13 +205,22 @@ fn a_passing_top_is_tried_twice_then_ends() {
     assert_eq!(c.loss_median_percent, Some(0.025));
     assert_eq!(c.lowest_fail_bps, None);
     assert!((c.level_percent.unwrap() - 75.0).abs() < 1e-9);
-    // an unpaced trial that passes counts for what it sent, then that rate is tried paced
-    let mut s = RateSearch::new(0.1, 0.01, 20);
+    // an unpaced trial that passes counts for what it sent, then that rate is tried paced;
+    // an unpaced sender slowed by other work must not top the search, so twice the rate
+    // found is tried next, and the search goes on from the first rate that fails
+    let mut s = RateSearch::new(0.1, 0.01, 30);
     s.record(None, Some(3e9), 2.9e9, 0.0);
     assert_eq!(s.next(None), Next::Rate(3e9));
     s.record(Some(3e9), Some(3e9), 3e9, 0.0);
-    assert_eq!(s.next(None), Next::Done);
     assert_eq!(s.confidence().trials, 2);
+    assert_eq!(s.next(None), Next::Rate(6e9));
+    while let Next::Rate(r) = s.next(None) {
+        let loss = if r > 10e9 { 5.0 } else { 0.0 };
+        s.record(Some(r), Some(r), r, loss);
+    }
+    let r = s.result().unwrap();
+    assert!(r > 9.9e9 && r <= 10e9, "{r}: {s:?}");
+    assert!(s.confidence().confirmed);
 }
 
 #[test]
