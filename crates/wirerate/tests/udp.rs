@@ -232,6 +232,57 @@ fn find_max_reports_its_steps_and_a_rate_that_passed() {
     }
 }
 
+/// One offered rate's trials in a find-max search: passed (and the sender reached the
+/// rate), failed (or fell more than 20 % short of it), and every trial's loss.
+type RateTrials = (f64, usize, usize, Vec<f64>);
+
+/// A search's steps recounted by offered rate, checking each step's own verdict.
+fn trials_by_rate(steps: &[serde_json::Value], limit: f64) -> Vec<RateTrials> {
+    let mut rates: Vec<RateTrials> = Vec::new();
+    for s in steps {
+        let offered = s["offered_bps"]
+            .as_f64()
+            .expect("paced: the link tops the search");
+        let loss = s["loss_percent"].as_f64().unwrap();
+        assert_eq!(s["pass"] == true, loss <= limit, "{s}");
+        let reached = s["sent_bps"].as_f64().is_some_and(|x| x >= 0.8 * offered);
+        let i = match rates.iter().position(|r| r.0 == offered) {
+            Some(i) => i,
+            None => {
+                assert_eq!(s["phase"], "search", "a rate's first trial: {s}");
+                rates.push((offered, 0, 0, Vec::new()));
+                rates.len() - 1
+            }
+        };
+        let r = &mut rates[i];
+        if loss <= limit && reached {
+            r.1 += 1;
+        } else {
+            r.2 += 1;
+        }
+        r.3.push(loss);
+        assert!(r.1 + r.2 <= 5, "more than five trials at {offered}: {r:?}");
+    }
+    rates
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The sign test: one less the chance of at least `k` of `n` agreeing by a coin's toss.
+fn sign(k: usize, n: usize) -> f64 {
+    let choose = |n: usize, k: usize| (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+    1.0 - (k..=n).map(|i| choose(n, i)).sum::<f64>() / 2f64.powi(n as i32)
+}
+
 /// Near loopback's limit one trial passes or fails by chance, and a search that believed
 /// each trial ended anywhere (two searches found 35.07 and 18.86 Gbit/s). Each rate is now
 /// judged by the median loss of its trials: the result's fields must agree with its trials,
@@ -267,42 +318,7 @@ fn find_max_judges_each_rate_by_the_median_of_its_trials() {
     assert!(validator.is_valid(&doc), "{doc}");
     let steps = doc["steps"].as_array().unwrap();
     assert!(steps.len() <= 32, "{} trials", steps.len());
-    // each offered rate's trials: (passed and reached, failed or fell short, losses)
-    let mut rates: Vec<(f64, usize, usize, Vec<f64>)> = Vec::new();
-    for s in steps {
-        let offered = s["offered_bps"]
-            .as_f64()
-            .expect("paced: the link tops the search");
-        let loss = s["loss_percent"].as_f64().unwrap();
-        assert_eq!(s["pass"] == true, loss <= limit, "{s}");
-        let reached = s["sent_bps"].as_f64().is_some_and(|x| x >= 0.8 * offered);
-        let i = match rates.iter().position(|r| r.0 == offered) {
-            Some(i) => i,
-            None => {
-                assert_eq!(s["phase"], "search", "a rate's first trial: {s}");
-                rates.push((offered, 0, 0, Vec::new()));
-                rates.len() - 1
-            }
-        };
-        let r = &mut rates[i];
-        if loss <= limit && reached {
-            r.1 += 1;
-        } else {
-            r.2 += 1;
-        }
-        r.3.push(loss);
-        assert!(r.1 + r.2 <= 5, "more than five trials at {offered}: {doc}");
-    }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    let rates = trials_by_rate(steps, limit);
     let c = &doc["confidence"];
     let Some(found) = doc["max_rate_bps"].as_f64() else {
         assert_eq!(out.status.code(), Some(1));
@@ -319,12 +335,6 @@ fn find_max_judges_each_rate_by_the_median_of_its_trials() {
         !rates.iter().any(|r| r.0 > found && r.1 > r.2 && r.1 >= 2),
         "{rates:?}"
     );
-    // the sign test: one less the chance of at least k of n agreeing by a coin's toss
-    let sign = |k: usize, n: usize| {
-        let choose =
-            |n: usize, k: usize| (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64);
-        1.0 - (k..=n).map(|i| choose(n, i)).sum::<f64>() / 2f64.powi(n as i32)
-    };
     let mut level = sign(at.1, at.1 + at.2);
     if let Some(fail) = c["lowest_fail_bps"].as_f64() {
         assert!(fail > found, "{c}");
