@@ -1,29 +1,43 @@
 //! The search for the highest offered rate whose loss stays within a limit, in the manner of
-//! RFC 2544's throughput test: try the top of the range, then halve the interval between the
-//! highest rate that passed and the lowest that failed until it is narrow enough; then try
-//! the rate found again, [`CONFIRM`] more times. One lucky trial is not a result: a rate that
-//! fails a confirmation becomes the lowest failing rate and the search goes on below it, so
-//! the rate reported is one that passed every time it was tried at the end.
+//! RFC 2544's throughput test, with a verdict per rate instead of per trial.
+//!
+//! Near a path's limit one trial passes or fails by chance (loss comes in bursts: one stall
+//! of the receiver drops thousands of datagrams, then none for a while), so a search that
+//! believes each trial ends wherever its luck ran out. Here a rate is judged by the median
+//! loss of its trials: it passes when most of them kept within the limit. Each rate is tried
+//! twice, and a third time only when the two disagree ([`TRIALS_PER_RATE`]); a later trial
+//! that ties the count is broken by one more, up to [`MAX_TRIALS_PER_RATE`]. The bisection
+//! halves the interval between the highest rate that passed and the lowest that failed
+//! until it is narrow, and the search ends on the rate found: when its last trial was at
+//! another rate, the rate found is tried once more (a confirmation, which joins its median).
+//!
+//! The unit of evidence is the trial, not the datagram: a binomial bound over datagrams
+//! would treat a burst of a thousand as a thousand independent draws and call a rate safe
+//! after one lucky trial. How far the answer can be trusted is given by [`Confidence`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Summary;
 
-/// Trials of the rate found after the bisection, each of which must pass as well.
-pub const CONFIRM: usize = 2;
+/// Trials whose median decides a rate: the third is run only when the first two disagree.
+pub const TRIALS_PER_RATE: usize = 3;
+/// Trials of one rate at most: a confirmation that ties the count is broken by one more
+/// (an odd number, so the count never ties at the cap).
+pub const MAX_TRIALS_PER_RATE: usize = 5;
 
 /// Why a trial was run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
-    /// A step of the bisection.
+    /// The first trial of a rate: a step of the bisection.
     #[default]
     Search,
-    /// A repeat of the lowest failing rate once the bisection is narrow: one burst of loss
-    /// at a low rate must not cap the search.
-    Recheck,
-    /// A repeat of the rate the bisection found.
+    /// A further trial of a rate whose trials do not yet decide it.
+    Repeat,
+    /// A trial of the rate found, once the bisection is narrow.
     Confirm,
+    /// A repeat of the lowest failing rate (searches recorded before the median rule).
+    Recheck,
 }
 
 /// One trial of the search. Rates are per stream.
@@ -38,16 +52,47 @@ pub struct Step {
     /// What the receiver got.
     pub goodput_bps: f64,
     pub loss_percent: f64,
+    /// The trial's loss kept within the limit.
     pub pass: bool,
     #[serde(default)]
     pub phase: Phase,
 }
 
 /// A trial whose sender put out less than this share of its offered rate did not offer it:
-/// it counts at the rate it sent. Pacing that misses its target by a few percent stays
-/// above it (the search runs over offered rates, and reports what was sent beside them); a
-/// sender that cannot produce the rate at all (its CPU) falls below it.
+/// it fails, whatever its loss, and the rates above what it sent ÷ this share are out of
+/// the sender's reach. Pacing that misses its target by a few percent stays above it
+/// (the search runs over offered rates, and reports what was sent beside them).
 pub const UNREACHED: f64 = 0.8;
+
+/// The trials of one offered rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rate {
+    bps: f64,
+    /// Trials within the loss limit whose sender reached the rate, and the others.
+    good: usize,
+    bad: usize,
+    /// Trials whose sender fell short of this rate: while there are any, the rates above
+    /// what senders put out are out of reach.
+    short: usize,
+}
+
+impl Rate {
+    /// Some(true) when most trials passed, Some(false) when most failed, None while the
+    /// count is open.
+    fn verdict(&self) -> Option<bool> {
+        let n = self.good + self.bad;
+        let need = TRIALS_PER_RATE / 2 + 1;
+        if self.good >= need && self.good > self.bad {
+            Some(true)
+        } else if self.bad >= need && self.bad > self.good {
+            Some(false)
+        } else if n >= MAX_TRIALS_PER_RATE {
+            Some(self.good > self.bad)
+        } else {
+            None
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct RateSearch {
@@ -55,14 +100,20 @@ pub struct RateSearch {
     /// Stop when the gap between pass and fail is below this share of the fail rate.
     resolution: f64,
     max_steps: usize,
-    pass: Option<f64>,
-    fail: Option<f64>,
-    /// Confirmation trials of the current candidate that passed.
-    confirmed: usize,
-    /// The failing rate that was tried a second time (or failed a confirmation).
-    rechecked: Option<f64>,
-    /// The rate each step counts at, beside `steps`.
-    rates: Vec<f64>,
+    /// Every rate tried, in the order first tried.
+    rates: Vec<Rate>,
+    /// The rate each step counts for (an index into `rates`), beside `steps`; None for an
+    /// unpaced trial that failed.
+    at: Vec<Option<usize>>,
+    /// The top of the range from a failing unpaced trial: what its receiver got. No trial
+    /// decided it: it is tried itself when the bisection comes near.
+    ceiling: Option<f64>,
+    /// A rate a sender short of its target did reach within the loss limit: tried next
+    /// when it lies inside the bracket.
+    hint: Option<f64>,
+    /// An unpaced trial passed (its sender, not the path, was the limit then): a rate that
+    /// passes with none above it known to fail is a floor, and twice it is tried next.
+    unbounded: bool,
     pub steps: Vec<Step>,
 }
 
@@ -75,18 +126,18 @@ pub enum Next {
     Done,
 }
 
-/// How far a search's answer can be trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// How far a search's answer can be trusted: the bracket, each end's trials, and the
+/// confidence their counts give.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Confidence {
     /// The lowest rate that failed (None when none did): the answer lies between the rate
     /// found and this one.
     pub lowest_fail_bps: Option<f64>,
-    /// Trials at the rate found (its bisection step and its confirmations) and how many
-    /// of them passed.
+    /// Trials at the rate found and how many of them passed.
     pub trials: usize,
     pub passed: usize,
-    /// The rate found passed its bisection step and all [`CONFIRM`] confirmations; false
-    /// when the search's trial limit came first.
+    /// The search ended on its rule: the bracket narrow, the rate found passing by the
+    /// median of its trials and its last trial at it; false when the trial limit came first.
     #[serde(default)]
     pub confirmed: bool,
     /// Goodput per stream over the passing trials at the rate found: its spread.
@@ -94,46 +145,86 @@ pub struct Confidence {
     /// What the sender put out in those trials, per stream.
     #[serde(default)]
     pub sent: Option<Summary>,
+    /// The median loss of the trials at the rate found, percent.
+    #[serde(default)]
+    pub loss_median_percent: Option<f64>,
+    /// Trials at the lowest failing rate and how many of them failed ...
+    #[serde(default)]
+    pub fail_trials: usize,
+    #[serde(default)]
+    pub fail_failed: usize,
+    /// ... of which this many because their sender fell short of the rate ([`UNREACHED`]).
+    #[serde(default)]
+    pub fail_short: usize,
+    /// The median loss of the trials at the lowest failing rate, percent.
+    #[serde(default)]
+    pub fail_loss_median_percent: Option<f64>,
+    /// How sure the counts make the bracket, percent: for each end, one less the chance
+    /// that trials passing (or failing) only half the time would agree as often as these
+    /// did (a sign test), the two ends multiplied. Two agreeing trials at each end give
+    /// 56 %, three at each 77 %; None when no rate passed.
+    #[serde(default)]
+    pub level_percent: Option<f64>,
+}
+
+/// One less the chance of at least `agree` heads in `n` tosses of a fair coin: how sure
+/// `agree` trials of `n` agreeing make their rate's verdict, as a share.
+pub fn sign_confidence(agree: usize, n: usize) -> f64 {
+    if n == 0 || agree == 0 {
+        return 0.0;
+    }
+    let n = n.min(60);
+    let mut choose = 1.0_f64;
+    let mut tail = 0.0;
+    for k in 0..=n {
+        if k >= agree {
+            tail += choose;
+        }
+        choose = choose * (n - k) as f64 / (k + 1) as f64;
+    }
+    (1.0 - tail / 2f64.powi(n as i32)).clamp(0.0, 1.0)
 }
 
 impl RateSearch {
-    /// A search with [`CONFIRM`] confirmation trials.
+    /// A search whose bisection stops at `resolution` (a share of the failing rate) and
+    /// which runs `max_steps` trials at most.
     pub fn new(loss_limit_percent: f64, resolution: f64, max_steps: usize) -> RateSearch {
         RateSearch {
             loss_limit: loss_limit_percent,
             resolution,
             max_steps,
-            pass: None,
-            fail: None,
-            confirmed: 0,
-            rechecked: None,
             rates: Vec::new(),
+            at: Vec::new(),
+            ceiling: None,
+            hint: None,
+            unbounded: false,
             steps: Vec::new(),
         }
     }
 
-    /// Whether the bisection is over: the gap between pass and fail is narrow, or the top
-    /// passed, or nothing passed.
-    fn bracketed(&self) -> bool {
-        match (self.pass, self.fail) {
-            (Some(_), None) | (None, None) => true,
-            (p, Some(f)) => f <= 0.0 || (f - p.unwrap_or(0.0)) / f <= self.resolution,
-        }
+    fn passing(&self) -> impl Iterator<Item = &Rate> {
+        self.rates.iter().filter(|r| r.verdict() == Some(true))
     }
 
-    /// The lowest failing rate, when the bisection is narrow and it has not been tried again.
-    fn recheck_due(&self) -> Option<f64> {
-        let due = !self.steps.is_empty() && self.pass.is_some() && self.bracketed();
-        self.fail
-            .filter(|f| due && self.confirmed == 0 && self.rechecked != Some(*f))
+    /// The highest rate whose trials passed.
+    fn pass(&self) -> Option<&Rate> {
+        self.passing().max_by(|a, b| a.bps.total_cmp(&b.bps))
     }
 
-    /// The next trial is a confirmation of the candidate.
-    fn confirming(&self) -> bool {
-        !self.steps.is_empty()
-            && self.pass.is_some()
-            && self.bracketed()
-            && self.recheck_due().is_none()
+    /// The lowest rate whose trials failed above the rate found (anywhere when none passed).
+    fn fail(&self) -> Option<&Rate> {
+        let floor = self.pass().map_or(f64::NEG_INFINITY, |p| p.bps);
+        self.rates
+            .iter()
+            .filter(|r| r.verdict() == Some(false) && r.bps > floor)
+            .min_by(|a, b| a.bps.total_cmp(&b.bps))
+    }
+
+    /// The rate of the last trial, while its trials do not decide it.
+    fn open(&self) -> Option<f64> {
+        let last = (*self.at.last()?)?;
+        let r = self.rates[last];
+        r.verdict().is_none().then_some(r.bps)
     }
 
     /// `upper` is the link's rate per stream when known; without it the search starts with an
@@ -145,25 +236,92 @@ impl RateSearch {
         if self.steps.is_empty() {
             return upper.map_or(Next::Unpaced, Next::Rate);
         }
-        if !self.bracketed() {
-            let lo = self.pass.unwrap_or(0.0);
-            return self.fail.map_or(Next::Done, |f| Next::Rate((lo + f) / 2.0));
+        self.plan()
+    }
+
+    /// The next trial by the search's rule, whatever its trial limit.
+    fn plan(&self) -> Next {
+        if let Some(r) = self.open() {
+            return Next::Rate(r);
         }
-        if let Some(f) = self.recheck_due() {
-            return Next::Rate(f);
+        let pass = self.pass().map(|r| r.bps);
+        let fail = self.fail().map(|r| r.bps);
+        let lo = pass.unwrap_or(0.0);
+        // the top of the range: the lowest failing rate, or a ceiling no trial decided yet
+        let ceiling = [self.ceiling.filter(|c| *c > lo), self.reach(lo)]
+            .into_iter()
+            .flatten()
+            .min_by(f64::total_cmp);
+        let (top, decided) = match (fail, ceiling) {
+            (Some(f), Some(c)) if c < f => (c, false),
+            (Some(f), _) => (f, true),
+            (None, Some(c)) => (c, false),
+            // nothing above the rate found is known: twice it, without a link to top it
+            (None, None) if self.unbounded && lo > 0.0 => return Next::Rate(lo * 2.0),
+            // the top passed (or nothing was sent at all)
+            (None, None) => return Next::Done,
+        };
+        if top <= 0.0 {
+            return Next::Done;
         }
-        match self.pass {
-            Some(p) if self.confirmed < CONFIRM => Next::Rate(p),
+        if (top - lo) / top > self.resolution {
+            if let Some(h) = self.hint.filter(|h| *h > lo && *h < top) {
+                return Next::Rate(h);
+            }
+            return Next::Rate((lo + top) / 2.0);
+        }
+        if !decided {
+            return Next::Rate(top);
+        }
+        match pass {
+            // the search ends on the rate found
+            Some(p) if self.at.last().copied().flatten().map(|i| self.rates[i].bps) != Some(p) => {
+                Next::Rate(p)
+            }
             _ => Next::Done,
         }
     }
 
+    /// While a rate above `lo` was out of the sender's reach: the most it sent ÷
+    /// [`UNREACHED`] (a rate above that would fall short too), or just above `lo` once a
+    /// rate there passed.
+    fn reach(&self, lo: f64) -> Option<f64> {
+        if !self.rates.iter().any(|r| r.short > 0 && r.bps > lo) {
+            return None;
+        }
+        let most = self
+            .steps
+            .iter()
+            .filter(|s| s.offered_bps.is_some())
+            .filter_map(|s| s.sent_bps)
+            .fold(0.0, f64::max);
+        Some((most / UNREACHED).max(lo * (1.0 + self.resolution.max(1e-3))))
+    }
+
+    /// The index of the trials of `bps`, made when new.
+    fn rate_index(&mut self, bps: f64) -> usize {
+        match self.rates.iter().position(|r| r.bps == bps) {
+            Some(i) => i,
+            None => {
+                self.rates.push(Rate {
+                    bps,
+                    good: 0,
+                    bad: 0,
+                    short: 0,
+                });
+                self.rates.len() - 1
+            }
+        }
+    }
+
     /// Records a trial: the rate offered (None: unpaced), what the sender put out (None:
-    /// unknown), what the receiver got and the loss. A trial counts at its offered rate, or
-    /// at what it sent when the sender fell clearly short of it (under [`UNREACHED`]), so
-    /// the search never reports a rate no trial reached. A failing unpaced trial sets the top
-    /// of the range to what the receiver got. A failing confirmation makes the candidate the
-    /// lowest failing rate, and the highest rate that passed below it the new candidate.
+    /// unknown), what the receiver got and the loss. A paced trial counts for its offered
+    /// rate: a pass when its loss kept within the limit and its sender reached the rate. A
+    /// sender that fell clearly short (under [`UNREACHED`]) did not offer it: the trial
+    /// fails, and while such a rate stands above the rate found, the most any sender put
+    /// out (÷ [`UNREACHED`]) caps the rates tried. An unpaced trial that passed counts for
+    /// the rate it sent (a floor: twice it is tried next, unless a rate fails first); one
+    /// that failed caps the range at what its receiver got.
     pub fn record(
         &mut self,
         offered: Option<f64>,
@@ -173,22 +331,44 @@ impl RateSearch {
     ) {
         let pass = loss_percent <= self.loss_limit;
         let sent_ok = sent.filter(|s| s.is_finite() && *s >= 0.0);
-        let short = offered.zip(sent_ok).filter(|(o, s)| *s < UNREACHED * o);
-        let rate = match (offered, short, sent_ok) {
-            (Some(_), Some((_, s)), _) => s,
-            (Some(o), None, _) => o,
-            (None, _, Some(s)) if pass => s.max(goodput_bps),
-            (None, _, _) => goodput_bps,
+        let confirming = self.confirming(offered);
+        self.unbounded |= offered.is_none() && pass;
+        let (index, phase) = match offered {
+            Some(o) => {
+                let i = self.rate_index(o);
+                let short = sent_ok.filter(|s| *s < UNREACHED * o);
+                let r = &mut self.rates[i];
+                let phase = match (r.good + r.bad, confirming) {
+                    (_, true) => Phase::Confirm,
+                    (0, _) => Phase::Search,
+                    _ => Phase::Repeat,
+                };
+                if pass && short.is_none() {
+                    r.good += 1;
+                } else {
+                    r.bad += 1;
+                }
+                if let Some(s) = short {
+                    r.short += 1;
+                    self.hint = pass.then_some(s);
+                } else if self.hint == Some(o) {
+                    self.hint = None;
+                }
+                (Some(i), phase)
+            }
+            None if pass => {
+                let s = sent_ok.unwrap_or(goodput_bps).max(goodput_bps);
+                let i = self.rate_index(s);
+                self.rates[i].good += 1;
+                (Some(i), Phase::Search)
+            }
+            None => {
+                let g = goodput_bps.max(0.0);
+                self.ceiling = Some(self.ceiling.map_or(g, |c| c.min(g)));
+                (None, Phase::Search)
+            }
         };
-        let recheck = self.recheck_due();
-        let phase = if recheck.is_some() {
-            Phase::Recheck
-        } else if self.confirming() {
-            Phase::Confirm
-        } else {
-            Phase::Search
-        };
-        self.rates.push(rate);
+        self.at.push(index);
         self.steps.push(Step {
             offered_bps: offered,
             sent_bps: sent_ok,
@@ -197,230 +377,64 @@ impl RateSearch {
             pass,
             phase,
         });
-        let lower_fail = |f: Option<f64>, r: f64| Some(f.map_or(r, |f| f.min(r)));
-        match (phase, pass && short.is_none(), self.pass) {
-            (Phase::Confirm, true, _) => self.confirmed += 1,
-            // failed, or never reached the rate: the candidate is not confirmed
-            (Phase::Confirm, false, Some(candidate)) => {
-                self.fail = lower_fail(self.fail, candidate);
-                self.pass = self.highest_pass_below(candidate);
-                self.confirmed = 0;
-                self.rechecked = Some(candidate);
-            }
-            // the lowest failing rate passes this time: the search goes on above it
-            (Phase::Recheck, true, _) => {
-                self.rechecked = recheck;
-                self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
-                self.fail = self.lowest_fail_above(rate);
-            }
-            (Phase::Recheck, false, _) => self.rechecked = recheck,
-            _ if pass => match (short, self.pass) {
-                // short of the rate and below what passed already: the rate offered did not
-                // pass either (else the search would offer it again and again)
-                (Some((o, _)), Some(p)) if rate <= p => self.fail = lower_fail(self.fail, o),
-                _ => self.pass = Some(self.pass.map_or(rate, |p| p.max(rate))),
-            },
-            _ => self.fail = lower_fail(self.fail, rate),
-        }
     }
 
-    fn lowest_fail_above(&self, limit: f64) -> Option<f64> {
-        self.steps
-            .iter()
-            .zip(&self.rates)
-            .filter(|(s, r)| !s.pass && **r > limit)
-            .map(|(_, r)| *r)
-            .min_by(f64::total_cmp)
+    /// A trial at `offered` now would confirm the rate found: its trials already pass it.
+    fn confirming(&self, offered: Option<f64>) -> bool {
+        let Some(o) = offered else { return false };
+        self.open().is_none() && self.pass().is_some_and(|p| p.bps == o) && !self.steps.is_empty()
     }
 
-    fn highest_pass_below(&self, limit: f64) -> Option<f64> {
-        self.steps
-            .iter()
-            .zip(&self.rates)
-            .filter(|(s, r)| s.pass && **r < limit)
-            .map(|(_, r)| *r)
-            .max_by(f64::total_cmp)
-    }
-
-    /// The highest rate that passed. It passed every confirmation when
-    /// [`RateSearch::confidence`] says all its trials passed.
+    /// The highest rate whose trials passed.
     pub fn result(&self) -> Option<f64> {
-        self.pass
+        self.pass().map(|r| r.bps)
     }
 
-    /// The bracket around the result and the spread of the trials at it.
+    /// The trials of the step indices that count for `rate`.
+    fn steps_at(&self, rate: Option<&Rate>) -> Vec<&Step> {
+        let Some(rate) = rate else { return Vec::new() };
+        self.steps
+            .iter()
+            .zip(&self.at)
+            .filter(|(_, i)| i.is_some_and(|i| self.rates[i].bps == rate.bps))
+            .map(|(s, _)| s)
+            .collect()
+    }
+
+    /// The bracket around the result, each end's trials and the spread at the rate found.
     pub fn confidence(&self) -> Confidence {
-        let found = self.pass;
-        // the trials at the rate found: the step that made it the candidate, and every
-        // confirmation after the last failing one
-        let last_reset = self
-            .steps
-            .iter()
-            .rposition(|s| s.phase == Phase::Confirm && !s.pass)
-            .map_or(0, |i| i + 1);
-        let at_found: Vec<&Step> = self
-            .steps
-            .iter()
-            .zip(&self.rates)
-            .enumerate()
-            .filter(|(i, (s, r))| {
-                Some(**r) == found && s.phase != Phase::Confirm
-                    || (s.phase == Phase::Confirm && *i >= last_reset)
-            })
-            .map(|(_, (s, _))| s)
-            .collect();
+        let found = self.pass();
+        let fail = self.fail();
+        let at_found = self.steps_at(found);
+        let at_fail = self.steps_at(fail);
         let passed: Vec<&&Step> = at_found.iter().filter(|s| s.pass).collect();
         let goodputs: Vec<f64> = passed.iter().map(|s| s.goodput_bps).collect();
         let sent: Vec<f64> = passed.iter().filter_map(|s| s.sent_bps).collect();
-        let passed_n = at_found.iter().filter(|s| s.pass).count();
+        let median_loss = |steps: &[&Step]| {
+            Summary::of(&steps.iter().map(|s| s.loss_percent).collect::<Vec<_>>()).map(|s| s.median)
+        };
+        let level = found.map(|f| {
+            let ends = sign_confidence(f.good, f.good + f.bad)
+                * fail.map_or(1.0, |f| sign_confidence(f.bad, f.good + f.bad));
+            ends * 100.0
+        });
         Confidence {
-            lowest_fail_bps: self.fail,
-            trials: at_found.len(),
-            passed: passed_n,
-            confirmed: found.is_some() && self.confirmed >= CONFIRM,
+            lowest_fail_bps: fail.map(|r| r.bps),
+            trials: found.map_or(0, |r| r.good + r.bad),
+            passed: found.map_or(0, |r| r.good),
+            confirmed: found.is_some() && self.plan() == Next::Done,
             goodput: Summary::of(&goodputs),
             sent: Summary::of(&sent),
+            loss_median_percent: median_loss(&at_found),
+            fail_trials: fail.map_or(0, |r| r.good + r.bad),
+            fail_failed: fail.map_or(0, |r| r.bad),
+            fail_short: fail.map_or(0, |r| r.short),
+            fail_loss_median_percent: median_loss(&at_fail),
+            level_percent: level,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A path that loses everything above `cap`, and whose trials listed in `flukes` (by
-    /// index) lose 1 % whatever their rate.
-    fn simulate(cap: f64, upper: Option<f64>, flukes: &[usize]) -> RateSearch {
-        let mut s = RateSearch::new(0.1, 0.01, 30);
-        loop {
-            let fluke = flukes.contains(&s.steps.len());
-            match s.next(upper) {
-                Next::Done => return s,
-                Next::Unpaced => s.record(None, Some(cap / 0.7), cap, 30.0),
-                Next::Rate(r) => {
-                    let loss = if r > cap { (r - cap) / r * 100.0 } else { 0.0 };
-                    let loss = if fluke { loss.max(1.0) } else { loss };
-                    s.record(Some(r), Some(r), r.min(cap) * (1.0 - loss / 100.0), loss);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn converges_below_the_capacity_within_the_resolution_and_confirms() {
-        for upper in [None, Some(12e6)] {
-            let s = simulate(9.5e6, upper, &[]);
-            let r = s.result().unwrap();
-            assert!(r <= 9.5e6 * 1.001 && r > 9.5e6 * 0.98, "{upper:?}: {r}");
-            let confirms = s.steps.iter().filter(|t| t.phase == Phase::Confirm).count();
-            assert_eq!(confirms, CONFIRM, "{upper:?}");
-            let c = s.confidence();
-            // without a link the unpaced trial failed at the capacity, which later passed
-            assert_eq!(c.passed, CONFIRM + 1);
-            assert_eq!(
-                c.trials,
-                CONFIRM + 1 + usize::from(upper.is_none()),
-                "{s:?}"
-            );
-            assert!(c.confirmed);
-            // (and then no rate above the one found is known to fail)
-            if let Some(fail) = c.lowest_fail_bps {
-                assert!(fail > r && (fail - r) / fail <= 0.01, "{r} .. {fail}");
-            }
-            assert_eq!(c.lowest_fail_bps.is_none(), upper.is_none());
-            assert_eq!(c.goodput.unwrap().n, CONFIRM + 1);
-        }
-    }
-
-    #[test]
-    fn a_rate_that_fails_its_confirmation_is_not_reported() {
-        let clean = simulate(9.5e6, Some(12e6), &[]);
-        let found = clean.result().unwrap();
-        let first_confirm = clean
-            .steps
-            .iter()
-            .position(|t| t.phase == Phase::Confirm)
-            .unwrap();
-        // the same path, with the first confirmation unlucky
-        let s = simulate(9.5e6, Some(12e6), &[first_confirm]);
-        let r = s.result().unwrap();
-        assert!(r < found, "{r} !< {found}");
-        assert!(r > 9.5e6 * 0.97, "{r}");
-        assert_eq!(s.confidence().lowest_fail_bps, Some(found));
-        let c = s.confidence();
-        assert_eq!((c.trials, c.passed), (CONFIRM + 1, CONFIRM + 1), "{s:?}");
-    }
-
-    #[test]
-    fn one_burst_of_loss_at_a_low_rate_does_not_cap_the_search() {
-        // the second trial (6 Mbit/s on a 9.5 Mbit/s path) loses once by bad luck
-        let s = simulate(9.5e6, Some(12e6), &[1]);
-        assert_eq!(s.steps[1].offered_bps, Some(6e6));
-        assert!(!s.steps[1].pass);
-        let r = s.result().unwrap();
-        assert!(r <= 9.5e6 * 1.001 && r > 9.5e6 * 0.98, "{r}: {s:?}");
-        assert!(s.confidence().confirmed);
-        assert!(s.steps.iter().any(|t| t.phase == Phase::Recheck && t.pass));
-    }
-
-    #[test]
-    fn a_rate_the_sender_never_reached_is_not_reported() {
-        // offered 20 Gbit/s, a CPU-bound sender put out 1.6 and all of it arrived
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(20e9), Some(1.6e9), 1.6e9, 0.0);
-        assert_eq!(s.result(), Some(1.6e9));
-        assert!(!s.confidence().confirmed, "not yet");
-        // the next trials confirm it
-        assert_eq!(s.next(Some(20e9)), Next::Rate(1.6e9));
-        // ... and a confirmation that falls as short does not confirm it
-        s.record(Some(1.6e9), Some(1.2e9), 1.2e9, 0.0);
-        assert_eq!(s.result(), Some(1.2e9));
-        assert_eq!(s.confidence().lowest_fail_bps, Some(1.6e9));
-        // a failing trial counts at what was sent, not at what was asked
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(35.77e9), Some(22.1e9), 20.54e9, 7.2);
-        assert_eq!(s.confidence().lowest_fail_bps, Some(22.1e9));
-        assert_eq!(s.next(None), Next::Rate(11.05e9));
-        // a trial short of its rate and below what passed narrows the range from above
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(10e9), Some(10e9), 8e9, 20.0);
-        s.record(Some(5e9), Some(5e9), 5e9, 0.0);
-        assert_eq!(s.next(None), Next::Rate(7.5e9));
-        s.record(Some(7.5e9), Some(4e9), 4e9, 0.0);
-        assert_eq!(s.next(None), Next::Rate(6.25e9));
-        // a pacer a few percent short keeps the offered rate: the search runs over offered
-        // rates, with what was sent reported beside them
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(7.2e9), Some(6.9e9), 6.9e9, 0.0);
-        assert_eq!(s.result(), Some(7.2e9));
-        assert_eq!(s.confidence().sent.unwrap().mean, 6.9e9);
-        // a paced trial that carried its rate keeps the offered figure
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(10e6), Some(9.99e6), 9.98e6, 0.05);
-        assert_eq!(s.result(), Some(10e6));
-    }
-
-    #[test]
-    fn a_passing_top_is_confirmed_then_ends() {
-        let mut s = RateSearch::new(0.1, 0.01, 20);
-        s.record(Some(10e6), Some(10e6), 10e6, 0.0);
-        for _ in 0..CONFIRM {
-            assert_eq!(s.next(Some(10e6)), Next::Rate(10e6));
-            s.record(Some(10e6), Some(10e6), 10e6, 0.0);
-        }
-        assert_eq!(s.next(Some(10e6)), Next::Done);
-        assert_eq!(s.result(), Some(10e6));
-        assert_eq!(s.steps[1].phase, Phase::Confirm);
-    }
-
-    #[test]
-    fn nothing_passing_ends_without_a_result() {
-        let mut s = RateSearch::new(0.1, 0.01, 8);
-        while let Next::Rate(r) = s.next(Some(1e6)) {
-            s.record(Some(r), Some(r), r * 0.5, 50.0);
-        }
-        assert_eq!(s.result(), None);
-        assert_eq!(s.steps.len(), 8);
-        assert_eq!(s.confidence().trials, 0);
-    }
-}
+#[path = "search_tests.rs"]
+mod tests;

@@ -154,20 +154,46 @@ fn find_max_text(f: &FindMaxResult<'_>) -> String {
             })
         };
         let spread = range("sent", c.sent) + &range("received", c.goodput);
+        let median =
+            |m: Option<f64>| m.map_or_else(String::new, |m| format!(", median loss {m:.3} %"));
         let _ = writeln!(
             s,
-            "  passed {} of {} trials at that rate{spread}",
-            c.passed, c.trials
+            "  passed {} of {} trials at that rate{}{spread}",
+            c.passed,
+            c.trials,
+            median(c.loss_median_percent)
         );
         if !c.confirmed {
             let _ = writeln!(
                 s,
-                "  not confirmed: the search ended (at its trial limit) before the rate passed \
-                 every confirmation"
+                "  not confirmed: the search ended at its trial limit, before its rule did"
             );
         }
         if let Some(fail) = c.lowest_fail_bps {
-            let _ = writeln!(s, "  lowest failing rate: {}", format_bps(fail));
+            let short = match c.fail_short {
+                0 => String::new(),
+                n => format!(", {n} of them short of the rate"),
+            };
+            let _ = writeln!(
+                s,
+                "  lowest failing rate: {} (failed {} of {} trials{short}{})",
+                format_bps(fail),
+                c.fail_failed,
+                c.fail_trials,
+                median(c.fail_loss_median_percent)
+            );
+        }
+        if let Some(level) = c.level_percent {
+            let _ = writeln!(
+                s,
+                "  confidence {level:.0} % that the limit lies {} (a sign test of the trials \
+                 at each end)",
+                if c.lowest_fail_bps.is_some() {
+                    "between the two"
+                } else {
+                    "at or above it"
+                }
+            );
         }
     }
     if let Some(g) = f.group {

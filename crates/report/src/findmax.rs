@@ -45,8 +45,11 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                 let fail = c.lowest_fail_bps.map_or_else(String::new, |f| {
                     format!("; lowest failing rate {}", format_bps(f))
                 });
+                let level = c
+                    .level_percent
+                    .map_or_else(String::new, |l| format!("; confidence {l:.0} %"));
                 format!(
-                    " (passed {} of {} trials at that rate{fail})",
+                    " (passed {} of {} trials at that rate{fail}{level})",
                     c.passed, c.trials
                 )
             });
@@ -105,6 +108,8 @@ pub fn section(name: &str, fm: &FindMax, id: &str) -> Section {
                     (false, Phase::Confirm) => "fail (confirmation)",
                     (true, Phase::Recheck) => "pass (recheck)",
                     (false, Phase::Recheck) => "fail (recheck)",
+                    (true, Phase::Repeat) => "pass (repeat)",
+                    (false, Phase::Repeat) => "fail (repeat)",
                     (true, Phase::Search) => "pass",
                     (false, Phase::Search) => "fail",
                 }),

@@ -201,6 +201,7 @@ fn a_find_max_search_marks_the_rate_found() {
             confirmed: true,
             goodput: None,
             sent: None,
+            ..Default::default()
         }),
     };
     let r = render(&Input {

@@ -163,4 +163,17 @@ mod tests {
         // `-c` with no host after it is left to clap's error
         assert_eq!(argv("wirerate -t 5 -c"), ["wirerate", "-t", "5", "-c"]);
     }
+
+    #[test]
+    fn run_help_states_the_trial_limit_of_find_max() {
+        use clap::CommandFactory;
+        let mut cmd = super::Cli::command();
+        let help = cmd
+            .find_subcommand_mut("run")
+            .expect("a run subcommand")
+            .render_long_help()
+            .to_string();
+        let limit = format!("{} trials at most", crate::cmd::findmax::MAX_STEPS);
+        assert!(help.contains(&limit), "{help}");
+    }
 }

@@ -116,6 +116,55 @@ fn loopback_default_run_has_a_cpu_or_turns_verdict_and_says_where_each_end_waite
     assert!(doc["evidence"]["server"]["cores"].is_array());
 }
 
+/// Both ends pinned to one core (`-A 0,0`): they take that core in turns, and the verdict
+/// must name a CPU, with each end's wait for it measured. Ten runs of a release build on a
+/// 2-core VM all gave `receiver_cpu` (the receiving thread waited for the core 36–50 % of
+/// its window while the sender held it); with the ends apart (`-A 0,1`) the same host gave
+/// `host_cpu` or no verdict, never a receiver or turns (docs/diagnosis.md). A debug build
+/// gave `sender_cpu`, `receiver_cpu` or `host_cpu`: which CPU class wins moves, that a CPU
+/// is named does not.
+#[test]
+fn both_ends_on_one_core_wait_for_it_and_the_verdict_names_the_cpu() {
+    let _alone = alone();
+    let out = run(
+        &["run", "-t", "2", "-A", "0,0", "--json", "--no-store"],
+        LIMIT_LONG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let s = &doc["streams"][0];
+    let share =
+        |end: &str, key: &str| Some(s[end][key].as_f64()? / s[end]["seconds"].as_f64()? * 100.0);
+    let (Some(tx_run), Some(rx_run), Some(tx_wait), Some(rx_wait)) = (
+        share("sender", "run_s"),
+        share("receiver", "run_s"),
+        share("sender", "wait_s"),
+        share("receiver", "wait_s"),
+    ) else {
+        eprintln!("skipped: this kernel gives no scheduler figures (schedstat)");
+        return;
+    };
+    // the two ends together ran one core at most: they were on one
+    assert!(tx_run + rx_run <= 110.0, "{tx_run} + {rx_run}: {s}");
+    // and one waited for it while the other ran
+    assert!(tx_wait.max(rx_wait) >= 20.0, "{tx_wait}, {rx_wait}: {s}");
+    let b = bottleneck(&doc);
+    println!("one core: {}", diagnosis(&doc));
+    assert!(
+        ["sender_cpu", "receiver_cpu", "host_cpu", "turn_taking"].contains(&b.as_str()),
+        "two ends on one core are bound by it, not {b}"
+    );
+    let said = evidence_texts(&doc).join("\n");
+    assert!(
+        said.contains("waited for a CPU") || said.contains("waiting for a CPU"),
+        "{said}"
+    );
+}
+
 #[test]
 fn other_traffic_on_lo_is_named_in_the_why() {
     let _alone = alone();

@@ -1,7 +1,8 @@
 //! `wirerate run -u --find-max`: the highest offered UDP rate whose loss stays within a
-//! limit, found by a bisection of short trials (RFC 2544's throughput test, for one flow)
-//! and confirmed by repeating the rate found. Every trial is stored as a run under the
-//! search's group and label, as it ends, so `history --label` and `--group` list them.
+//! limit, found by a bisection over rates each judged by the median loss of two or three
+//! short trials (RFC 2544's throughput test, for one flow; the rule is `core::search`).
+//! Every trial is stored as a run under the search's group and label, as it ends, so
+//! `history --label` and `--group` list them.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,9 +18,9 @@ use super::run::{execute, Format, Silent, Target};
 use crate::exit::usage;
 
 const RESOLUTION: f64 = 0.01;
-/// Room for the bisection (about 7 steps from the top to 1 %) and a few rounds of
-/// confirmation.
-const MAX_STEPS: usize = 24;
+/// Room for the bisection (about 7 rates from the top to 1 %, two or three trials each)
+/// and the confirmation of the rate found; said in `run --help`.
+pub const MAX_STEPS: usize = 32;
 
 pub fn run(
     t: &Target,
@@ -124,6 +125,7 @@ fn progress(n: usize, s: &Step, why: Option<wirerate_core::diagnosis::Bottleneck
         s.loss_percent,
         match s.phase {
             Phase::Confirm => " (confirmation)",
+            Phase::Repeat => " (repeat)",
             Phase::Recheck => " (recheck)",
             Phase::Search => "",
         }
@@ -134,7 +136,7 @@ fn progress(n: usize, s: &Step, why: Option<wirerate_core::diagnosis::Bottleneck
 const GROUP_PREFIX: &str = "find-max-";
 
 /// Stored runs to compare, with find-max trials cut to those at each search's rate found:
-/// its last trial's offered rate (a search ends on the confirmations of the rate it found)
+/// its last trial's offered rate (a search that ends by its rule ends on the rate it found)
 /// and every trial of the search offered the same. Other runs stay. The words say what was
 /// kept (empty when no run is a find-max trial).
 pub fn at_found_rates(rows: Vec<StoredRun>) -> (Vec<StoredRun>, String) {

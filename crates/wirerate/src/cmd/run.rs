@@ -94,9 +94,10 @@ pub struct Args {
     #[arg(short = 'u', long)]
     pub udp: bool,
     /// Search for the highest UDP rate whose loss stays within --loss (RFC 2544 style),
-    /// then try the rate found twice more (a rate that fails one is not reported); each
-    /// trial lasts -t seconds (default 2) and is stored as a run with --label, the search's
-    /// trials under one group
+    /// judging each rate by the median loss of its trials: two, a third when they disagree
+    /// (five at most), and the rate found tried once more at the end; 32 trials at most,
+    /// each -t seconds (default 2), each stored as a run with --label, the search's trials
+    /// under one group
     #[arg(long)]
     pub find_max: bool,
     /// Loss limit in percent for --find-max
