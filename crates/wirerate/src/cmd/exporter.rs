@@ -98,7 +98,12 @@ fn allowed(allow: &[Allowed], target: &str) -> Option<String> {
     allow
         .iter()
         .any(|a| a.host == host && (a.port.is_none() || a.port == port))
-        .then(|| format!("{host}:{}", port.unwrap_or(super::run::DEFAULT_PORT)))
+        .then(|| {
+            format!(
+                "{host}:{}",
+                port.unwrap_or(wirerate_core::spec::DEFAULT_PORT)
+            )
+        })
 }
 
 /// The exporter's own counters.
