@@ -202,6 +202,19 @@ impl Control {
         }
     }
 
+    /// Whether nothing waits to be read: nothing stashed, no close seen, no plaintext TLS
+    /// has decrypted and not handed out, nothing TLS has to send, no bytes on the socket.
+    /// Only a quiet connection may wait for its socket to turn readable.
+    pub fn quiet(&mut self) -> bool {
+        if !self.stash.is_empty() || self.stash_closed {
+            return false;
+        }
+        if self.tls.as_mut().is_some_and(|t| !t.quiet()) {
+            return false;
+        }
+        !crate::net::wait_readable(&self.sock, Duration::ZERO)
+    }
+
     pub fn bytes(&self, n: usize) -> &[u8] {
         &self.buf[..n]
     }

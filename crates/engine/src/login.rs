@@ -5,6 +5,7 @@
 //! hold the slot.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_proto::auth::{AuthError, CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
@@ -13,7 +14,7 @@ use wirerate_proto::{ProtoError, ServerEvent, ServerSession, Token};
 use crate::control::{Control, Input};
 use crate::logline::{Decision, Event, Kind};
 use crate::net::random_token;
-use crate::server::Shared;
+use crate::server::{Pending, Shared};
 use crate::users::UserDb;
 
 /// A control connection ready to claim the slot.
@@ -49,11 +50,44 @@ pub(crate) fn prepare(
     ip: Option<IpAddr>,
     agent: bool,
 ) -> Option<Prepared> {
+    match begin(ctl, shared, who, ip, agent, false) {
+        Begun::Ready(pre) => Some(pre),
+        Begun::Stalled(_) | Begun::Refused => None,
+    }
+}
+
+/// How far a login got on its first thread.
+pub(crate) enum Begun {
+    Ready(Prepared),
+    /// The client has its challenge and has not answered yet: the connection may wait
+    /// without a thread ([`Held`]).
+    Stalled(Stalled),
+    Refused,
+}
+
+/// A login's state while the client's last message is awaited.
+pub(crate) struct Stalled {
+    sess: ServerSession,
+    token: Token,
+    user: Option<(String, bool)>,
+    deadline: Instant,
+}
+
+/// [`prepare`], which may stop (`may_hold`) when a SCRAM client has its challenge and
+/// nothing is waiting to be read.
+pub(crate) fn begin(
+    ctl: &mut Control,
+    shared: &Shared,
+    who: &str,
+    ip: Option<IpAddr>,
+    agent: bool,
+    may_hold: bool,
+) -> Begun {
     let (token, derived) = match data_token(ctl) {
         Ok(t) => t,
         Err(e) => {
             shared.log(format_args!("{e}"));
-            return None;
+            return Begun::Refused;
         }
     };
     let mut sess = ServerSession::new(Instant::now(), shared.cfg.idle, token, &shared.cfg.name);
@@ -73,14 +107,133 @@ pub(crate) fn prepare(
         counted: false,
     };
     let user = if shared.cfg.tls.as_ref().is_some_and(|t| t.client_certs) {
-        Some(l.user_of_certificate(&mut sess)?)
+        match l.user_of_certificate(&mut sess) {
+            Some(u) => Some(u),
+            None => return Begun::Refused,
+        }
     } else if let Some(db) = shared.cfg.users.as_ref() {
         sess = sess.require_login();
-        Some(l.scram(&mut sess, db)?)
+        let deadline = Instant::now() + shared.cfg.idle;
+        match l.scram(&mut sess, db, deadline, may_hold) {
+            Scram::In(u) => Some(u),
+            Scram::Refused => return Begun::Refused,
+            Scram::Stalled => {
+                let user = l.user.take();
+                return Begun::Stalled(Stalled {
+                    sess,
+                    token,
+                    user,
+                    deadline,
+                });
+            }
+        }
     } else {
         None
     };
-    Some(Prepared { sess, token, user })
+    Begun::Ready(Prepared { sess, token, user })
+}
+
+/// A control connection whose login waits for the client's last message, held by the
+/// waiting room (`crate::waiting`) without a thread: the socket, its TLS state, the
+/// session and the login's deadline, which stays the one it had.
+pub(crate) struct Held {
+    pub(crate) ctl: Control,
+    state: Stalled,
+    pub(crate) pending: Pending,
+    who: String,
+}
+
+impl Held {
+    pub(crate) fn new(ctl: Control, state: Stalled, pending: Pending, who: &str) -> Held {
+        Held {
+            ctl,
+            state,
+            pending,
+            who: who.to_string(),
+        }
+    }
+
+    /// When the login times out.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.state.deadline
+    }
+}
+
+/// Hands a stalled login to the waiting room; where the room cannot take it, the login
+/// goes on here, without stopping again.
+pub(crate) fn hold(held: Held, shared: &Arc<Shared>) {
+    if let Err(held) = shared.waiting.hold(shared, Box::new(held)) {
+        resume(*held, shared, false);
+    }
+}
+
+/// The waiting room saw a held login's socket readable, or its deadline pass: the login
+/// goes on on a thread of its own.
+pub(crate) fn resume_on_thread(held: Held, shared: &Arc<Shared>) {
+    let moved = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("wr-login".into())
+        .stack_size(256 << 10)
+        .spawn(move || resume(held, &moved, true));
+    if spawned.is_err() {
+        shared.log(format_args!("cannot start a connection thread"));
+    }
+}
+
+/// Goes on with a held login from where it stopped, then with the connection.
+fn resume(held: Held, shared: &Arc<Shared>, may_hold: bool) {
+    let Held {
+        mut ctl,
+        state,
+        pending,
+        who,
+    } = held;
+    let Some(db) = shared.cfg.users.as_ref() else {
+        return;
+    };
+    let Stalled {
+        mut sess,
+        token,
+        user,
+        deadline,
+    } = state;
+    let mut l = Login {
+        ctl: &mut ctl,
+        shared,
+        who: &who,
+        ip: pending.ip,
+        user,
+        agent: false,
+        counted: false,
+    };
+    match l.scram_from(&mut sess, db, deadline, may_hold) {
+        Scram::In(name) => {
+            let pre = Prepared {
+                sess,
+                token,
+                user: Some(name),
+            };
+            crate::server::after_login(ctl, shared, &who, pending, pre);
+        }
+        Scram::Stalled => {
+            let user = l.user.take();
+            let state = Stalled {
+                sess,
+                token,
+                user,
+                deadline,
+            };
+            hold(Held::new(ctl, state, pending, &who), shared);
+        }
+        Scram::Refused => {}
+    }
+}
+
+/// Where a SCRAM exchange ended.
+enum Scram {
+    In(String),
+    Stalled,
+    Refused,
 }
 
 /// Reads the client's spec while the connection still counts as pending, so the test slot
@@ -192,18 +345,18 @@ impl Login<'_> {
         }
     }
 
-    /// SCRAM: the user the client proved to be, or None (refused and logged). A login that
-    /// got its challenge and went no further (closed, timed out, junk) counts as a failure
-    /// against the address, as a wrong proof does: probing names costs the same as guessing.
-    fn scram(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
-        let user = self.scram_exchange(sess, db);
-        if user.is_none() && self.user.is_some() && !self.counted {
-            db.failed(self.ip, Instant::now());
-        }
-        user
-    }
-
-    fn scram_exchange(&mut self, sess: &mut ServerSession, db: &UserDb) -> Option<String> {
+    /// SCRAM by `deadline`: the user the client proved to be, or Refused (refused and
+    /// logged), or Stalled (`may_hold`: the client has its challenge, nothing waits to be
+    /// read). A login that got its challenge and went no further (closed, timed out, junk)
+    /// counts as a failure against the address, as a wrong proof does: probing names costs
+    /// the same as guessing.
+    fn scram(
+        &mut self,
+        sess: &mut ServerSession,
+        db: &UserDb,
+        deadline: Instant,
+        may_hold: bool,
+    ) -> Scram {
         if let Some(wait) = db.blocked(self.ip, Instant::now()) {
             let why = format!(
                 "too many failed logins from this address; retry in {:.0} s",
@@ -211,22 +364,52 @@ impl Login<'_> {
             );
             sess.refuse(&why);
             self.refuse(sess, &why);
-            return None;
+            return Scram::Refused;
         }
-        // the client has as long as any silent peer to finish; the per-address pending
-        // limit bounds how many may try at once
+        self.scram_from(sess, db, deadline, may_hold)
+    }
+
+    /// [`Login::scram`] from where it stands (first or resumed), with its failure counted.
+    fn scram_from(
+        &mut self,
+        sess: &mut ServerSession,
+        db: &UserDb,
+        deadline: Instant,
+        may_hold: bool,
+    ) -> Scram {
+        let got = self.scram_exchange(sess, db, deadline, may_hold);
+        if matches!(got, Scram::Refused) && self.user.is_some() && !self.counted {
+            db.failed(self.ip, Instant::now());
+        }
+        got
+    }
+
+    // the client has as long as any silent peer to finish (`deadline`, from the start of the
+    // login); the per-address pending limit bounds how many may try at once
+    fn scram_exchange(
+        &mut self,
+        sess: &mut ServerSession,
+        db: &UserDb,
+        deadline: Instant,
+        may_hold: bool,
+    ) -> Scram {
         let idle = self.shared.cfg.idle;
-        let deadline = Instant::now() + idle;
+        let mut was_quiet = false;
         loop {
             if let Err(e) = self.ctl.flush(|| sess.poll_transmit(), idle) {
                 self.refuse(sess, &format!("login: writing to the client: {e}"));
-                return None;
+                return Scram::Refused;
             }
             let now = Instant::now();
             if now >= deadline {
                 sess.refuse("the login timed out");
                 self.refuse(sess, "the login timed out");
-                return None;
+                return Scram::Refused;
+            }
+            // the challenge went out and a short wait brought nothing: the connection
+            // waits without a thread, unless something is buffered already
+            if may_hold && was_quiet && self.user.is_some() && self.ctl.quiet() {
+                return Scram::Stalled;
             }
             let got = match self
                 .ctl
@@ -237,18 +420,23 @@ impl Login<'_> {
                 Ok(Input::Nothing) => Ok(Vec::new()),
                 Err(e) => Err(ProtoError::BadMessage(e.to_string())),
             };
+            was_quiet = matches!(got.as_deref(), Ok([]));
             let events = match got {
                 Ok(ev) => ev,
                 Err(e) => {
                     let why = self.why_failed(&e, db);
                     self.refuse(sess, &why);
-                    return None;
+                    return Scram::Refused;
                 }
             };
             for ev in events {
                 match ev {
-                    ServerEvent::Login(name) => self.challenge(sess, db, name)?,
-                    ServerEvent::LoggedIn(name) => return Some(name),
+                    ServerEvent::Login(name) => {
+                        let Some(()) = self.challenge(sess, db, name) else {
+                            return Scram::Refused;
+                        };
+                    }
+                    ServerEvent::LoggedIn(name) => return Scram::In(name),
                     // the session lets nothing else through before the login
                     _ => {}
                 }

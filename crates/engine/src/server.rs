@@ -137,7 +137,7 @@ pub(crate) struct Shared {
     pub(crate) pending_by_ip: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) log_limit: crate::logline::RateLimit,
     /// New connections that have sent nothing yet.
-    waiting: crate::waiting::WaitingRoom,
+    pub(crate) waiting: crate::waiting::WaitingRoom,
     /// What `serve --metrics` reports: every recorded decision is counted.
     pub(crate) stats: crate::stats::Counters,
 }
@@ -478,7 +478,7 @@ fn route_at_once(sock: TcpStream, shared: &Shared, pending: &Pending) -> Option<
 
 /// Reads the preamble and routes the connection. Counted as pending until routed.
 /// `accepted_at` orders connections as the listener accepted them (iperf3 streams need it).
-fn handle_conn(mut sock: TcpStream, shared: &Shared, accepted_at: Instant, pending: Pending) {
+fn handle_conn(mut sock: TcpStream, shared: &Arc<Shared>, accepted_at: Instant, pending: Pending) {
     let who = peer(&sock);
     let ip = pending.ip;
     // from the accept: the time spent in the waiting room counts
@@ -599,11 +599,29 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
 }
 
 /// A control connection: the login first, if the server has users (while still counted as
-/// pending), then the test.
-fn control_conn(mut ctl: Control, shared: &Shared, who: &str, pending: Pending) {
-    let Some(mut pre) = crate::login::prepare(&mut ctl, shared, who, pending.ip, false) else {
-        return;
-    };
+/// pending), then the test. A login whose client has its challenge and has not answered
+/// waits without a thread (`crate::login::hold`).
+fn control_conn(mut ctl: Control, shared: &Arc<Shared>, who: &str, pending: Pending) {
+    use crate::login::Begun;
+    match crate::login::begin(&mut ctl, shared, who, pending.ip, false, true) {
+        Begun::Ready(pre) => after_login(ctl, shared, who, pending, pre),
+        Begun::Stalled(state) => {
+            let held = crate::login::Held::new(ctl, state, pending, who);
+            crate::login::hold(held, shared);
+        }
+        Begun::Refused => {}
+    }
+}
+
+/// A control connection once its client has logged in (or needed not): its spec, then the
+/// test.
+pub(crate) fn after_login(
+    mut ctl: Control,
+    shared: &Shared,
+    who: &str,
+    pending: Pending,
+    mut pre: crate::login::Prepared,
+) {
     let early = crate::login::await_spec(&mut ctl, &mut pre, shared, who, pending.ip);
     drop(pending);
     if let Some(early) = early {

@@ -367,6 +367,25 @@ impl Tls {
         }
     }
 
+    /// Whether TLS holds nothing for the reader (no plaintext, no close) and nothing to
+    /// send: what has come in is processed first, so a record already read is counted.
+    pub fn quiet(&mut self) -> bool {
+        fn quiet<D: rustls::SideData>(c: &mut rustls::ConnectionCommon<D>) -> bool {
+            match c.process_new_packets() {
+                Ok(s) => {
+                    s.plaintext_bytes_to_read() == 0
+                        && !s.peer_has_closed()
+                        && s.tls_bytes_to_write() == 0
+                }
+                Err(_) => false,
+            }
+        }
+        match self {
+            Tls::Server(c) => quiet(c),
+            Tls::Client(c) => quiet(c),
+        }
+    }
+
     /// Reads plaintext through TLS over `sock`, waiting at most the socket's read timeout
     /// in all (not per read).
     pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
