@@ -141,7 +141,10 @@ fn reordering_beside_a_starved_receiver_is_only_a_note() {
     r.streams[0].receiver.wait_s = Some(8.0);
     let d = diagnose(&r);
     assert_eq!(d.bottleneck, Bottleneck::ReceiverCpu, "{d:#?}");
-    assert!(d.candidates.iter().all(|c| c.bottleneck != Bottleneck::Reordering));
+    assert!(d
+        .candidates
+        .iter()
+        .all(|c| c.bottleneck != Bottleneck::Reordering));
     assert!(
         d.notes
             .iter()
