@@ -10,5 +10,6 @@
 pub mod expo;
 pub mod http;
 pub mod probe;
+pub mod rpm;
 
 pub use expo::{Exposition, Kind, MetricSource};

@@ -25,7 +25,11 @@ pub fn write(out: &mut Exposition, result: Option<&RunResult>, success: bool, du
         Some(duration_s),
     );
     if let Some(r) = result {
-        write_result(out, r);
+        // an rpm probe's figures are its phases': the last phase's test alone would mislead
+        match &r.rpm {
+            Some(rpm) => crate::rpm::write(out, rpm),
+            None => write_result(out, r),
+        }
     }
 }
 
@@ -168,7 +172,7 @@ fn write_cpu(out: &mut Exposition, r: &RunResult) {
 }
 
 /// An enum's name as the JSON result spells it ("sender_cpu", "reverse").
-fn word<T: Serialize>(v: &T) -> String {
+pub(crate) fn word<T: Serialize>(v: &T) -> String {
     match serde_json::to_value(v) {
         Ok(serde_json::Value::String(s)) => s,
         _ => "unknown".into(),

@@ -172,6 +172,78 @@ fn the_scrape_timeout_bounds_the_test() {
     assert!(window > 0.5 && window < 1.5, "{window}");
 }
 
+/// `kind=rpm`: `wirerate rpm`'s four phases against a real server, the probe's seconds
+/// split between them, exported in base units; a budget under four phases' least is a 400.
+#[test]
+fn an_rpm_probe_exports_responsiveness_per_phase() {
+    let server = ServerProc::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let (_e, addr) = exporter(&target, &[]);
+    let started = Instant::now();
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&kind=rpm&seconds=2&parallel=2"),
+        &[SCRAPE],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(1.0), "{body}");
+    assert!(
+        value(&body, "wirerate_rpm").is_some_and(|r| r > 0.0),
+        "{body}"
+    );
+    assert!(
+        body.contains("wirerate_rpm_confidence_info{confidence=\""),
+        "{body}"
+    );
+    // 4 phases of 0.5 s, connecting and reporting included
+    let took = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!((2.0..8.0).contains(&took), "{took}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for phase in ["idle", "download", "upload", "both"] {
+        let p50 = value(
+            &body,
+            &format!("wirerate_latency_seconds{{phase=\"{phase}\",kind=\"connect\",stat=\"p50\"}}"),
+        );
+        assert!(p50.is_some_and(|s| s > 0.0 && s < 1.0), "{phase}: {body}");
+    }
+    for (phase, dir) in [
+        ("download", "download"),
+        ("upload", "upload"),
+        ("both", "upload"),
+    ] {
+        let rate = value(
+            &body,
+            &format!(
+                "wirerate_rpm_goodput_bytes_per_second{{phase=\"{phase}\",direction=\"{dir}\"}}"
+            ),
+        );
+        assert!(rate.is_some_and(|r| r > 0.0), "{phase} {dir}: {body}");
+    }
+    // an rpm probe's figures are its phases', not the last phase's test
+    assert!(
+        !body.contains("wirerate_goodput_bytes_per_second"),
+        "{body}"
+    );
+    if have_prometheus("an_rpm_probe_exports_responsiveness_per_phase") {
+        promtool_check(&body, "an rpm probe");
+    }
+    for (q, timeout, words) in [
+        ("kind=rpm", "2.5", "4 phases need at least 2 s"),
+        ("kind=rpm&seconds=1", "10", "4 phases need at least 2 s"),
+        ("kind=rpm&udp=1", "10", "kind=rpm takes no udp"),
+        ("kind=ping", "10", "not run or rpm"),
+    ] {
+        let (status, body) = get(
+            addr,
+            &format!("/probe?target={target}&{q}"),
+            &[("X-Prometheus-Scrape-Timeout-Seconds", timeout)],
+        );
+        assert_eq!(status, 400, "{q}: {body}");
+        assert!(body.contains(words), "{q}: {body}");
+        assert_eq!(body.trim_end().lines().count(), 1, "{q}: {body}");
+    }
+}
+
 #[test]
 fn with_a_db_and_a_module_each_probe_is_stored_under_the_module() {
     let dir = tempfile::tempdir().unwrap();

@@ -87,6 +87,7 @@ fn docs_alerts_and_dashboard_name_the_metrics_that_exist() {
         "seconds=0.5&link=100G",
         "seconds=0.5&udp=1&bitrate=20M&link=100G",
         "seconds=0.5&bidir=true",
+        "seconds=2&kind=rpm",
     ] {
         let (status, body) = get(addr, &format!("/probe?target={target}&{q}"), &[SCRAPE]);
         assert_eq!(status, 200, "{body}");
@@ -174,6 +175,8 @@ fn the_dashboard_is_json_with_panels_on_probe_metrics() {
         "wirerate_probe_success",
         "wirerate_history_level",
         "wirerate_history_last_change_ratio",
+        "wirerate_rpm",
+        "wirerate_latency_seconds",
     ] {
         assert!(exprs.iter().any(|e| e.contains(m)), "no panel queries {m}");
     }

@@ -27,6 +27,9 @@ use crate::exit::usage;
 /probe?target=HOST[:PORT]&seconds=S&reverse=BOOL&udp=BOOL&bidir=BOOL&bitrate=RATE&parallel=N&window=SIZE&congestion=ALGO&link=RATE&module=NAME\n    \
 one test against the wirerate server at HOST; it lasts `seconds` (else the module's, else 5; \
 at most --max-seconds), cut to Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
+/probe?target=HOST[:PORT]&kind=rpm&seconds=S&parallel=N\n    \
+latency under load as `wirerate rpm` measures it, its four phases a quarter of `seconds` each \
+(at least 2 s in all): RPM, latency per phase, goodput per phase, the queue\n  \
 /metrics   the exporter's own counters; with --db also the change points of the stored history \
 (per label, host pair and --changes-metric: its level now and its last change)\n\n\
 Answers: 200 with wirerate_probe_success 0 or 1; 400 bad parameters (one line says which); \
@@ -331,7 +334,7 @@ fn more_sources(a: &Args, store: Option<&Arc<Mutex<Store>>>) -> Vec<Box<dyn Metr
 
 const LANDING: &str = "<!doctype html><title>wirerate exporter</title><h1>wirerate exporter</h1>\
 <p><a href=\"/metrics\">/metrics</a>: the exporter's own counters (with --db, the history's change points too).</p>\
-<p>/probe?target=HOST[:PORT]: one test against an allowed wirerate server.</p>\n";
+<p>/probe?target=HOST[:PORT]: one test against an allowed wirerate server (kind=rpm: latency under load).</p>\n";
 
 pub fn now_unix_s() -> f64 {
     SystemTime::now()

@@ -1,7 +1,8 @@
 //! One `/probe` of `wirerate exporter`: its parameters (from the query and a module) turned
 //! into the flags of `wirerate run`, so a probe is checked and run exactly as that command
 //! would run it (the same spec rules, the same engine call), bounded in time by what the
-//! scrape allows.
+//! scrape allows. `kind=rpm` runs `wirerate rpm`'s four phases instead, through that
+//! command's own code, the probe's seconds split between them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use wirerate_core::RunResult;
 use wirerate_prom::http::Request;
 
+use super::rpm;
 use super::run::{self, Silent};
 use crate::exit::UsageError;
 
@@ -19,6 +21,8 @@ use crate::exit::UsageError;
 pub const DEFAULT_SECONDS: f64 = 5.0;
 /// The shortest test worth running: below it the scrape timeout leaves no room.
 pub const MIN_SECONDS: f64 = 0.5;
+/// The shortest rpm probe: four phases of `wirerate rpm`'s shortest.
+pub const MIN_RPM_SECONDS: f64 = 4.0 * 0.5;
 /// The longest a silent server is waited for within a probe.
 const MAX_IDLE_S: f64 = 10.0;
 /// The longest a connection is waited for within a scrape: `run`'s own default (5 s) or half
@@ -30,6 +34,10 @@ const MAX_CONNECT_MS: f64 = 5000.0;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Module {
+    /// What the probe measures: a test as `wirerate run` runs it, or latency under load as
+    /// `wirerate rpm` measures it.
+    pub kind: Option<ProbeKind>,
+    /// The test's seconds; for rpm, of its four phases together.
     pub seconds: Option<f64>,
     pub reverse: Option<bool>,
     pub udp: Option<bool>,
@@ -43,6 +51,25 @@ pub struct Module {
     /// The link's rate, as `run --link` takes it, where it cannot be detected: the wire
     /// efficiency needs it.
     pub link: Option<String>,
+}
+
+/// What a probe measures (`kind=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    #[default]
+    Run,
+    Rpm,
+}
+
+impl ProbeKind {
+    fn parse(v: &str) -> Result<ProbeKind, Refused> {
+        match v.to_ascii_lowercase().as_str() {
+            "run" => Ok(ProbeKind::Run),
+            "rpm" => Ok(ProbeKind::Rpm),
+            _ => Err(bad(format!("kind: '{v}' is not run or rpm"))),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -86,7 +113,35 @@ impl Module {
         if let Some(w) = &self.window {
             run::parse_size(w).map_err(|e| format!("window: {e}"))?;
         }
-        Ok(())
+        self.rpm_takes()
+    }
+
+    fn is_rpm(&self) -> bool {
+        self.kind == Some(ProbeKind::Rpm)
+    }
+
+    /// An rpm probe loads both directions with TCP itself: the run-only parameters are
+    /// refused rather than ignored.
+    fn rpm_takes(&self) -> Result<(), String> {
+        if !self.is_rpm() {
+            return Ok(());
+        }
+        let set = [
+            ("reverse", self.reverse.is_some()),
+            ("udp", self.udp.is_some()),
+            ("bidir", self.bidir.is_some()),
+            ("bitrate", self.bitrate.is_some()),
+            ("window", self.window.is_some()),
+            ("congestion", self.congestion.is_some()),
+            ("link", self.link.is_some()),
+        ];
+        match set.iter().find(|(_, on)| *on) {
+            Some((name, _)) => Err(format!(
+                "kind=rpm takes no {name} (it runs idle, download, upload and both over TCP; \
+                 it takes seconds and parallel)"
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -145,6 +200,7 @@ pub fn parse(
         None => Module::default(),
     };
     override_params(req, &mut params)?;
+    params.rpm_takes().map_err(bad)?;
     let (seconds, budget) = length(req, &params, max_seconds, margin)?;
     Ok(Probe {
         target,
@@ -156,9 +212,10 @@ pub fn parse(
 }
 
 /// The query's parameters.
-const KNOWN: [&str; 11] = [
+const KNOWN: [&str; 12] = [
     "target",
     "module",
+    "kind",
     "seconds",
     "reverse",
     "udp",
@@ -174,6 +231,9 @@ const KNOWN: [&str; 11] = [
 /// (`run`'s own checks follow, in [`Probe::run_args`]).
 fn override_params(req: &Request, params: &mut Module) -> Result<(), Refused> {
     let p = |name: &str| req.param(name).map_err(bad);
+    if let Some(v) = p("kind")? {
+        params.kind = Some(ProbeKind::parse(v)?);
+    }
     if let Some(v) = p("seconds")? {
         params.seconds = Some(
             v.parse::<f64>()
@@ -247,6 +307,12 @@ fn length(
         )));
     }
     let seconds = budget.map_or(asked, |b| asked.min(b));
+    if params.is_rpm() && seconds < MIN_RPM_SECONDS {
+        return Err(bad(format!(
+            "kind=rpm: {:.2} s left for the test (the scrape timeout after the {margin} s margin, or seconds): its 4 phases need at least {MIN_RPM_SECONDS} s (raise scrape_timeout or seconds)",
+            seconds
+        )));
+    }
     if seconds < MIN_SECONDS {
         return Err(bad(format!(
             "the scrape timeout leaves {:.2} s for the test after the {margin} s margin: at least {MIN_SECONDS} s are needed (raise scrape_timeout)",
@@ -264,7 +330,58 @@ struct RunFlags {
     run: run::Args,
 }
 
+/// `wirerate rpm`'s flags, alone.
+#[derive(Parser)]
+#[command(name = "probe", no_binary_name = true)]
+struct RpmFlags {
+    #[command(flatten)]
+    rpm: rpm::Args,
+}
+
 impl Probe {
+    /// The `rpm` flags this probe stands for: its seconds split between the four phases.
+    pub fn rpm_argv(&self) -> Vec<String> {
+        let idle = self.budget.unwrap_or(MAX_IDLE_S).clamp(0.5, MAX_IDLE_S);
+        let mut v = vec![
+            format!("--time={}", self.seconds / 4.0),
+            format!("--idle-timeout={idle}"),
+            "--no-store".into(),
+        ];
+        if let Some(n) = self.params.parallel {
+            v.push(format!("--parallel={n}"));
+        }
+        v.push("--".into());
+        v.push(self.target.clone());
+        v
+    }
+
+    /// Runs `wirerate rpm`'s phases as that command does, the result returned, not printed.
+    fn execute_rpm(&self) -> Result<Outcome, Refused> {
+        let started = Instant::now();
+        let a = RpmFlags::try_parse_from(self.rpm_argv())
+            .map(|f| f.rpm)
+            .map_err(|e| bad(first_line(&e.to_string())))?;
+        let s = rpm::spec_from(&a).map_err(|e| bad(wirerate_engine::chain(e.as_ref())))?;
+        let run = || {
+            let t = rpm::target(&a.net)?;
+            rpm::measure(&t, &s, a.parallel, &mut |_| {})
+        };
+        Ok(match run() {
+            Ok((result, errors)) => Outcome {
+                success: errors.is_empty() && !result.interrupted,
+                error: (!errors.is_empty()).then(|| errors.join("; ")),
+                result: Some(result),
+                seconds: started.elapsed().as_secs_f64(),
+            },
+            Err(e) => Outcome {
+                result: None,
+                success: false,
+                error: Some(wirerate_engine::chain(e.as_ref())),
+                seconds: started.elapsed().as_secs_f64(),
+            },
+        })
+    }
+
     /// The `run` flags this probe stands for. Values go after `=`, so none is read as a flag.
     pub fn argv(&self) -> Vec<String> {
         let m = &self.params;
@@ -315,16 +432,15 @@ impl Probe {
     pub fn run_args(&self) -> Result<run::Args, Refused> {
         RunFlags::try_parse_from(self.argv())
             .map(|f| f.run)
-            .map_err(|e| {
-                let text = e.to_string();
-                let line = text.lines().next().unwrap_or("bad parameters");
-                bad(line.trim_start_matches("error: ").to_string())
-            })
+            .map_err(|e| bad(first_line(&e.to_string())))
     }
 
     /// Runs the test: the result (None if it did not get that far), whether it succeeded,
     /// and why not. A parameter that `run` refuses comes back as `Err`.
     pub fn execute(&self) -> Result<Outcome, Refused> {
+        if self.params.is_rpm() {
+            return self.execute_rpm();
+        }
         let started = Instant::now();
         let a = self.run_args()?;
         // the same checks as `run`, before any connection (the datagram size comes after)
@@ -362,6 +478,12 @@ impl Probe {
             Err(e) => failed(e),
         })
     }
+}
+
+/// The first line of clap's message, without its "error: ".
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("bad parameters");
+    line.trim_start_matches("error: ").to_string()
 }
 
 /// What a probe's test came to.
@@ -486,6 +608,57 @@ mod tests {
             assert_eq!(e.0, 400, "{q}");
             assert!(e.1.contains(words) && !e.1.contains('\n'), "{q}: {}", e.1);
         }
+    }
+
+    #[test]
+    fn an_rpm_probe_splits_its_seconds_between_four_phases() {
+        let m = modules();
+        let p = parse(
+            &req("target=h&kind=rpm&seconds=20", Some("9")),
+            &m,
+            60.0,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(p.seconds, 8.0);
+        assert_eq!(
+            p.rpm_argv(),
+            ["--time=2", "--idle-timeout=8", "--no-store", "--", "h"]
+        );
+        let p = parse(&req("target=h&kind=RPM&parallel=2", None), &m, 60.0, 1.0).unwrap();
+        assert!(p.rpm_argv().contains(&"--parallel=2".to_string()));
+        for (q, timeout, words) in [
+            (
+                "target=h&kind=rpm",
+                Some("2.9"),
+                "4 phases need at least 2 s",
+            ),
+            (
+                "target=h&kind=rpm&seconds=1.5",
+                None,
+                "4 phases need at least 2 s",
+            ),
+            (
+                "target=h&kind=rpm&reverse=1",
+                None,
+                "kind=rpm takes no reverse",
+            ),
+            ("target=h&kind=rpm&module=udp_small", None, "takes no udp"),
+            ("target=h&kind=tcp", None, "not run or rpm"),
+        ] {
+            let e = parse(&req(q, timeout), &m, 60.0, 1.0).unwrap_err();
+            assert_eq!(e.0, 400, "{q}");
+            assert!(e.1.contains(words) && !e.1.contains('\n'), "{q}: {}", e.1);
+        }
+        // rpm's own checks answer what the exporter does not know
+        let p = parse(
+            &req("target=h&kind=rpm&parallel=100000", None),
+            &m,
+            60.0,
+            1.0,
+        )
+        .unwrap();
+        assert!(p.execute().unwrap_err().1.contains("-P"));
     }
 
     #[test]

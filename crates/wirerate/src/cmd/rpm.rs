@@ -16,8 +16,8 @@ use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
 use wirerate_engine::Observer;
 
-use super::results::StoreArgs;
-use super::run::{execute, open_store, save, target_for, Net, Target};
+use super::results::{open_store, save, StoreArgs};
+use super::run::{execute, target_for, Net, Target};
 use crate::exit::usage;
 
 #[derive(clap::Args, Debug)]
@@ -279,13 +279,47 @@ fn run_phase(
     Ok((result, figures, errors))
 }
 
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let s = spec_from(&a)?;
-    let mut store = open_store(&a.store)?;
-    let t = target_for(&a.net)?;
+/// Runs the four phases against `t`: the last phase's result carrying the `rpm` section, and
+/// the phases' errors. `each` sees every phase's figures as it ends. `wirerate rpm` prints
+/// this; the exporter's `/probe?kind=rpm` exports it.
+pub fn measure(
+    t: &Target,
+    s: &RpmSpec,
+    parallel: u32,
+    each: &mut dyn FnMut(&PhaseResult),
+) -> anyhow::Result<(RunResult, Vec<String>)> {
+    let mut phases = Vec::new();
+    let mut errors = Vec::new();
+    let mut last = None;
+    for phase in Phase::ALL {
+        let (result, figures, errs) = run_phase(t, phase, s, parallel)?;
+        each(&figures);
+        errors.extend(errs.into_iter().map(|e| format!("{}: {e}", phase.name())));
+        phases.push(figures);
+        last = Some(result);
+    }
+    let Some(mut result) = last else {
+        anyhow::bail!("no phase ran");
+    };
+    result.spec.test = TestKind::Rpm(s.clone());
+    result.spec.parallel = parallel;
+    result.rpm = Some(Box::new(rpm::summarize(phases)));
+    Ok((result, errors))
+}
+
+/// The target of an rpm test, refused where it cannot answer probes.
+pub fn target(net: &Net) -> anyhow::Result<Target> {
+    let t = target_for(net)?;
     if t.iperf3 {
         return usage("rpm needs a wirerate server: an iperf3 server answers no latency probes");
     }
+    Ok(t)
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let s = spec_from(&a)?;
+    let mut store = open_store(&a.store)?;
+    let t = target(&a.net)?;
     if !a.json {
         crate::say!(
             "wirerate rpm: {}, {} s per phase ({} s warm-up), {} flow(s) each way, {} probes/s",
@@ -296,24 +330,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             s.probe_rate_hz
         );
     }
-    let mut phases = Vec::new();
-    let mut errors = Vec::new();
-    let mut last = None;
-    for phase in Phase::ALL {
-        let (result, figures, errs) = run_phase(&t, phase, &s, a.parallel)?;
-        if !a.json {
-            crate::say!("{}", wirerate_render::rpm::phase_line(&figures));
+    let json = a.json;
+    let (result, errors) = measure(&t, &s, a.parallel, &mut |figures| {
+        if !json {
+            crate::say!("{}", wirerate_render::rpm::phase_line(figures));
         }
-        errors.extend(errs.into_iter().map(|e| format!("{}: {e}", phase.name())));
-        phases.push(figures);
-        last = Some(result);
-    }
-    let Some(mut result) = last else {
-        anyhow::bail!("no phase ran");
-    };
-    result.spec.test = TestKind::Rpm(s);
-    result.spec.parallel = a.parallel;
-    result.rpm = Some(Box::new(rpm::summarize(phases)));
+    })?;
     let mut out = crate::exit::stdout();
     if a.json {
         writeln!(out, "{}", wirerate_render::json::result(&result))?;
