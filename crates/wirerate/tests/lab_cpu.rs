@@ -14,6 +14,14 @@ use common::{run, ServerProc};
 use serde_json::Value;
 use wirerate_probe::cgroup::{locate_self, Version};
 
+/// The tests of this file load the host's cores on purpose (a busy process, a quota), so
+/// they never run at once: each would read the other's load as its own verdict.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn diagnosis(r: &Value) -> &Value {
     &r["summary"]["diagnosis"]
 }
@@ -25,6 +33,7 @@ fn diagnosis(r: &Value) -> &Value {
 #[test]
 fn lab_a_receiver_sharing_its_core_with_a_busy_process_is_receiver_cpu() {
     let test = "lab_a_receiver_sharing_its_core_with_a_busy_process_is_receiver_cpu";
+    let _alone = alone();
     if skip_unless_root(test) {
         return;
     }
@@ -149,6 +158,7 @@ impl Drop for QuotaCgroup {
 #[test]
 fn a_cpu_quota_on_the_receiver_is_named_as_a_quota() {
     let test = "a_cpu_quota_on_the_receiver_is_named_as_a_quota";
+    let _alone = alone();
     if skip_unless_root(test) {
         return;
     }
