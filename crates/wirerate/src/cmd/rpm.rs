@@ -16,7 +16,7 @@ use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
 use wirerate_engine::Observer;
 
-use super::results::{open_store, save, StoreArgs};
+use super::results::{open_store, store_and_say, StoreArgs};
 use super::run::{execute, target_for, Net, Target};
 use crate::exit::usage;
 
@@ -322,11 +322,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let t = target(&a.net)?;
     if !a.json {
         crate::say!(
-            "wirerate rpm: {}, {} s per phase ({} s warm-up), {} flow(s) each way, {} probes/s",
+            "wirerate rpm: {}, {} s per phase ({} s warm-up), {} each way, {} probes/s",
             t.describe(),
             s.phase_s,
             s.warmup_s,
-            a.parallel,
+            wirerate_core::text::count(u64::from(a.parallel), "flow"),
             s.probe_rate_hz
         );
     }
@@ -343,10 +343,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         write!(out, "{}", wirerate_render::rpm::summary(&result))?;
     }
     out.flush()?;
-    let stored = match store.as_mut() {
-        Some(store) => save(store, &result, a.store.label.as_deref(), None),
-        None => true,
-    };
+    let stored = store_and_say(&a.store, store.as_mut(), &result, !a.json)?;
     if !errors.is_empty() {
         eprintln!(
             "wirerate: {}",
