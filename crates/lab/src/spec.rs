@@ -22,6 +22,12 @@ pub const TBF_OVERHEAD_BYTES: u32 = PER_FRAME_OVERHEAD_BYTES;
 /// The least tbf charges a packet: a minimum frame plus preamble and gap.
 pub const TBF_MPU_BYTES: u32 = MIN_FRAME_BYTES + PREAMBLE_SFD_BYTES + INTER_FRAME_GAP_BYTES;
 
+/// The least default queue, bytes: at 10 Mbit/s it lets TCP reach the wire model.
+pub const DEFAULT_BUFFER_BYTES: u64 = 64 * 1024;
+/// The default queue holds at least this long at the link rate (from 131 Mbit/s up it is
+/// more than [`DEFAULT_BUFFER_BYTES`]), so fast links get a queue that TCP can fill.
+pub const DEFAULT_BUFFER_MS: f64 = 4.0;
+
 /// The most hosts a lab has: addresses stay in one /24 and a bridge stays small.
 pub const MAX_HOSTS: usize = 16;
 /// The bridge inside a lab's switch namespace.
@@ -72,10 +78,11 @@ impl LabSpec {
                 self.mtu
             )));
         }
-        let frame = u64::from(self.mtu + MAC_HEADER_BYTES);
-        if self.buffer_bytes < frame {
+        let least = min_buffer_bytes(self.mtu);
+        if self.buffer_bytes < least {
             return Err(invalid(format!(
-                "buffer {} bytes cannot hold one {frame}-byte frame at MTU {}",
+                "buffer {} bytes is below {least}, the least queue at MTU {}: the shaper's \
+                 bucket of one frame plus one frame waiting",
                 self.buffer_bytes, self.mtu
             )));
         }
@@ -299,11 +306,17 @@ impl LabSpec {
     }
 
     /// The token bucket: two full frames, or 1 ms of the rate when that is more, so fast
-    /// links do not depend on sub-millisecond timers while slow ones stay close to a wire.
+    /// links do not depend on sub-millisecond timers while slow ones stay close to a wire;
+    /// but at most half the queue, and never less than one frame. A bucket near or above
+    /// its queue starves TCP: at 1 Gbit/s a 125 000-byte bucket over a 64 KiB queue carried
+    /// 1 Mbit/s, 64 000 bytes 900 Mbit/s, 67 000 bytes 395 Mbit/s.
     pub fn burst_bytes(&self) -> u64 {
-        let frames = 2 * u64::from(self.mtu + MAC_HEADER_BYTES + TBF_OVERHEAD_BYTES);
+        let one_frame = charged_frame_bytes(self.mtu);
         let one_ms = (self.link_bps / 8.0 / 1000.0).ceil() as u64;
-        frames.max(one_ms)
+        (2 * one_frame)
+            .max(one_ms)
+            .min(self.buffer_bytes / 2)
+            .max(one_frame)
     }
 
     /// Arguments to `tc` that shape one egress like an Ethernet wire of this rate.
@@ -338,6 +351,26 @@ impl LabSpec {
         .map(|s| s.to_string())
         .collect()
     }
+}
+
+/// What tbf charges one full frame at this MTU: MAC header, preamble, FCS and gap.
+fn charged_frame_bytes(mtu: u32) -> u64 {
+    u64::from(mtu) + u64::from(MAC_HEADER_BYTES + TBF_OVERHEAD_BYTES)
+}
+
+/// The least queue a lab takes: the smallest bucket (one frame) and one frame waiting.
+pub fn min_buffer_bytes(mtu: u32) -> u64 {
+    charged_frame_bytes(mtu) + u64::from(mtu) + u64::from(MAC_HEADER_BYTES)
+}
+
+/// The queue when `--buffer` is not given: [`DEFAULT_BUFFER_BYTES`], or
+/// [`DEFAULT_BUFFER_MS`] at the link rate when that is more, and never below four frames
+/// (jumbo frames), so the bucket of two frames is at most half of it.
+pub fn default_buffer_bytes(link_bps: f64, mtu: u32) -> u64 {
+    let by_time = (link_bps / 8.0 * DEFAULT_BUFFER_MS / 1000.0).ceil() as u64;
+    DEFAULT_BUFFER_BYTES
+        .max(by_time)
+        .max(4 * charged_frame_bytes(mtu))
 }
 
 /// Host `i`'s IPv4 address with its prefix. Each lab is its own pair of namespaces, so
@@ -431,9 +464,55 @@ mod tests {
         );
         let fast = LabSpec {
             link_bps: 10e9,
+            buffer_bytes: default_buffer_bytes(10e9, 1500),
             ..spec()
         };
         assert_eq!(fast.burst_bytes(), 1_250_000);
+    }
+
+    #[test]
+    fn every_rate_gets_a_queue_above_its_bucket() {
+        // 64 KiB up to 131 Mbit/s (at 10M the queue that lets TCP reach the model), then
+        // 4 ms of the rate; jumbo frames raise the floor
+        assert_eq!(default_buffer_bytes(10e6, 1500), 65536);
+        assert_eq!(default_buffer_bytes(100e6, 1500), 65536);
+        assert_eq!(default_buffer_bytes(1e9, 1500), 500_000);
+        assert_eq!(default_buffer_bytes(10e9, 1500), 5_000_000);
+        assert_eq!(default_buffer_bytes(64e3, 65535), 262_292);
+        for mtu in [576, 1500, 9000, 65535] {
+            for rate in [64e3, 1e6, 10e6, 100e6, 131e6, 500e6, 1e9, 10e9, 100e9] {
+                let s = LabSpec {
+                    link_bps: rate,
+                    mtu,
+                    buffer_bytes: default_buffer_bytes(rate, mtu),
+                    ..spec()
+                };
+                assert!(s.validate().is_ok(), "{s:?}");
+                // the full bucket of 1 ms or two frames, at most half the queue
+                assert!(2 * s.burst_bytes() <= s.buffer_bytes, "{s:?}");
+                let frames = 2 * charged_frame_bytes(mtu);
+                assert!(s.burst_bytes() >= frames.min(s.buffer_bytes / 2), "{s:?}");
+            }
+        }
+        // an explicit small queue keeps its size: the bucket shrinks to half of it
+        let shallow = LabSpec {
+            link_bps: 1e9,
+            ..spec()
+        };
+        assert_eq!(shallow.burst_bytes(), 32768);
+        let tiny = LabSpec {
+            link_bps: 100e6,
+            buffer_bytes: 3000,
+            ..spec()
+        };
+        assert_eq!(tiny.burst_bytes(), 1538);
+        assert_eq!(min_buffer_bytes(1500), 3052);
+        assert!(tiny.validate().is_err());
+        let least = LabSpec {
+            buffer_bytes: 3052,
+            ..tiny
+        };
+        assert!(least.validate().is_ok());
     }
 
     #[test]

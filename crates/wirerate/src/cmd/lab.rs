@@ -80,16 +80,13 @@ struct UpArgs {
     )]
     rate: String,
     /// Queue limit at each egress (the bottleneck's queue): bytes with IEC prefixes
-    /// (16K = 16 384 bytes) or the time it holds at the link rate (200ms). Small values
-    /// emulate a NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP
-    /// reach the model.
-    #[arg(
-        long,
-        default_value = "64K",
-        value_name = "BYTES|TIME",
-        allow_hyphen_values = true
-    )]
-    buffer: String,
+    /// (16K = 16 384 bytes) or the time it holds at the link rate (200ms). Default: 64K, or
+    /// 4ms at the rate when that is more (from 131M up); at 10M, 64K lets TCP reach the
+    /// model. Small values emulate a NIC with little memory and make TCP lose packets; the
+    /// shaper's bucket is then cut to half the queue. At least one frame and a bucket of
+    /// one frame (3052 bytes at MTU 1500).
+    #[arg(long, value_name = "BYTES|TIME", allow_hyphen_values = true)]
+    buffer: Option<String>,
     /// One-way delay added to each direction by the lab's delay line (25ms, 500us), or
     /// AB/BA for each direction (20ms/5ms: a to b, b to a). Two hosts only.
     #[arg(long, value_name = "TIME[/TIME]")]
@@ -246,13 +243,16 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         Ok(r) => r.bps(),
         Err(e) => return exit::usage(format!("--rate: {e}")),
     };
-    let buffer_bytes = buffer_bytes(&a.buffer, link_bps)?;
     let mtu = match Bytes::parse(&a.mtu)
         .ok()
         .and_then(|b| u32::try_from(b.get()).ok())
     {
         Some(m) => m,
         None => return exit::usage(format!("--mtu: '{}' is not a size in bytes", a.mtu)),
+    };
+    let buffer_bytes = match &a.buffer {
+        Some(b) => buffer_bytes(b, link_bps)?,
+        None => wirerate_lab::spec::default_buffer_bytes(link_bps, mtu),
     };
     let hosts: Vec<String> = match &a.count {
         Some(n) if a.hosts_given() => {
