@@ -45,7 +45,8 @@ pub struct LabSpec {
     /// Queue limit at each egress, bytes of packets (MAC header included).
     pub buffer_bytes: u64,
     pub mtu: u32,
-    /// Delay, jitter, loss and reordering of a two-host lab, applied by the delay line.
+    /// Delay, jitter, loss and reordering, applied by the delay line: to the link of a
+    /// two-host lab, or to each host's link to the bridge of a bridged one.
     #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
     pub path: PathSpec,
 }
@@ -93,14 +94,21 @@ impl LabSpec {
             )));
         }
         self.path.validate().map_err(invalid)?;
-        if !self.path.is_plain() && self.bridged() {
-            return Err(invalid(
-                "--delay, --jitter, --loss and --reorder need a lab of two hosts: a bridged \
-                 lab (three or more) has no delay line on its links yet"
-                    .to_string(),
-            ));
-        }
         Ok(())
+    }
+
+    /// The delay line's links as (port of the host's side, port of the far side), both in
+    /// the switch namespace: one between hosts a and b, or in a bridged lab one per host,
+    /// from its link's end `pHOST` to `dHOST`, whose veth peer `qHOST` is the bridge's port.
+    pub fn delay_line_links(&self) -> Vec<(String, String)> {
+        if self.bridged() {
+            self.hosts
+                .iter()
+                .map(|h| (port_name(h), line_port_name(h)))
+                .collect()
+        } else {
+            vec![(port_name(&self.hosts[0]), port_name(&self.hosts[1]))]
+        }
     }
 
     /// Whether the hosts' link runs through the delay line (a path was asked for).
@@ -180,10 +188,11 @@ impl LabSpec {
         cmds
     }
 
-    /// Every command that builds a two-host lab whose link runs through the delay line, in
-    /// order. The switch namespace (`wrs-NAME`) holds no bridge and no address: host a's
-    /// link ends there in `pa`, host b's in `pb`, and the delay line forwards between the
-    /// two. No end is shaped: the delay line is the bottleneck (rate, queue, then delay, as
+    /// Every command that builds a lab whose links run through the delay line, in order.
+    /// The switch namespace (`wrs-NAME`) holds no address: host a's link ends there in
+    /// `pa`, host b's in `pb`, and the delay line forwards between the two; with three or
+    /// more hosts, it forwards between each `pHOST` and `dHOST`, whose peer is on the
+    /// bridge (see [`LabSpec::delay_line_links`]). No end is shaped: the delay line is the bottleneck (rate, queue, then delay, as
     /// a router and its line), so its queue fills as a router's does. Offloads are off on
     /// every end so the delay line reads frames, never merged super-frames.
     pub fn delayed_commands(&self) -> Vec<(&'static str, Vec<String>)> {
@@ -191,7 +200,7 @@ impl LabSpec {
         let mtu = self.mtu.to_string();
         let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let mut cmds: Vec<(&'static str, Vec<String>)> = Vec::new();
-        for i in 0..2 {
+        for i in 0..self.hosts.len() {
             cmds.push(("ip", v(&["netns", "add", &self.netns(i)])));
         }
         cmds.push(("ip", v(&["netns", "add", &sw])));
@@ -247,6 +256,9 @@ impl LabSpec {
                 ]),
             ));
         }
+        if self.bridged() {
+            cmds.extend(self.bridge_behind_delay_line());
+        }
         for (i, host) in self.hosts.iter().enumerate() {
             cmds.push((
                 "ip",
@@ -254,6 +266,55 @@ impl LabSpec {
             ));
             cmds.push(("ip", v(&["-n", &sw, "link", "set", &port_name(host), "up"])));
         }
+        cmds
+    }
+
+    /// A bridged lab with a path: the bridge, and for each host a veth pair inside the
+    /// switch namespace from the delay line's far end (`dHOST`) to the bridge (`qHOST`).
+    fn bridge_behind_delay_line(&self) -> Vec<(&'static str, Vec<String>)> {
+        let sw = self.switch_netns();
+        let mtu = self.mtu.to_string();
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut cmds: Vec<(&'static str, Vec<String>)> = vec![
+            (
+                "ip",
+                v(&[
+                    "-n",
+                    &sw,
+                    "link",
+                    "add",
+                    BRIDGE,
+                    "type",
+                    "bridge",
+                    "stp_state",
+                    "0",
+                ]),
+            ),
+            ("ip", v(&["-n", &sw, "link", "set", BRIDGE, "mtu", &mtu])),
+        ];
+        for host in &self.hosts {
+            let (d, q) = (line_port_name(host), bridge_port_name(host));
+            cmds.push((
+                "ip",
+                v(&[
+                    "-n", &sw, "link", "add", &d, "type", "veth", "peer", "name", &q,
+                ]),
+            ));
+            for dev in [&d, &q] {
+                cmds.push(("ip", v(&["-n", &sw, "link", "set", dev, "mtu", &mtu])));
+                cmds.push((
+                    "ip",
+                    v(&[
+                        "netns", "exec", &sw, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                        "gro", "off", "tx", "off",
+                    ]),
+                ));
+            }
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &q, "master", BRIDGE])));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &q, "up"])));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &d, "up"])));
+        }
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "up"])));
         cmds
     }
 
@@ -392,6 +453,16 @@ pub fn addr_of(cidr: &str) -> &str {
 /// The switch's port towards `host` (at most 13 bytes, within the 15 of an interface name).
 pub fn port_name(host: &str) -> String {
     format!("p{host}")
+}
+
+/// In a bridged lab with a path, the delay line's port on the bridge's side of `host`'s
+/// link, and that port's veth peer on the bridge (13 bytes at most, as [`port_name`]).
+pub fn line_port_name(host: &str) -> String {
+    format!("d{host}")
+}
+
+pub fn bridge_port_name(host: &str) -> String {
+    format!("q{host}")
 }
 
 pub fn switch_netns_name(lab: &str) -> String {
@@ -659,47 +730,5 @@ mod tests {
 }
 
 #[cfg(test)]
-mod delayed_tests {
-    use super::*;
-
-    #[test]
-    fn a_delayed_lab_runs_its_link_through_the_switch_unshaped() {
-        let s = LabSpec {
-            name: "d1".into(),
-            hosts: vec!["a".into(), "b".into()],
-            link_bps: 50e6,
-            buffer_bytes: 1 << 20,
-            mtu: 1500,
-            path: crate::path::PathSpec {
-                ab: crate::path::PathDir {
-                    delay_us: 25_000,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        };
-        assert!(s.validate().is_ok() && s.delayed());
-        let cmds = s.delayed_commands();
-        let lines: Vec<String> = cmds
-            .iter()
-            .map(|(p, a)| format!("{p} {}", a.join(" ")))
-            .collect();
-        // the bottleneck is the delay line's: no end is shaped
-        assert!(lines.iter().all(|l| !l.contains("tbf")), "{lines:#?}");
-        for want in [
-            "ip netns add wrs-d1",
-            "ip link add wr0 netns wr-d1-a type veth peer name pa netns wrs-d1",
-            "ip link add wr0 netns wr-d1-b type veth peer name pb netns wrs-d1",
-            "ip netns exec wr-d1-a ethtool -K wr0 tx off",
-            "ip netns exec wrs-d1 ethtool -K pb tso off gso off gro off tx off",
-        ] {
-            assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
-        }
-        // three hosts cannot have a path
-        let three = LabSpec {
-            hosts: vec!["a".into(), "b".into(), "c".into()],
-            ..s
-        };
-        assert!(three.validate().is_err());
-    }
-}
+#[path = "spec_delayed_tests.rs"]
+mod delayed_tests;

@@ -521,7 +521,6 @@ fn lab_bad_flags_exit_2() {
         &["lab", "up", "--delay", "1ms", "--jitter", "2ms"],
         &["lab", "up", "--delay", "soon"],
         &["lab", "up", "--loss", "120%"],
-        &["lab", "up", "--delay", "5ms", "--count", "3"],
         &["lab", "up", "--buffer", "10parsecs"],
     ] {
         let out = wirerate(args);

@@ -88,7 +88,8 @@ struct UpArgs {
     #[arg(long, value_name = "BYTES|TIME", allow_hyphen_values = true)]
     buffer: Option<String>,
     /// One-way delay added to each direction by the lab's delay line (25ms, 500us), or
-    /// AB/BA for each direction (20ms/5ms: a to b, b to a). Two hosts only.
+    /// AB/BA for each direction (20ms/5ms: a to b, b to a). With three or more hosts, on
+    /// every host's link to the bridge (AB: host to switch), so two hosts see the sum.
     #[arg(long, value_name = "TIME[/TIME]")]
     delay: Option<String>,
     /// Each packet's delay moves by a uniform draw within ±TIME; packets keep their order
@@ -167,15 +168,15 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
     else {
         anyhow::bail!("lab {name} has no record");
     };
-    let [a, b] = [0, 1].map(|i| {
-        state
-            .hosts
-            .get(i)
-            .map(|h| wirerate_lab::spec::port_name(&h.name))
-    });
-    let (Some(a), Some(b)) = (a, b) else {
+    let Some(spec) = state.spec().filter(|s| s.hosts.len() >= 2) else {
         anyhow::bail!("lab {name} has not two hosts");
     };
+    let links: Vec<(String, String, String)> = spec
+        .delay_line_links()
+        .into_iter()
+        .zip(&spec.hosts)
+        .map(|((a, b), host)| (a, b, host.clone()))
+        .collect();
     let report = wirerate_lab::ops::path_report_path(name);
     let bottleneck = wirerate_lab::path::Bottleneck {
         rate_bps: state.link_bps,
@@ -183,7 +184,7 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
         overhead_bytes: state.overhead_bytes,
         min_bytes: state.mpu_bytes,
     };
-    wirerate_lab::delayline::run(&a, &b, &state.path, Some(bottleneck), state.mtu, &report)?;
+    wirerate_lab::delayline::run(&links, &state.path, Some(bottleneck), state.mtu, &report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -401,8 +402,18 @@ fn describe(s: &LabState) -> String {
                 wirerate_lab::spec::BRIDGE
             );
         } else {
-            out += &format!("  path through the delay line in {sw}\n");
-            for (dir, d) in [("a to b", s.path.ab), ("b to a", s.path.ba)] {
+            let dirs = if s.hosts.len() > 2 {
+                out += &format!(
+                    "  each host's link to bridge {} runs through the delay line in {sw}; \
+                     two hosts see the sum of their links\n",
+                    wirerate_lab::spec::BRIDGE
+                );
+                [("host to switch", s.path.ab), ("switch to host", s.path.ba)]
+            } else {
+                out += &format!("  path through the delay line in {sw}\n");
+                [("a to b", s.path.ab), ("b to a", s.path.ba)]
+            };
+            for (dir, d) in dirs {
                 out += &format!("    {dir}: {}\n", path_words(&d));
             }
             out += &format!("    seed {}\n", s.path.seed);
@@ -513,8 +524,14 @@ fn status_text(lab: &LabStatus) -> String {
     }
     if let Some(p) = &lab.path {
         out += &format!("  delay line (pid {}, {:.0} s):\n", p.pid, p.seconds);
-        out += &path_report_words("a to b", &p.ab);
-        out += &path_report_words("b to a", &p.ba);
+        if p.links.is_empty() {
+            out += &path_report_words("a to b", &p.ab);
+            out += &path_report_words("b to a", &p.ba);
+        }
+        for l in &p.links {
+            out += &path_report_words(&format!("{} to switch", l.host), &l.up);
+            out += &path_report_words(&format!("switch to {}", l.host), &l.down);
+        }
     }
     out
 }
