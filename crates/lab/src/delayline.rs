@@ -362,14 +362,22 @@ fn link_seed(seed: u64, link: usize) -> u64 {
     seed.wrapping_add((link as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
-/// Runs the delay line on `links`, each (port a, port b, name): a's side receives what
-/// host a (or the link's host) sends, and direction `ab` of `spec` goes from a to b. Runs
-/// until the process is ended, writing its report to `report_path` every half second; the
-/// names fill the report's `links` when there is more than one. Returns only when a port
-/// cannot be opened.
+/// One link of the delay line: port `a` receives what host a (or the link's host) sends,
+/// and direction `ab` of `path` goes from `a` to `b`.
+#[derive(Clone, Debug)]
+pub struct LineLink {
+    pub a: String,
+    pub b: String,
+    /// The link's host, for the report.
+    pub host: String,
+    pub path: PathSpec,
+}
+
+/// Runs the delay line on `links` until the process is ended, writing its report to
+/// `report_path` every half second; the hosts fill the report's `links` when there is more
+/// than one. Returns only when a port cannot be opened.
 pub fn run(
-    links: &[(String, String, String)],
-    spec: &PathSpec,
+    links: &[LineLink],
     bottleneck: Option<Bottleneck>,
     mtu: u32,
     report_path: &Path,
@@ -377,9 +385,9 @@ pub fn run(
     // a frame: the MTU, the MAC header and a VLAN tag
     let frame_max = mtu as usize + 18;
     let mut shared = Vec::new();
-    for (i, (a, b, _)) in links.iter().enumerate() {
-        let pa = Arc::new(Port::open(a)?);
-        let pb = Arc::new(Port::open(b)?);
+    for (i, link) in links.iter().enumerate() {
+        let (spec, pa, pb) = (&link.path, Port::open(&link.a)?, Port::open(&link.b)?);
+        let (pa, pb) = (Arc::new(pa), Arc::new(pb));
         let ab = Arc::new(Mutex::new(DirStats::default()));
         let ba = Arc::new(Mutex::new(DirStats::default()));
         let seed = link_seed(spec.seed, i);
@@ -409,8 +417,8 @@ pub fn run(
             report.links = links
                 .iter()
                 .zip(&shared)
-                .map(|((_, _, host), (up, down))| LinkReport {
-                    host: host.clone(),
+                .map(|(link, (up, down))| LinkReport {
+                    host: link.host.clone(),
                     up: read(up),
                     down: read(down),
                 })

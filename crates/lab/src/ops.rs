@@ -215,6 +215,7 @@ fn lab_state(spec: &LabSpec, hosts: Vec<LabHost>) -> LabState {
         hosts,
         switch_netns: None,
         path: spec.path,
+        link_delay_us: spec.link_delay_us.clone(),
         delay_line_pid: None,
     }
 }

@@ -1,6 +1,8 @@
 //! What a lab is made of, validated, and the names and commands derived from it. Pure:
 //! nothing here touches the system, so every rule is unit-tested.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use wirerate_core::wire::{
     INTER_FRAME_GAP_BYTES, MAC_HEADER_BYTES, MAX_MTU, MIN_FRAME_BYTES, MIN_MTU_IPV4,
@@ -49,6 +51,10 @@ pub struct LabSpec {
     /// two-host lab, or to each host's link to the bridge of a bridged one.
     #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
     pub path: PathSpec,
+    /// In a bridged lab, hosts whose link has its own one-way delay, µs, each way (in
+    /// place of `path`'s delays).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub link_delay_us: BTreeMap<String, u64>,
 }
 
 impl LabSpec {
@@ -94,26 +100,61 @@ impl LabSpec {
             )));
         }
         self.path.validate().map_err(invalid)?;
+        if !self.link_delay_us.is_empty() && !self.bridged() {
+            return Err(invalid(
+                "--link-delay is for a lab of three or more hosts; two take --delay AB/BA"
+                    .to_string(),
+            ));
+        }
+        for host in self.link_delay_us.keys() {
+            let Some(i) = self.hosts.iter().position(|h| h == host) else {
+                return Err(invalid(format!(
+                    "--link-delay: the lab has no host '{host}'"
+                )));
+            };
+            let p = self.link_path(i);
+            p.validate()
+                .map_err(|e| invalid(format!("--link-delay {host}: {e}")))?;
+        }
         Ok(())
     }
 
     /// The delay line's links as (port of the host's side, port of the far side), both in
     /// the switch namespace: one between hosts a and b, or in a bridged lab one per host,
     /// from its link's end `pHOST` to `dHOST`, whose veth peer `qHOST` is the bridge's port.
-    pub fn delay_line_links(&self) -> Vec<(String, String)> {
+    pub fn delay_line_links(&self) -> Vec<crate::delayline::LineLink> {
+        let link = |a, b, i: usize| crate::delayline::LineLink {
+            a,
+            b,
+            host: self.hosts[i].clone(),
+            path: self.link_path(i),
+        };
         if self.bridged() {
-            self.hosts
-                .iter()
-                .map(|h| (port_name(h), line_port_name(h)))
+            (0..self.hosts.len())
+                .map(|i| link(port_name(&self.hosts[i]), line_port_name(&self.hosts[i]), i))
                 .collect()
         } else {
-            vec![(port_name(&self.hosts[0]), port_name(&self.hosts[1]))]
+            vec![link(
+                port_name(&self.hosts[0]),
+                port_name(&self.hosts[1]),
+                0,
+            )]
         }
     }
 
     /// Whether the hosts' link runs through the delay line (a path was asked for).
     pub fn delayed(&self) -> bool {
-        !self.path.is_plain()
+        !self.path.is_plain() || !self.link_delay_us.is_empty()
+    }
+
+    /// What the delay line applies on host `i`'s link to the bridge (`ab` from the host to
+    /// the switch): the lab's path, with the host's own delay each way when it has one.
+    pub fn link_path(&self, i: usize) -> PathSpec {
+        let mut p = self.path;
+        if let Some(&d) = self.hosts.get(i).and_then(|h| self.link_delay_us.get(h)) {
+            (p.ab.delay_us, p.ba.delay_us) = (d, d);
+        }
+        p
     }
 
     pub fn netns(&self, host_index: usize) -> String {
@@ -515,6 +556,7 @@ mod tests {
             buffer_bytes: 65536,
             mtu: 1500,
             path: PathSpec::default(),
+            link_delay_us: BTreeMap::new(),
         }
     }
 

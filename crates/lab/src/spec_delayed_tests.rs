@@ -17,6 +17,7 @@ fn a_delayed_lab_runs_its_link_through_the_switch_unshaped() {
             },
             ..Default::default()
         },
+        link_delay_us: Default::default(),
     };
     assert!(s.validate().is_ok() && s.delayed());
     let cmds = s.delayed_commands();
@@ -35,7 +36,12 @@ fn a_delayed_lab_runs_its_link_through_the_switch_unshaped() {
     ] {
         assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
     }
-    assert_eq!(s.delay_line_links(), [("pa".to_string(), "pb".to_string())]);
+    let links: Vec<(String, String)> = s
+        .delay_line_links()
+        .into_iter()
+        .map(|l| (l.a, l.b))
+        .collect();
+    assert_eq!(links, [("pa".to_string(), "pb".to_string())]);
     assert!(lines.iter().all(|l| !l.contains("bridge")), "{lines:#?}");
 }
 
@@ -54,6 +60,7 @@ fn a_bridged_lab_with_a_path_has_a_delay_line_on_every_host_link() {
             },
             ..Default::default()
         },
+        link_delay_us: Default::default(),
     };
     assert!(s.validate().is_ok() && s.delayed() && s.bridged());
     let lines: Vec<String> = s
@@ -80,5 +87,42 @@ fn a_bridged_lab_with_a_path_has_a_delay_line_on_every_host_link() {
         .iter()
         .map(|h| (format!("p{h}"), format!("d{h}")))
         .collect();
-    assert_eq!(s.delay_line_links(), links);
+    let got: Vec<(String, String)> = s
+        .delay_line_links()
+        .into_iter()
+        .map(|l| (l.a, l.b))
+        .collect();
+    assert_eq!(got, links);
+}
+
+#[test]
+fn a_host_of_a_bridged_lab_can_have_its_own_link_delay() {
+    let mut s = LabSpec {
+        name: "d4".into(),
+        hosts: vec!["a".into(), "b".into(), "c".into()],
+        link_bps: 50e6,
+        buffer_bytes: 1 << 20,
+        mtu: 1500,
+        path: crate::path::PathSpec::default(),
+        link_delay_us: [("c".to_string(), 20_000)].into(),
+    };
+    assert!(s.validate().is_ok() && s.delayed());
+    assert_eq!(s.link_path(2).ab.delay_us, 20_000);
+    assert_eq!(s.link_path(2).ba.delay_us, 20_000);
+    assert!(s.link_path(0).is_plain());
+    s.path.ab.jitter_us = 1_000;
+    s.path.ab.delay_us = 5_000;
+    // the jitter may not exceed a link's delay, the host's own included
+    s.link_delay_us.insert("b".into(), 500);
+    assert!(s.validate().is_err());
+    s.link_delay_us.remove("b");
+    s.link_delay_us.insert("x".into(), 1_000);
+    assert!(s.validate().is_err());
+    s.link_delay_us.remove("x");
+    assert!(s.validate().is_ok());
+    let two = LabSpec {
+        hosts: vec!["a".into(), "c".into()],
+        ..s
+    };
+    assert!(two.validate().is_err());
 }

@@ -33,32 +33,26 @@ impl LinkFacts {
 /// a bridged lab the peer is the host that has address `peer`, and each way crosses the
 /// client's link and the peer's: their sum (unknown without a peer in the lab).
 fn lab_path(link: &wirerate_lab::LabLink, peer: Option<IpAddr>) -> Option<WirePath> {
-    let p = link.lab.path;
-    if p.is_plain() {
+    let spec = link.lab.spec()?;
+    if !spec.delayed() {
         return None;
     }
-    let (out, back) = if link.lab.hosts.len() > 2 {
+    let me = spec.hosts.iter().position(|h| *h == link.host.name)?;
+    let (out, back) = if spec.bridged() {
         let peer = peer?;
-        let in_lab = link.lab.hosts.iter().any(|h| {
+        let other = link.lab.hosts.iter().position(|h| {
             h.name != link.host.name
                 && [&h.ipv4, &h.ipv6]
                     .iter()
                     .any(|a| wirerate_lab::spec::addr_of(a).parse() == Ok(peer))
-        });
-        if !in_lab {
-            return None;
-        }
-        // every link alike: up the sender's link (ab), then down the receiver's (ba)
-        (p.ab.then(&p.ba), p.ab.then(&p.ba))
-    } else if link
-        .lab
-        .hosts
-        .first()
-        .is_some_and(|h| h.name == link.host.name)
-    {
-        (p.ab, p.ba)
+        })?;
+        // up the sender's link (its ab), then down the receiver's (its ba)
+        let (mine, theirs) = (spec.link_path(me), spec.link_path(other));
+        (mine.ab.then(&theirs.ba), theirs.ab.then(&mine.ba))
+    } else if me == 0 {
+        (spec.path.ab, spec.path.ba)
     } else {
-        (p.ba, p.ab)
+        (spec.path.ba, spec.path.ab)
     };
     let words = |d: wirerate_lab::path::PathDir| PathDirection {
         delay_ms: d.delay_us as f64 / 1e3,

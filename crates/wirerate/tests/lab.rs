@@ -522,6 +522,9 @@ fn lab_bad_flags_exit_2() {
         &["lab", "up", "--delay", "soon"],
         &["lab", "up", "--loss", "120%"],
         &["lab", "up", "--buffer", "10parsecs"],
+        &["lab", "up", "--link-delay", "a=5ms"],
+        &["lab", "up", "--count", "3", "--link-delay", "h9=5ms"],
+        &["lab", "up", "--count", "3", "--link-delay", "h1"],
     ] {
         let out = wirerate(args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -141,30 +141,48 @@ fn lab_bridged_path_delays_every_host_link() {
     if skip_unless_root(test) {
         return;
     }
-    // 5 ms on each host's link each way: h2 -> h1 and back crosses four links, 20 ms
-    let lab = Lab::up("bd", &["--count", "3", "--delay", "5ms", "--loss", "0/1%"]);
+    // 5 ms on each host's link each way: h2 -> h1 and back crosses four links, 20 ms; h3's
+    // link has 20 ms of its own, so h3 -> h1 and back is 50 ms
+    let lab = Lab::up(
+        "bd",
+        &[
+            "--count",
+            "3",
+            "--delay",
+            "5ms",
+            "--loss",
+            "0/1%",
+            "--link-delay",
+            "h3=20ms",
+        ],
+    );
     let _server = lab.serve("h1", &lab.temp("server.log"));
     let cli = lab.temp("client.json");
-    let mut client = Proc::spawn(
-        &lab.exec_args(
-            "h2",
-            &[
-                BIN,
-                "rr",
-                "10.77.0.1",
-                "-p",
-                "5350",
-                "-t",
-                "2",
-                "--json",
-                "--no-store",
-            ],
-        ),
-        &cli,
-    );
-    assert!(client.wait(Duration::from_secs(30)).success());
-    let r = read_json(&cli);
-    let p50_ms = r["summary"]["rr"]["rtt_p50_us"].as_f64().unwrap() / 1e3;
+    let rr = |from: &str| {
+        let args = [
+            BIN,
+            "rr",
+            "10.77.0.1",
+            "-p",
+            "5350",
+            "-t",
+            "2",
+            "--json",
+            "--no-store",
+        ];
+        let mut client = Proc::spawn(&lab.exec_args(from, &args), &cli);
+        assert!(client.wait(Duration::from_secs(30)).success());
+        let r = read_json(&cli);
+        let p50_ms = r["summary"]["rr"]["rtt_p50_us"].as_f64().unwrap() / 1e3;
+        (r, p50_ms)
+    };
+    let (r3, p50_ms) = rr("h3");
+    println!("h3 -> h1 -> h3 over links of 20 and 5 ms: rr p50 {p50_ms:.2} ms");
+    assert!((49.0..62.0).contains(&p50_ms), "{p50_ms} ms");
+    let path3 = &r3["summary"]["wire"]["path"];
+    assert_eq!(path3["client_to_server"]["delay_ms"], 25.0, "{path3}");
+    assert_eq!(path3["server_to_client"]["delay_ms"], 25.0, "{path3}");
+    let (r, p50_ms) = rr("h2");
     println!("h2 -> h1 -> h2 over two 5 ms links: rr p50 {p50_ms:.2} ms");
     assert!((19.0..30.0).contains(&p50_ms), "{p50_ms} ms");
     // the result records the path between the two hosts: both links
@@ -188,5 +206,10 @@ fn lab_bridged_path_delays_every_host_link() {
         assert!(!p50.is_null(), "{l}");
     }
     assert_eq!(links[2]["up"]["dropped_loss"], 0);
+    assert!(
+        links[2]["up"]["forwarded"].as_u64().unwrap() > 15,
+        "{}",
+        links[2]
+    );
     let _ = std::fs::remove_file(cli);
 }

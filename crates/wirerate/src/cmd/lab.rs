@@ -92,6 +92,10 @@ struct UpArgs {
     /// every host's link to the bridge (AB: host to switch), so two hosts see the sum.
     #[arg(long, value_name = "TIME[/TIME]")]
     delay: Option<String>,
+    /// In a lab of three or more hosts, host HOST's link gets its own one-way delay, each
+    /// way, in place of --delay's (h3=40ms); repeat for more hosts
+    #[arg(long, value_name = "HOST=TIME")]
+    link_delay: Vec<String>,
     /// Each packet's delay moves by a uniform draw within ±TIME; packets keep their order
     #[arg(long, value_name = "TIME[/TIME]")]
     jitter: Option<String>,
@@ -171,12 +175,7 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
     let Some(spec) = state.spec().filter(|s| s.hosts.len() >= 2) else {
         anyhow::bail!("lab {name} has not two hosts");
     };
-    let links: Vec<(String, String, String)> = spec
-        .delay_line_links()
-        .into_iter()
-        .zip(&spec.hosts)
-        .map(|((a, b), host)| (a, b, host.clone()))
-        .collect();
+    let links = spec.delay_line_links();
     let report = wirerate_lab::ops::path_report_path(name);
     let bottleneck = wirerate_lab::path::Bottleneck {
         rate_bps: state.link_bps,
@@ -184,7 +183,7 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
         overhead_bytes: state.overhead_bytes,
         min_bytes: state.mpu_bytes,
     };
-    wirerate_lab::delayline::run(&links, &state.path, Some(bottleneck), state.mtu, &report)?;
+    wirerate_lab::delayline::run(&links, Some(bottleneck), state.mtu, &report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -211,6 +210,22 @@ fn path_spec(a: &UpArgs) -> anyhow::Result<wirerate_lab::path::PathSpec> {
         (p.ab.reorder, p.ba.reorder) = flag("reorder", per_direction(v, parse_percent))?;
     }
     Ok(p)
+}
+
+/// `--link-delay HOST=TIME`, each given once.
+fn link_delays(given: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for g in given {
+        let Some((host, time)) = g.split_once('=') else {
+            return exit::usage(format!("--link-delay: '{g}' is not HOST=TIME"));
+        };
+        let us = wirerate_lab::path::parse_duration_us(time.trim())
+            .map_err(|e| exit::UsageError(format!("--link-delay {host}: {e}")))?;
+        if out.insert(host.trim().to_string(), us).is_some() {
+            return exit::usage(format!("--link-delay: host '{host}' is given twice"));
+        }
+    }
+    Ok(out)
 }
 
 /// `--buffer`: bytes, or the time the queue holds at the link rate.
@@ -281,6 +296,7 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         buffer_bytes,
         mtu,
         path: path_spec(a)?,
+        link_delay_us: link_delays(&a.link_delay)?,
     };
     if let Err(e) = spec.validate() {
         return lab_err(e);
@@ -395,7 +411,7 @@ fn describe(s: &LabState) -> String {
         );
     }
     if let Some(sw) = &s.switch_netns {
-        if s.path.is_plain() {
+        if s.path.is_plain() && s.link_delay_us.is_empty() {
             out += &format!(
                 "  {} hosts on bridge {} in {sw}, each link shaped at both ends\n",
                 s.hosts.len(),
@@ -415,6 +431,12 @@ fn describe(s: &LabState) -> String {
             };
             for (dir, d) in dirs {
                 out += &format!("    {dir}: {}\n", path_words(&d));
+            }
+            for (host, us) in &s.link_delay_us {
+                out += &format!(
+                    "    {host}'s link: delay {:.3} ms each way\n",
+                    *us as f64 / 1e3
+                );
             }
             out += &format!("    seed {}\n", s.path.seed);
         }
