@@ -3,7 +3,8 @@
 //! the rules are in [`crate::path`]). It stands in for the kernel's netem where the kernel
 //! has none.
 //!
-//! Each of the two ports is a raw packet socket (AF_PACKET) bound to one veth end; one
+//! It joins one link (two hosts) or, in a bridged lab, each host's link to the bridge.
+//! Each of a link's two ports is a raw packet socket (AF_PACKET) bound to one veth end; one
 //! thread per direction reads every frame that arrives on its port, decides its fate, holds
 //! it in a FIFO until it is due and sends it out of the other port. The wait is `ppoll`
 //! with the nanosecond timeout to the next due frame and the thread's timer slack at 1 ns,
@@ -338,50 +339,91 @@ pub struct PathReport {
     pub pid: u32,
     /// Seconds the delay line has run.
     pub seconds: f64,
+    /// The first link's directions: host a to b and b to a; in a bridged lab, host h1 to
+    /// the switch and back (as `links[0]`).
     pub ab: DirStats,
     pub ba: DirStats,
+    /// In a bridged lab, every host's link, in the lab's host order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkReport>,
 }
 
-/// Runs the delay line between ports `a` and `b` (a's side receives what host a sends)
-/// until the process is ended, writing its report to `report_path` every half second.
-/// Returns only when a port cannot be opened.
+/// One host's link to the bridge: `up` from the host to the switch, `down` back.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkReport {
+    pub host: String,
+    pub up: DirStats,
+    pub down: DirStats,
+}
+
+/// Each link's seed: the lab's for the first (a two-host lab's), a different one for each
+/// other, so links do not lose the same frames in step.
+fn link_seed(seed: u64, link: usize) -> u64 {
+    seed.wrapping_add((link as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// One link of the delay line: port `a` receives what host a (or the link's host) sends,
+/// and direction `ab` of `path` goes from `a` to `b`.
+#[derive(Clone, Debug)]
+pub struct LineLink {
+    pub a: String,
+    pub b: String,
+    /// The link's host, for the report.
+    pub host: String,
+    pub path: PathSpec,
+}
+
+/// Runs the delay line on `links` until the process is ended, writing its report to
+/// `report_path` every half second; the hosts fill the report's `links` when there is more
+/// than one. Returns only when a port cannot be opened.
 pub fn run(
-    a: &str,
-    b: &str,
-    spec: &PathSpec,
+    links: &[LineLink],
     bottleneck: Option<Bottleneck>,
     mtu: u32,
     report_path: &Path,
 ) -> io::Result<()> {
-    let pa = Arc::new(Port::open(a)?);
-    let pb = Arc::new(Port::open(b)?);
     // a frame: the MTU, the MAC header and a VLAN tag
     let frame_max = mtu as usize + 18;
-    let ab = Arc::new(Mutex::new(DirStats::default()));
-    let ba = Arc::new(Mutex::new(DirStats::default()));
-    for (from, to, dir, seed, stats) in [
-        (pa.clone(), pb.clone(), spec.ab, spec.seed, ab.clone()),
-        (
-            pb.clone(),
-            pa.clone(),
-            spec.ba,
-            spec.seed ^ 0xba,
-            ba.clone(),
-        ),
-    ] {
-        let sched = Scheduler::new(dir, bottleneck, seed);
-        std::thread::Builder::new()
-            .name("delay-line".into())
-            .spawn(move || forward(&from, &to, sched, frame_max, &stats))?;
+    let mut shared = Vec::new();
+    for (i, link) in links.iter().enumerate() {
+        let (spec, pa, pb) = (&link.path, Port::open(&link.a)?, Port::open(&link.b)?);
+        let (pa, pb) = (Arc::new(pa), Arc::new(pb));
+        let ab = Arc::new(Mutex::new(DirStats::default()));
+        let ba = Arc::new(Mutex::new(DirStats::default()));
+        let seed = link_seed(spec.seed, i);
+        for (from, to, dir, seed, stats) in [
+            (pa.clone(), pb.clone(), spec.ab, seed, ab.clone()),
+            (pb, pa, spec.ba, seed ^ 0xba, ba.clone()),
+        ] {
+            let sched = Scheduler::new(dir, bottleneck, seed);
+            std::thread::Builder::new()
+                .name("delay-line".into())
+                .spawn(move || forward(&from, &to, sched, frame_max, &stats))?;
+        }
+        shared.push((ab, ba));
     }
     let start = Instant::now();
+    let read = |m: &Arc<Mutex<DirStats>>| m.lock().map(|s| s.clone()).unwrap_or_default();
     loop {
-        let report = PathReport {
+        let mut report = PathReport {
             pid: std::process::id(),
             seconds: start.elapsed().as_secs_f64(),
-            ab: ab.lock().map(|s| s.clone()).unwrap_or_default(),
-            ba: ba.lock().map(|s| s.clone()).unwrap_or_default(),
+            ..Default::default()
         };
+        if let Some((ab, ba)) = shared.first() {
+            (report.ab, report.ba) = (read(ab), read(ba));
+        }
+        if links.len() > 1 {
+            report.links = links
+                .iter()
+                .zip(&shared)
+                .map(|(link, (up, down))| LinkReport {
+                    host: link.host.clone(),
+                    up: read(up),
+                    down: read(down),
+                })
+                .collect();
+        }
         if let Ok(text) = serde_json::to_vec(&report) {
             let tmp = report_path.with_extension("tmp");
             if std::fs::write(&tmp, text).is_ok() {

@@ -43,10 +43,10 @@ pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
         return Err(LabError::Exists(spec.name.clone()));
     }
     let mut made = Vec::new();
-    let built = if spec.bridged() {
-        build_bridged(spec, &mut made)
-    } else if spec.delayed() {
+    let built = if spec.delayed() {
         build_delayed(spec, &mut made)
+    } else if spec.bridged() {
+        build_bridged(spec, &mut made)
     } else {
         build(spec, &mut made)
     };
@@ -65,8 +65,9 @@ pub fn up(spec: &LabSpec) -> Result<LabState, LabError> {
     }
 }
 
-/// Two hosts whose link runs through the delay line in the switch namespace (the commands
-/// are [`LabSpec::delayed_commands`]); the delay line is started and waited for.
+/// Two hosts whose link runs through the delay line in the switch namespace, or three or
+/// more whose links each run through it to the bridge (the commands are
+/// [`LabSpec::delayed_commands`]); the delay line is started and waited for.
 fn build_delayed(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, LabError> {
     for (program, args) in spec.delayed_commands() {
         run(program, &args)?;
@@ -76,7 +77,7 @@ fn build_delayed(spec: &LabSpec, made: &mut Vec<String>) -> Result<LabState, Lab
             made.extend(args.get(2).cloned());
         }
     }
-    let hosts = (0..2).map(|i| lab_host(spec, i)).collect();
+    let hosts = (0..spec.hosts.len()).map(|i| lab_host(spec, i)).collect();
     let mut state = LabState {
         switch_netns: Some(spec.switch_netns()),
         ..lab_state(spec, hosts)
@@ -214,6 +215,7 @@ fn lab_state(spec: &LabSpec, hosts: Vec<LabHost>) -> LabState {
         hosts,
         switch_netns: None,
         path: spec.path,
+        link_delay_us: spec.link_delay_us.clone(),
         delay_line_pid: None,
     }
 }

@@ -41,6 +41,18 @@ impl PathDir {
         self.delay_us == 0 && self.jitter_us == 0 && self.loss == 0.0 && self.reorder == 0.0
     }
 
+    /// This direction followed by `next` (a bridged lab's two links between two hosts): the
+    /// delays and jitters add, a frame gets through only if neither loses it, and it is
+    /// sent ahead if either sends it ahead.
+    pub fn then(&self, next: &PathDir) -> PathDir {
+        PathDir {
+            delay_us: self.delay_us + next.delay_us,
+            jitter_us: self.jitter_us + next.jitter_us,
+            loss: 1.0 - (1.0 - self.loss) * (1.0 - next.loss),
+            reorder: 1.0 - (1.0 - self.reorder) * (1.0 - next.reorder),
+        }
+    }
+
     /// Checks the figures; the error says which and why.
     pub fn validate(&self) -> Result<(), String> {
         if self.delay_us > MAX_DELAY_US {
@@ -429,6 +441,27 @@ pub struct DirStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_links_add_their_delays_and_combine_their_losses() {
+        let up = PathDir {
+            delay_us: 5_000,
+            jitter_us: 1_000,
+            loss: 0.01,
+            reorder: 0.0,
+        };
+        let down = PathDir {
+            delay_us: 3_000,
+            loss: 0.02,
+            reorder: 0.5,
+            ..Default::default()
+        };
+        let both = up.then(&down);
+        assert_eq!((both.delay_us, both.jitter_us), (8_000, 1_000));
+        assert!((both.loss - 0.0298).abs() < 1e-12, "{}", both.loss);
+        assert!((both.reorder - 0.5).abs() < 1e-12);
+        assert!(PathDir::default().then(&PathDir::default()).is_plain());
+    }
 
     #[test]
     fn durations_and_shares_parse_as_written() {

@@ -1,6 +1,8 @@
 //! What a lab is made of, validated, and the names and commands derived from it. Pure:
 //! nothing here touches the system, so every rule is unit-tested.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use wirerate_core::wire::{
     INTER_FRAME_GAP_BYTES, MAC_HEADER_BYTES, MAX_MTU, MIN_FRAME_BYTES, MIN_MTU_IPV4,
@@ -22,6 +24,12 @@ pub const TBF_OVERHEAD_BYTES: u32 = PER_FRAME_OVERHEAD_BYTES;
 /// The least tbf charges a packet: a minimum frame plus preamble and gap.
 pub const TBF_MPU_BYTES: u32 = MIN_FRAME_BYTES + PREAMBLE_SFD_BYTES + INTER_FRAME_GAP_BYTES;
 
+/// The least default queue, bytes: at 10 Mbit/s it lets TCP reach the wire model.
+pub const DEFAULT_BUFFER_BYTES: u64 = 64 * 1024;
+/// The default queue holds at least this long at the link rate (from 131 Mbit/s up it is
+/// more than [`DEFAULT_BUFFER_BYTES`]), so fast links get a queue that TCP can fill.
+pub const DEFAULT_BUFFER_MS: f64 = 4.0;
+
 /// The most hosts a lab has: addresses stay in one /24 and a bridge stays small.
 pub const MAX_HOSTS: usize = 16;
 /// The bridge inside a lab's switch namespace.
@@ -39,9 +47,14 @@ pub struct LabSpec {
     /// Queue limit at each egress, bytes of packets (MAC header included).
     pub buffer_bytes: u64,
     pub mtu: u32,
-    /// Delay, jitter, loss and reordering of a two-host lab, applied by the delay line.
+    /// Delay, jitter, loss and reordering, applied by the delay line: to the link of a
+    /// two-host lab, or to each host's link to the bridge of a bridged one.
     #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
     pub path: PathSpec,
+    /// In a bridged lab, hosts whose link has its own one-way delay, µs, each way (in
+    /// place of `path`'s delays).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub link_delay_us: BTreeMap<String, u64>,
 }
 
 impl LabSpec {
@@ -72,10 +85,11 @@ impl LabSpec {
                 self.mtu
             )));
         }
-        let frame = u64::from(self.mtu + MAC_HEADER_BYTES);
-        if self.buffer_bytes < frame {
+        let least = min_buffer_bytes(self.mtu);
+        if self.buffer_bytes < least {
             return Err(invalid(format!(
-                "buffer {} bytes cannot hold one {frame}-byte frame at MTU {}",
+                "buffer {} bytes is below {least}, the least queue at MTU {}: the shaper's \
+                 bucket of one frame plus one frame waiting",
                 self.buffer_bytes, self.mtu
             )));
         }
@@ -86,19 +100,61 @@ impl LabSpec {
             )));
         }
         self.path.validate().map_err(invalid)?;
-        if !self.path.is_plain() && self.bridged() {
+        if !self.link_delay_us.is_empty() && !self.bridged() {
             return Err(invalid(
-                "--delay, --jitter, --loss and --reorder need a lab of two hosts: a bridged \
-                 lab (three or more) has no delay line on its links yet"
+                "--link-delay is for a lab of three or more hosts; two take --delay AB/BA"
                     .to_string(),
             ));
+        }
+        for host in self.link_delay_us.keys() {
+            let Some(i) = self.hosts.iter().position(|h| h == host) else {
+                return Err(invalid(format!(
+                    "--link-delay: the lab has no host '{host}'"
+                )));
+            };
+            let p = self.link_path(i);
+            p.validate()
+                .map_err(|e| invalid(format!("--link-delay {host}: {e}")))?;
         }
         Ok(())
     }
 
+    /// The delay line's links as (port of the host's side, port of the far side), both in
+    /// the switch namespace: one between hosts a and b, or in a bridged lab one per host,
+    /// from its link's end `pHOST` to `dHOST`, whose veth peer `qHOST` is the bridge's port.
+    pub fn delay_line_links(&self) -> Vec<crate::delayline::LineLink> {
+        let link = |a, b, i: usize| crate::delayline::LineLink {
+            a,
+            b,
+            host: self.hosts[i].clone(),
+            path: self.link_path(i),
+        };
+        if self.bridged() {
+            (0..self.hosts.len())
+                .map(|i| link(port_name(&self.hosts[i]), line_port_name(&self.hosts[i]), i))
+                .collect()
+        } else {
+            vec![link(
+                port_name(&self.hosts[0]),
+                port_name(&self.hosts[1]),
+                0,
+            )]
+        }
+    }
+
     /// Whether the hosts' link runs through the delay line (a path was asked for).
     pub fn delayed(&self) -> bool {
-        !self.path.is_plain()
+        !self.path.is_plain() || !self.link_delay_us.is_empty()
+    }
+
+    /// What the delay line applies on host `i`'s link to the bridge (`ab` from the host to
+    /// the switch): the lab's path, with the host's own delay each way when it has one.
+    pub fn link_path(&self, i: usize) -> PathSpec {
+        let mut p = self.path;
+        if let Some(&d) = self.hosts.get(i).and_then(|h| self.link_delay_us.get(h)) {
+            (p.ab.delay_us, p.ba.delay_us) = (d, d);
+        }
+        p
     }
 
     pub fn netns(&self, host_index: usize) -> String {
@@ -173,10 +229,11 @@ impl LabSpec {
         cmds
     }
 
-    /// Every command that builds a two-host lab whose link runs through the delay line, in
-    /// order. The switch namespace (`wrs-NAME`) holds no bridge and no address: host a's
-    /// link ends there in `pa`, host b's in `pb`, and the delay line forwards between the
-    /// two. No end is shaped: the delay line is the bottleneck (rate, queue, then delay, as
+    /// Every command that builds a lab whose links run through the delay line, in order.
+    /// The switch namespace (`wrs-NAME`) holds no address: host a's link ends there in
+    /// `pa`, host b's in `pb`, and the delay line forwards between the two; with three or
+    /// more hosts, it forwards between each `pHOST` and `dHOST`, whose peer is on the
+    /// bridge (see [`LabSpec::delay_line_links`]). No end is shaped: the delay line is the bottleneck (rate, queue, then delay, as
     /// a router and its line), so its queue fills as a router's does. Offloads are off on
     /// every end so the delay line reads frames, never merged super-frames.
     pub fn delayed_commands(&self) -> Vec<(&'static str, Vec<String>)> {
@@ -184,7 +241,7 @@ impl LabSpec {
         let mtu = self.mtu.to_string();
         let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let mut cmds: Vec<(&'static str, Vec<String>)> = Vec::new();
-        for i in 0..2 {
+        for i in 0..self.hosts.len() {
             cmds.push(("ip", v(&["netns", "add", &self.netns(i)])));
         }
         cmds.push(("ip", v(&["netns", "add", &sw])));
@@ -240,6 +297,9 @@ impl LabSpec {
                 ]),
             ));
         }
+        if self.bridged() {
+            cmds.extend(self.bridge_behind_delay_line());
+        }
         for (i, host) in self.hosts.iter().enumerate() {
             cmds.push((
                 "ip",
@@ -247,6 +307,55 @@ impl LabSpec {
             ));
             cmds.push(("ip", v(&["-n", &sw, "link", "set", &port_name(host), "up"])));
         }
+        cmds
+    }
+
+    /// A bridged lab with a path: the bridge, and for each host a veth pair inside the
+    /// switch namespace from the delay line's far end (`dHOST`) to the bridge (`qHOST`).
+    fn bridge_behind_delay_line(&self) -> Vec<(&'static str, Vec<String>)> {
+        let sw = self.switch_netns();
+        let mtu = self.mtu.to_string();
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut cmds: Vec<(&'static str, Vec<String>)> = vec![
+            (
+                "ip",
+                v(&[
+                    "-n",
+                    &sw,
+                    "link",
+                    "add",
+                    BRIDGE,
+                    "type",
+                    "bridge",
+                    "stp_state",
+                    "0",
+                ]),
+            ),
+            ("ip", v(&["-n", &sw, "link", "set", BRIDGE, "mtu", &mtu])),
+        ];
+        for host in &self.hosts {
+            let (d, q) = (line_port_name(host), bridge_port_name(host));
+            cmds.push((
+                "ip",
+                v(&[
+                    "-n", &sw, "link", "add", &d, "type", "veth", "peer", "name", &q,
+                ]),
+            ));
+            for dev in [&d, &q] {
+                cmds.push(("ip", v(&["-n", &sw, "link", "set", dev, "mtu", &mtu])));
+                cmds.push((
+                    "ip",
+                    v(&[
+                        "netns", "exec", &sw, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                        "gro", "off", "tx", "off",
+                    ]),
+                ));
+            }
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &q, "master", BRIDGE])));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &q, "up"])));
+            cmds.push(("ip", v(&["-n", &sw, "link", "set", &d, "up"])));
+        }
+        cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "up"])));
         cmds
     }
 
@@ -299,11 +408,17 @@ impl LabSpec {
     }
 
     /// The token bucket: two full frames, or 1 ms of the rate when that is more, so fast
-    /// links do not depend on sub-millisecond timers while slow ones stay close to a wire.
+    /// links do not depend on sub-millisecond timers while slow ones stay close to a wire;
+    /// but at most half the queue, and never less than one frame. A bucket near or above
+    /// its queue starves TCP: at 1 Gbit/s a 125 000-byte bucket over a 64 KiB queue carried
+    /// 1 Mbit/s, 64 000 bytes 900 Mbit/s, 67 000 bytes 395 Mbit/s.
     pub fn burst_bytes(&self) -> u64 {
-        let frames = 2 * u64::from(self.mtu + MAC_HEADER_BYTES + TBF_OVERHEAD_BYTES);
+        let one_frame = charged_frame_bytes(self.mtu);
         let one_ms = (self.link_bps / 8.0 / 1000.0).ceil() as u64;
-        frames.max(one_ms)
+        (2 * one_frame)
+            .max(one_ms)
+            .min(self.buffer_bytes / 2)
+            .max(one_frame)
     }
 
     /// Arguments to `tc` that shape one egress like an Ethernet wire of this rate.
@@ -340,6 +455,26 @@ impl LabSpec {
     }
 }
 
+/// What tbf charges one full frame at this MTU: MAC header, preamble, FCS and gap.
+fn charged_frame_bytes(mtu: u32) -> u64 {
+    u64::from(mtu) + u64::from(MAC_HEADER_BYTES + TBF_OVERHEAD_BYTES)
+}
+
+/// The least queue a lab takes: the smallest bucket (one frame) and one frame waiting.
+pub fn min_buffer_bytes(mtu: u32) -> u64 {
+    charged_frame_bytes(mtu) + u64::from(mtu) + u64::from(MAC_HEADER_BYTES)
+}
+
+/// The queue when `--buffer` is not given: [`DEFAULT_BUFFER_BYTES`], or
+/// [`DEFAULT_BUFFER_MS`] at the link rate when that is more, and never below four frames
+/// (jumbo frames), so the bucket of two frames is at most half of it.
+pub fn default_buffer_bytes(link_bps: f64, mtu: u32) -> u64 {
+    let by_time = (link_bps / 8.0 * DEFAULT_BUFFER_MS / 1000.0).ceil() as u64;
+    DEFAULT_BUFFER_BYTES
+        .max(by_time)
+        .max(4 * charged_frame_bytes(mtu))
+}
+
 /// Host `i`'s IPv4 address with its prefix. Each lab is its own pair of namespaces, so
 /// every lab can use the same private addresses without meeting another.
 pub fn ipv4_cidr(host_index: usize) -> String {
@@ -359,6 +494,16 @@ pub fn addr_of(cidr: &str) -> &str {
 /// The switch's port towards `host` (at most 13 bytes, within the 15 of an interface name).
 pub fn port_name(host: &str) -> String {
     format!("p{host}")
+}
+
+/// In a bridged lab with a path, the delay line's port on the bridge's side of `host`'s
+/// link, and that port's veth peer on the bridge (13 bytes at most, as [`port_name`]).
+pub fn line_port_name(host: &str) -> String {
+    format!("d{host}")
+}
+
+pub fn bridge_port_name(host: &str) -> String {
+    format!("q{host}")
 }
 
 pub fn switch_netns_name(lab: &str) -> String {
@@ -411,6 +556,7 @@ mod tests {
             buffer_bytes: 65536,
             mtu: 1500,
             path: PathSpec::default(),
+            link_delay_us: BTreeMap::new(),
         }
     }
 
@@ -431,9 +577,55 @@ mod tests {
         );
         let fast = LabSpec {
             link_bps: 10e9,
+            buffer_bytes: default_buffer_bytes(10e9, 1500),
             ..spec()
         };
         assert_eq!(fast.burst_bytes(), 1_250_000);
+    }
+
+    #[test]
+    fn every_rate_gets_a_queue_above_its_bucket() {
+        // 64 KiB up to 131 Mbit/s (at 10M the queue that lets TCP reach the model), then
+        // 4 ms of the rate; jumbo frames raise the floor
+        assert_eq!(default_buffer_bytes(10e6, 1500), 65536);
+        assert_eq!(default_buffer_bytes(100e6, 1500), 65536);
+        assert_eq!(default_buffer_bytes(1e9, 1500), 500_000);
+        assert_eq!(default_buffer_bytes(10e9, 1500), 5_000_000);
+        assert_eq!(default_buffer_bytes(64e3, 65535), 262_292);
+        for mtu in [576, 1500, 9000, 65535] {
+            for rate in [64e3, 1e6, 10e6, 100e6, 131e6, 500e6, 1e9, 10e9, 100e9] {
+                let s = LabSpec {
+                    link_bps: rate,
+                    mtu,
+                    buffer_bytes: default_buffer_bytes(rate, mtu),
+                    ..spec()
+                };
+                assert!(s.validate().is_ok(), "{s:?}");
+                // the full bucket of 1 ms or two frames, at most half the queue
+                assert!(2 * s.burst_bytes() <= s.buffer_bytes, "{s:?}");
+                let frames = 2 * charged_frame_bytes(mtu);
+                assert!(s.burst_bytes() >= frames.min(s.buffer_bytes / 2), "{s:?}");
+            }
+        }
+        // an explicit small queue keeps its size: the bucket shrinks to half of it
+        let shallow = LabSpec {
+            link_bps: 1e9,
+            ..spec()
+        };
+        assert_eq!(shallow.burst_bytes(), 32768);
+        let tiny = LabSpec {
+            link_bps: 100e6,
+            buffer_bytes: 3000,
+            ..spec()
+        };
+        assert_eq!(tiny.burst_bytes(), 1538);
+        assert_eq!(min_buffer_bytes(1500), 3052);
+        assert!(tiny.validate().is_err());
+        let least = LabSpec {
+            buffer_bytes: 3052,
+            ..tiny
+        };
+        assert!(least.validate().is_ok());
     }
 
     #[test]
@@ -580,47 +772,5 @@ mod tests {
 }
 
 #[cfg(test)]
-mod delayed_tests {
-    use super::*;
-
-    #[test]
-    fn a_delayed_lab_runs_its_link_through_the_switch_unshaped() {
-        let s = LabSpec {
-            name: "d1".into(),
-            hosts: vec!["a".into(), "b".into()],
-            link_bps: 50e6,
-            buffer_bytes: 1 << 20,
-            mtu: 1500,
-            path: crate::path::PathSpec {
-                ab: crate::path::PathDir {
-                    delay_us: 25_000,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        };
-        assert!(s.validate().is_ok() && s.delayed());
-        let cmds = s.delayed_commands();
-        let lines: Vec<String> = cmds
-            .iter()
-            .map(|(p, a)| format!("{p} {}", a.join(" ")))
-            .collect();
-        // the bottleneck is the delay line's: no end is shaped
-        assert!(lines.iter().all(|l| !l.contains("tbf")), "{lines:#?}");
-        for want in [
-            "ip netns add wrs-d1",
-            "ip link add wr0 netns wr-d1-a type veth peer name pa netns wrs-d1",
-            "ip link add wr0 netns wr-d1-b type veth peer name pb netns wrs-d1",
-            "ip netns exec wr-d1-a ethtool -K wr0 tx off",
-            "ip netns exec wrs-d1 ethtool -K pb tso off gso off gro off tx off",
-        ] {
-            assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
-        }
-        // three hosts cannot have a path
-        let three = LabSpec {
-            hosts: vec!["a".into(), "b".into(), "c".into()],
-            ..s
-        };
-        assert!(three.validate().is_err());
-    }
-}
+#[path = "spec_delayed_tests.rs"]
+mod delayed_tests;

@@ -42,6 +42,9 @@ pub struct LabState {
     /// What the delay line between the two hosts applies, when the lab has one.
     #[serde(default, skip_serializing_if = "PathSpec::is_plain")]
     pub path: PathSpec,
+    /// Hosts of a bridged lab whose link has its own delay, µs each way.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub link_delay_us: std::collections::BTreeMap<String, u64>,
     /// The delay line's process, which `down` ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_line_pid: Option<u32>,
@@ -73,6 +76,7 @@ impl LabState {
             buffer_bytes: self.buffer_bytes,
             mtu: self.mtu,
             path: self.path,
+            link_delay_us: self.link_delay_us.clone(),
         })
     }
 
@@ -204,6 +208,7 @@ mod tests {
             hosts: vec![host(0, "a"), host(1, "b")],
             switch_netns: None,
             path: PathSpec::default(),
+            link_delay_us: Default::default(),
             delay_line_pid: None,
         }
     }

@@ -2,6 +2,8 @@
 //! lab's, else the driver's sysfs speed), the MTU and TCP options actually in use, and the
 //! model's goodput for them. What is not known stays null.
 
+use std::net::IpAddr;
+
 use wirerate_core::report::SideReport;
 use wirerate_core::result::{PathDirection, WirePath, WireSummary};
 use wirerate_core::TestSpec;
@@ -27,18 +29,31 @@ impl LinkFacts {
     }
 }
 
-/// A lab's delay line as the client's host sees it: out is from this host to its peer.
-fn lab_path(link: &wirerate_lab::LabLink) -> Option<WirePath> {
-    let p = link.lab.path;
-    if p.is_plain() {
+/// A lab's delay line as the client's host sees it: out is from this host to its peer. In
+/// a bridged lab the peer is the host that has address `peer`, and each way crosses the
+/// client's link and the peer's: their sum (unknown without a peer in the lab).
+fn lab_path(link: &wirerate_lab::LabLink, peer: Option<IpAddr>) -> Option<WirePath> {
+    let spec = link.lab.spec()?;
+    if !spec.delayed() {
         return None;
     }
-    let first = link
-        .lab
-        .hosts
-        .first()
-        .is_some_and(|h| h.name == link.host.name);
-    let (out, back) = if first { (p.ab, p.ba) } else { (p.ba, p.ab) };
+    let me = spec.hosts.iter().position(|h| *h == link.host.name)?;
+    let (out, back) = if spec.bridged() {
+        let peer = peer?;
+        let other = link.lab.hosts.iter().position(|h| {
+            h.name != link.host.name
+                && [&h.ipv4, &h.ipv6]
+                    .iter()
+                    .any(|a| wirerate_lab::spec::addr_of(a).parse() == Ok(peer))
+        })?;
+        // up the sender's link (its ab), then down the receiver's (its ba)
+        let (mine, theirs) = (spec.link_path(me), spec.link_path(other));
+        (mine.ab.then(&theirs.ba), theirs.ab.then(&mine.ba))
+    } else if me == 0 {
+        (spec.path.ab, spec.path.ba)
+    } else {
+        (spec.path.ba, spec.path.ab)
+    };
     let words = |d: wirerate_lab::path::PathDir| PathDirection {
         delay_ms: d.delay_us as f64 / 1e3,
         jitter_ms: d.jitter_us as f64 / 1e3,
@@ -52,11 +67,12 @@ fn lab_path(link: &wirerate_lab::LabLink) -> Option<WirePath> {
 }
 
 /// Finds the link rate of the client's side of the test, and the lab's path when the
-/// client runs on a lab host whose link goes through a delay line.
-pub fn link_facts(spec: &TestSpec, local: &SideReport) -> LinkFacts {
+/// client runs on a lab host whose link goes through a delay line (towards `peer`, the
+/// server's address, when known).
+pub fn link_facts(spec: &TestSpec, local: &SideReport, peer: Option<IpAddr>) -> LinkFacts {
     let lab = wirerate_lab::current_lab();
     LinkFacts {
-        path: lab.as_ref().and_then(lab_path),
+        path: lab.as_ref().and_then(|l| lab_path(l, peer)),
         ..link_rate(spec, local, lab.as_ref())
     }
 }

@@ -82,6 +82,32 @@ fn lab_tcp_iperf3_reaches_the_model() {
 }
 
 #[test]
+fn lab_default_queue_carries_tcp_at_1g() {
+    let test = "lab_default_queue_carries_tcp_at_1g";
+    if skip_unless_root(test) || skip_without("iperf3", test) {
+        return;
+    }
+    // the default queue is 4 ms at 1 Gbit/s, twice the bucket or more: a 64 KiB queue under
+    // a 125 000-byte bucket carried 1 Mbit/s
+    let lab = Lab::up("tg", &["--rate", "1G"]);
+    let out = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    assert!(out.status.success());
+    let labs: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let state = &labs[0]["state"];
+    let (queue, burst) = (
+        state["buffer_bytes"].as_u64(),
+        state["burst_bytes"].as_u64(),
+    );
+    assert_eq!((queue, burst), (Some(500_000), Some(125_000)), "{state}");
+    let measured = iperf3_goodput(&lab, &[]);
+    println!(
+        "1 Gb/s TCP (iperf3), default queue: {:.1} Mbit/s",
+        measured / 1e6
+    );
+    assert!(measured >= 0.5e9, "{:.1} Mbit/s", measured / 1e6);
+}
+
+#[test]
 fn lab_udp_iperf3_reaches_the_model() {
     let test = "lab_udp_iperf3_reaches_the_model";
     if skip_unless_root(test) || skip_without("iperf3", test) {
@@ -388,7 +414,7 @@ fn lab_up_status_down() {
     let lab = Lab::up(
         "st",
         &[
-            "--rate", "5M", "--buffer", "16K", "--mtu", "9000", "--hosts", "tx,rx",
+            "--rate", "5M", "--buffer", "32K", "--mtu", "9000", "--hosts", "tx,rx",
         ],
     );
     let out = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
@@ -495,8 +521,10 @@ fn lab_bad_flags_exit_2() {
         &["lab", "up", "--delay", "1ms", "--jitter", "2ms"],
         &["lab", "up", "--delay", "soon"],
         &["lab", "up", "--loss", "120%"],
-        &["lab", "up", "--delay", "5ms", "--count", "3"],
         &["lab", "up", "--buffer", "10parsecs"],
+        &["lab", "up", "--link-delay", "a=5ms"],
+        &["lab", "up", "--count", "3", "--link-delay", "h9=5ms"],
+        &["lab", "up", "--count", "3", "--link-delay", "h1"],
     ] {
         let out = wirerate(args);
         let err = String::from_utf8_lossy(&out.stderr);

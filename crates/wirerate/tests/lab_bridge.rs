@@ -134,3 +134,82 @@ fn lab_disjoint_pairs_on_a_bridge_each_have_their_own_wire() {
         let _ = std::fs::remove_file(f);
     }
 }
+
+#[test]
+fn lab_bridged_path_delays_every_host_link() {
+    let test = "lab_bridged_path_delays_every_host_link";
+    if skip_unless_root(test) {
+        return;
+    }
+    // 5 ms on each host's link each way: h2 -> h1 and back crosses four links, 20 ms; h3's
+    // link has 20 ms of its own, so h3 -> h1 and back is 50 ms
+    let lab = Lab::up(
+        "bd",
+        &[
+            "--count",
+            "3",
+            "--delay",
+            "5ms",
+            "--loss",
+            "0/1%",
+            "--link-delay",
+            "h3=20ms",
+        ],
+    );
+    let _server = lab.serve("h1", &lab.temp("server.log"));
+    let cli = lab.temp("client.json");
+    let rr = |from: &str| {
+        let args = [
+            BIN,
+            "rr",
+            "10.77.0.1",
+            "-p",
+            "5350",
+            "-t",
+            "2",
+            "--json",
+            "--no-store",
+        ];
+        let mut client = Proc::spawn(&lab.exec_args(from, &args), &cli);
+        assert!(client.wait(Duration::from_secs(30)).success());
+        let r = read_json(&cli);
+        let p50_ms = r["summary"]["rr"]["rtt_p50_us"].as_f64().unwrap() / 1e3;
+        (r, p50_ms)
+    };
+    let (r3, p50_ms) = rr("h3");
+    println!("h3 -> h1 -> h3 over links of 20 and 5 ms: rr p50 {p50_ms:.2} ms");
+    assert!((49.0..62.0).contains(&p50_ms), "{p50_ms} ms");
+    let path3 = &r3["summary"]["wire"]["path"];
+    assert_eq!(path3["client_to_server"]["delay_ms"], 25.0, "{path3}");
+    assert_eq!(path3["server_to_client"]["delay_ms"], 25.0, "{path3}");
+    let (r, p50_ms) = rr("h2");
+    println!("h2 -> h1 -> h2 over two 5 ms links: rr p50 {p50_ms:.2} ms");
+    assert!((19.0..30.0).contains(&p50_ms), "{p50_ms} ms");
+    // the result records the path between the two hosts: both links
+    let path = &r["summary"]["wire"]["path"];
+    for dir in ["client_to_server", "server_to_client"] {
+        assert_eq!(path[dir]["delay_ms"], 10.0, "{path}");
+        let loss = path[dir]["loss_percent"].as_f64().unwrap();
+        assert!((loss - 1.0).abs() < 1e-9, "{path}");
+    }
+    // status reports each host's link, both ways
+    let out = wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let links = v[0]["path"]["links"].as_array().expect("path.links");
+    let hosts: Vec<&str> = links.iter().map(|l| l["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["h1", "h2", "h3"]);
+    for l in &links[..2] {
+        assert!(l["up"]["forwarded"].as_u64().unwrap() > 40, "{l}");
+        assert!(l["down"]["forwarded"].as_u64().unwrap() > 40, "{l}");
+        let p50 = l["down"]["delay"].clone();
+        assert!(!p50.is_null(), "{l}");
+    }
+    assert_eq!(links[2]["up"]["dropped_loss"], 0);
+    assert!(
+        links[2]["up"]["forwarded"].as_u64().unwrap() > 15,
+        "{}",
+        links[2]
+    );
+    let _ = std::fs::remove_file(cli);
+}

@@ -80,20 +80,22 @@ struct UpArgs {
     )]
     rate: String,
     /// Queue limit at each egress (the bottleneck's queue): bytes with IEC prefixes
-    /// (16K = 16 384 bytes) or the time it holds at the link rate (200ms). Small values
-    /// emulate a NIC with little memory and make TCP lose packets; at 10M, 64K lets TCP
-    /// reach the model.
-    #[arg(
-        long,
-        default_value = "64K",
-        value_name = "BYTES|TIME",
-        allow_hyphen_values = true
-    )]
-    buffer: String,
+    /// (16K = 16 384 bytes) or the time it holds at the link rate (200ms). Default: 64K, or
+    /// 4ms at the rate when that is more (from 131M up); at 10M, 64K lets TCP reach the
+    /// model. Small values emulate a NIC with little memory and make TCP lose packets; the
+    /// shaper's bucket is then cut to half the queue. At least one frame and a bucket of
+    /// one frame (3052 bytes at MTU 1500).
+    #[arg(long, value_name = "BYTES|TIME", allow_hyphen_values = true)]
+    buffer: Option<String>,
     /// One-way delay added to each direction by the lab's delay line (25ms, 500us), or
-    /// AB/BA for each direction (20ms/5ms: a to b, b to a). Two hosts only.
+    /// AB/BA for each direction (20ms/5ms: a to b, b to a). With three or more hosts, on
+    /// every host's link to the bridge (AB: host to switch), so two hosts see the sum.
     #[arg(long, value_name = "TIME[/TIME]")]
     delay: Option<String>,
+    /// In a lab of three or more hosts, host HOST's link gets its own one-way delay, each
+    /// way, in place of --delay's (h3=40ms); repeat for more hosts
+    #[arg(long, value_name = "HOST=TIME")]
+    link_delay: Vec<String>,
     /// Each packet's delay moves by a uniform draw within ±TIME; packets keep their order
     #[arg(long, value_name = "TIME[/TIME]")]
     jitter: Option<String>,
@@ -170,15 +172,10 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
     else {
         anyhow::bail!("lab {name} has no record");
     };
-    let [a, b] = [0, 1].map(|i| {
-        state
-            .hosts
-            .get(i)
-            .map(|h| wirerate_lab::spec::port_name(&h.name))
-    });
-    let (Some(a), Some(b)) = (a, b) else {
+    let Some(spec) = state.spec().filter(|s| s.hosts.len() >= 2) else {
         anyhow::bail!("lab {name} has not two hosts");
     };
+    let links = spec.delay_line_links();
     let report = wirerate_lab::ops::path_report_path(name);
     let bottleneck = wirerate_lab::path::Bottleneck {
         rate_bps: state.link_bps,
@@ -186,7 +183,7 @@ fn delay_line(name: &str) -> anyhow::Result<ExitCode> {
         overhead_bytes: state.overhead_bytes,
         min_bytes: state.mpu_bytes,
     };
-    wirerate_lab::delayline::run(&a, &b, &state.path, Some(bottleneck), state.mtu, &report)?;
+    wirerate_lab::delayline::run(&links, Some(bottleneck), state.mtu, &report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -213,6 +210,22 @@ fn path_spec(a: &UpArgs) -> anyhow::Result<wirerate_lab::path::PathSpec> {
         (p.ab.reorder, p.ba.reorder) = flag("reorder", per_direction(v, parse_percent))?;
     }
     Ok(p)
+}
+
+/// `--link-delay HOST=TIME`, each given once.
+fn link_delays(given: &[String]) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for g in given {
+        let Some((host, time)) = g.split_once('=') else {
+            return exit::usage(format!("--link-delay: '{g}' is not HOST=TIME"));
+        };
+        let us = wirerate_lab::path::parse_duration_us(time.trim())
+            .map_err(|e| exit::UsageError(format!("--link-delay {host}: {e}")))?;
+        if out.insert(host.trim().to_string(), us).is_some() {
+            return exit::usage(format!("--link-delay: host '{host}' is given twice"));
+        }
+    }
+    Ok(out)
 }
 
 /// `--buffer`: bytes, or the time the queue holds at the link rate.
@@ -246,13 +259,16 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         Ok(r) => r.bps(),
         Err(e) => return exit::usage(format!("--rate: {e}")),
     };
-    let buffer_bytes = buffer_bytes(&a.buffer, link_bps)?;
     let mtu = match Bytes::parse(&a.mtu)
         .ok()
         .and_then(|b| u32::try_from(b.get()).ok())
     {
         Some(m) => m,
         None => return exit::usage(format!("--mtu: '{}' is not a size in bytes", a.mtu)),
+    };
+    let buffer_bytes = match &a.buffer {
+        Some(b) => buffer_bytes(b, link_bps)?,
+        None => wirerate_lab::spec::default_buffer_bytes(link_bps, mtu),
     };
     let hosts: Vec<String> = match &a.count {
         Some(n) if a.hosts_given() => {
@@ -280,6 +296,7 @@ fn up_spec(a: &UpArgs) -> anyhow::Result<LabSpec> {
         buffer_bytes,
         mtu,
         path: path_spec(a)?,
+        link_delay_us: link_delays(&a.link_delay)?,
     };
     if let Err(e) = spec.validate() {
         return lab_err(e);
@@ -394,16 +411,32 @@ fn describe(s: &LabState) -> String {
         );
     }
     if let Some(sw) = &s.switch_netns {
-        if s.path.is_plain() {
+        if s.path.is_plain() && s.link_delay_us.is_empty() {
             out += &format!(
                 "  {} hosts on bridge {} in {sw}, each link shaped at both ends\n",
                 s.hosts.len(),
                 wirerate_lab::spec::BRIDGE
             );
         } else {
-            out += &format!("  path through the delay line in {sw}\n");
-            for (dir, d) in [("a to b", s.path.ab), ("b to a", s.path.ba)] {
+            let dirs = if s.hosts.len() > 2 {
+                out += &format!(
+                    "  each host's link to bridge {} runs through the delay line in {sw}; \
+                     two hosts see the sum of their links\n",
+                    wirerate_lab::spec::BRIDGE
+                );
+                [("host to switch", s.path.ab), ("switch to host", s.path.ba)]
+            } else {
+                out += &format!("  path through the delay line in {sw}\n");
+                [("a to b", s.path.ab), ("b to a", s.path.ba)]
+            };
+            for (dir, d) in dirs {
                 out += &format!("    {dir}: {}\n", path_words(&d));
+            }
+            for (host, us) in &s.link_delay_us {
+                out += &format!(
+                    "    {host}'s link: delay {:.3} ms each way\n",
+                    *us as f64 / 1e3
+                );
             }
             out += &format!("    seed {}\n", s.path.seed);
         }
@@ -513,8 +546,14 @@ fn status_text(lab: &LabStatus) -> String {
     }
     if let Some(p) = &lab.path {
         out += &format!("  delay line (pid {}, {:.0} s):\n", p.pid, p.seconds);
-        out += &path_report_words("a to b", &p.ab);
-        out += &path_report_words("b to a", &p.ba);
+        if p.links.is_empty() {
+            out += &path_report_words("a to b", &p.ab);
+            out += &path_report_words("b to a", &p.ba);
+        }
+        for l in &p.links {
+            out += &path_report_words(&format!("{} to switch", l.host), &l.up);
+            out += &path_report_words(&format!("switch to {}", l.host), &l.down);
+        }
     }
     out
 }

@@ -638,7 +638,7 @@ pub fn execute(
             r => break r.map_err(|e| iperf3_hint(e, t))?,
         }
     };
-    let facts = link_facts(spec, &outcome.local);
+    let facts = link_facts(spec, &outcome.local, Some(t.addr.ip()));
     let result = assemble(
         spec,
         &outcome.local,

@@ -150,7 +150,7 @@ fn agent_wire(
     spec: &wirerate_core::TestSpec,
     local: &wirerate_core::report::SideReport,
 ) -> wirerate_core::result::WireSummary {
-    crate::link::link_facts(spec, local).summary()
+    crate::link::link_facts(spec, local, None).summary()
 }
 
 /// The agent's own credentials towards the servers it tests against.
