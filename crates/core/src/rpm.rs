@@ -34,6 +34,11 @@ pub struct RpmSpec {
     pub load_dscp: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_dscp: Option<u8>,
+    /// DSCP of the loaded flows' packets server → client where it differs from
+    /// `load_dscp` (`--dscp UP/DOWN`): the server's data sockets carry it, the client's
+    /// `load_dscp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_dscp_down: Option<u8>,
 }
 
 /// The most foreign probes per second of each kind (TCP, UDP) an rpm run may send: both
@@ -61,6 +66,7 @@ impl RpmSpec {
             .load_dscp
             .into_iter()
             .chain(self.probe_dscp)
+            .chain(self.load_dscp_down)
             .any(|d| d > 63)
         {
             return Err("a DSCP is 0 to 63".into());

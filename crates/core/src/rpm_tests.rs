@@ -161,6 +161,7 @@ fn spec_bounds() {
         probe_rate_hz: 20.0,
         load_dscp: Some(46),
         probe_dscp: None,
+        load_dscp_down: Some(8),
     };
     assert!(ok.validate().is_ok());
     for bad in [
@@ -174,6 +175,10 @@ fn spec_bounds() {
         },
         RpmSpec {
             phase_s: f64::NAN,
+            ..ok.clone()
+        },
+        RpmSpec {
+            load_dscp_down: Some(64),
             ..ok.clone()
         },
         RpmSpec {

@@ -1027,7 +1027,9 @@ fn on_event(
                 }
                 run.crr = Some(route);
             }
-            run.spec = Some(*spec);
+            // this side's data sockets carry the server's class (`server_tos`)
+            let tos = spec.tos_of(Side::Server);
+            run.spec = Some(TestSpec { tos, ..*spec });
             sess.accept(ports, Instant::now());
         }
         ServerEvent::UdpProof(proofs) => attach_udp(sess, run, &proofs)?,

@@ -345,3 +345,61 @@ fn probes_are_served_beside_a_tls_session() {
         assert!(f(&ph["udp"]["samples"]) >= 3.0, "{ph}");
     }
 }
+
+#[test]
+fn dscp_up_down_marks_each_end_sending_sockets() {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wirerate"))
+        .args(["rpm", "127.0.0.1", "-p", &p, "-t", "2", "-P", "1"])
+        .args(["--dscp", "CS1/EF", "--json", "--no-store"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    // the server's accepted sockets (source port its own) and the client's (its
+    // destination), while the loaded phases run
+    let (mut server_side, mut client_side) = (String::new(), String::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut have_ss = true;
+    while Instant::now() < deadline && child.try_wait().is_ok_and(|s| s.is_none()) {
+        let ss = |filter: String| {
+            Command::new("ss")
+                .args(["-tnH", "--tos", "state", "established", &filter])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        };
+        let (Ok(s), Ok(c)) = (
+            ss(format!("( sport = :{p} )")),
+            ss(format!("( dport = :{p} )")),
+        ) else {
+            eprintln!("skipped the socket check: ss is not installed");
+            have_ss = false;
+            break;
+        };
+        server_side.push_str(&s);
+        client_side.push_str(&c);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let spec = &doc["spec"];
+    // CS1 (8) client → server is TOS 0x20, EF (46) server → client 0xb8
+    assert_eq!(
+        (&spec["tos"], &spec["server_tos"]),
+        (&0x20.into(), &0xb8.into())
+    );
+    assert_eq!(spec["test"]["load_dscp"], 8);
+    assert_eq!(spec["test"]["load_dscp_down"], 46);
+    if have_ss {
+        assert!(server_side.contains("tos:0xb8"), "{server_side}");
+        assert!(!server_side.contains("tos:0x20"), "{server_side}");
+        assert!(client_side.contains("tos:0x20"), "{client_side}");
+        assert!(!client_side.contains("tos:0xb8"), "{client_side}");
+    }
+    srv.stop();
+}

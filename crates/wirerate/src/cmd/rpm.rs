@@ -65,10 +65,12 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub probe_rate: f64,
-    /// DSCP class of the loaded flows, both ends (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or
-    /// 0-63; RRUL marks its flows BE, BK, CS5 and EF) [default: unmarked]
-    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
-    pub dscp: Option<u8>,
+    /// DSCP class of the loaded flows (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or 0-63; RRUL
+    /// marks its flows BE, BK, CS5 and EF); UP/DOWN (e.g. CS1/EF) marks the packets client →
+    /// server with UP and server → client with DOWN: each end marks what it sends
+    /// [default: unmarked]
+    #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
+    pub dscp: Option<(u8, u8)>,
     /// DSCP class of the latency probes (this side's packets, from the SYN on)
     #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
     pub probe_dscp: Option<u8>,
@@ -94,7 +96,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         phase_s: a.time,
         warmup_s: a.warmup.unwrap_or((a.time / 4.0).min(1.0)),
         probe_rate_hz: a.probe_rate,
-        load_dscp: a.dscp,
+        load_dscp: a.dscp.map(|d| d.0),
+        load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
         probe_dscp: a.probe_dscp,
     };
     if let Err(e) = s.validate() {
@@ -108,6 +111,7 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
     let base = TestSpec {
         protocol: Protocol::Tcp,
         tos: s.load_dscp.map(wirerate_core::dscp::tos),
+        server_tos: s.load_dscp_down.map(wirerate_core::dscp::tos),
         end: End::Time { seconds: s.phase_s },
         ..Default::default()
     };
