@@ -159,11 +159,29 @@ mod tests {
             request: steady(101.0),
             loaded_rtt: steady(100.0),
         };
+        let mut both = phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3);
+        both.udp = wirerate_core::rpm::LatencyStats::of(&steady(99.0));
+        both.udp_failed = 2;
+        both.one_way = wirerate_core::owd::OneWay::of(&[(95.0, 0.5), (97.0, 1.5)]);
         let r = summarize(vec![
             phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
-            phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3),
+            both,
         ]);
         let t = table(&r);
+        // the UDP round trips, the added delay each way (p50/p90 of two: the lower, the
+        // higher), the unanswered UDP probes; the idle phase had none
+        let row = t
+            .lines()
+            .filter(|l| l.starts_with("both"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no one-way row: {t}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["both", "99.0/99.0/99.0", "95.0/97.0", "0.50/1.50", "2"],
+            "{t}"
+        );
+        assert!(t.contains("upstream (client to server)"), "{t}");
         assert!(t.contains("idle"), "{t}");
         assert!(t.contains("1.00/1.00/1.00"), "{t}");
         assert!(t.contains("both"), "{t}");
