@@ -153,6 +153,7 @@ fn run(
     let mut next = Instant::now();
     let mut stopped_at = None;
     let mut buf = [0u8; 2 * PROBE_LEN];
+    let epoch_s = clock_ns_at(epoch) as f64 / 1e9;
     loop {
         let now = Instant::now();
         if stopped_at.is_none() && stop.load(Ordering::Relaxed) {
@@ -196,7 +197,7 @@ fn run(
         }
         let s = |ns: u64| ns as f64 / 1e9;
         log.samples.push(UdpProbeSample {
-            at_s: s(r.client_send_ns) - s(clock_ns_at(epoch)),
+            at_s: s(r.client_send_ns) - epoch_s,
             rtt_ms: recv.saturating_sub(r.client_send_ns) as f64 / 1e6,
             stamps: wirerate_core::owd::Stamps {
                 client_send_s: s(r.client_send_ns),
