@@ -35,6 +35,15 @@ pub fn parse(s: &str) -> Result<u8, String> {
     Ok(v)
 }
 
+/// `UP/DOWN` (e.g. `CS1/EF`): the class of the packets client → server, then of those
+/// server → client; one class alone is both.
+pub fn parse_pair(s: &str) -> Result<(u8, u8), String> {
+    match s.split_once('/') {
+        Some((up, down)) => Ok((parse(up)?, parse(down)?)),
+        None => parse(s).map(|c| (c, c)),
+    }
+}
+
 /// The TOS byte (IPv4) or traffic class (IPv6) of a DSCP: the DSCP in its upper six bits,
 /// ECN bits clear.
 pub fn tos(dscp: u8) -> u8 {
@@ -66,5 +75,14 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert_eq!(tos(46), 0xb8);
+    }
+
+    #[test]
+    fn a_class_per_direction() {
+        assert_eq!(parse_pair("CS1/EF"), Ok((8, 46)));
+        assert_eq!(parse_pair("ef"), Ok((46, 46)));
+        for bad in ["CS1/", "/EF", "CS1/EF/BE", "CS9/EF"] {
+            assert!(parse_pair(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -12,6 +12,7 @@ pub mod evidence;
 pub mod facts;
 pub mod latency;
 pub mod metrics;
+pub mod owd;
 pub mod report;
 pub mod result;
 mod result_check;

@@ -26,7 +26,7 @@ pub struct RpmSpec {
     pub phase_s: f64,
     /// Seconds at the start of each loaded phase that are loaded but not counted (ramp-up).
     pub warmup_s: f64,
-    /// Foreign probes per second (each a new connection).
+    /// Foreign probes per second of each kind: TCP (each a new connection) and UDP.
     pub probe_rate_hz: f64,
     /// DSCP of the loaded flows (both sides' data sockets) and of the probes (the client's
     /// side, from the SYN on); None leaves the sockets unmarked.
@@ -34,10 +34,16 @@ pub struct RpmSpec {
     pub load_dscp: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_dscp: Option<u8>,
+    /// DSCP of the loaded flows' packets server → client where it differs from
+    /// `load_dscp` (`--dscp UP/DOWN`): the server's data sockets carry it, the client's
+    /// `load_dscp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_dscp_down: Option<u8>,
 }
 
-/// The most foreign probes per second an rpm run may send (the draft's cap is 100).
-pub const MAX_PROBE_RATE_HZ: f64 = 100.0;
+/// The most foreign probes per second of each kind (TCP, UDP) an rpm run may send: both
+/// together stay within the draft's cap of 100.
+pub const MAX_PROBE_RATE_HZ: f64 = 50.0;
 
 impl RpmSpec {
     /// Checks the settings; the message names what is wrong.
@@ -53,13 +59,14 @@ impl RpmSpec {
             && self.probe_rate_hz <= MAX_PROBE_RATE_HZ)
         {
             return Err(format!(
-                "rpm probes must be 1 to {MAX_PROBE_RATE_HZ} per second"
+                "rpm probes must be 1 to {MAX_PROBE_RATE_HZ} per second (of each kind, TCP and UDP)"
             ));
         }
         if self
             .load_dscp
             .into_iter()
             .chain(self.probe_dscp)
+            .chain(self.load_dscp_down)
             .any(|d| d > 63)
         {
             return Err("a DSCP is 0 to 63".into());
@@ -174,6 +181,17 @@ pub struct PhaseResult {
     /// buffers, which the loaded RTT does not see. None where not sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_unsent_bytes: Option<u64>,
+    /// Foreign UDP probes: one datagram to the server's port and one back (the full round
+    /// trip); None where the server answered none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<LatencyStats>,
+    /// UDP probes never answered (lost, or a server without UDP probes).
+    #[serde(default)]
+    pub udp_failed: u64,
+    /// The delay added per direction over the test's base, from the UDP probes' stamps
+    /// (`crate::owd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<crate::owd::OneWay>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -196,6 +214,10 @@ pub struct Queueing {
     pub sender_unsent_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_ms: Option<f64>,
+    /// Which way the phase's one-way delays put the queue; None without UDP probes or
+    /// where neither way added [`QUEUE_NOTICE_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<crate::owd::QueueDirection>,
 }
 
 /// The whole run.
@@ -368,6 +390,9 @@ pub fn phase_result(
         connect_series: series(&samples.connect),
         loaded_rtt_series: series(&samples.loaded_rtt),
         sender_unsent_bytes: None,
+        udp: None,
+        udp_failed: 0,
+        one_way: None,
     }
 }
 
@@ -423,6 +448,7 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
                     sender_ms: unsent
                         .filter(|_| rate_bps > 0.0)
                         .map(|b| b as f64 * 8.0 / rate_bps * 1000.0),
+                    direction: p.one_way.as_ref().and_then(|o| o.queued(QUEUE_NOTICE_MS)),
                 })
             })
             .max_by(|a, b| a.added_ms.total_cmp(&b.added_ms))
@@ -462,14 +488,18 @@ pub fn rating(rpm: f64) -> &'static str {
     }
 }
 
-/// Where a phase's queue builds: the egress of the loaded direction's sender side of the
-/// bottleneck.
-fn where_queued(phase: Phase) -> &'static str {
-    match phase {
+/// Where a phase's queue builds: where its one-way delays put it, or else the egress of the
+/// loaded direction's sender side of the bottleneck.
+fn where_queued(q: &Queueing) -> String {
+    if let Some(d) = q.direction {
+        return format!("{}, by the one-way delays", d.words());
+    }
+    match q.phase {
         Phase::Download => "on the path server to client",
         Phase::Upload => "on the path client to server",
         Phase::Bidir | Phase::Idle => "on the path, one way or both",
     }
+    .into()
 }
 
 /// What waits in the sending host, when it is worth a mention (over 5 ms at the rate).
@@ -505,7 +535,7 @@ fn verdict(
                 q.added_p90_ms,
                 crate::units::format_bytes(q.queue_bytes),
                 crate::units::format_bps(q.rate_bps),
-                where_queued(q.phase),
+                where_queued(q),
                 sender_part(q),
             ),
             true,

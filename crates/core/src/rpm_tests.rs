@@ -161,11 +161,12 @@ fn spec_bounds() {
         probe_rate_hz: 20.0,
         load_dscp: Some(46),
         probe_dscp: None,
+        load_dscp_down: Some(8),
     };
     assert!(ok.validate().is_ok());
     for bad in [
         RpmSpec {
-            probe_rate_hz: 101.0,
+            probe_rate_hz: 51.0,
             ..ok.clone()
         },
         RpmSpec {
@@ -174,6 +175,10 @@ fn spec_bounds() {
         },
         RpmSpec {
             phase_s: f64::NAN,
+            ..ok.clone()
+        },
+        RpmSpec {
+            load_dscp_down: Some(64),
             ..ok.clone()
         },
         RpmSpec {
@@ -247,4 +252,41 @@ fn unsent_data_in_the_sender_is_named_beside_the_path_queue() {
         "{}",
         r.verdict
     );
+}
+
+#[test]
+fn one_way_delays_place_the_queue_over_the_phase_guess() {
+    let idle = PhaseSamples {
+        connect: steady(40, 2.0, 4.0),
+        request: vec![],
+        loaded_rtt: vec![],
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 102.0, 4.0),
+        request: vec![],
+        loaded_rtt: steady(40, 100.0, 4.0),
+    };
+    let one_way = |up: f64, down: f64| crate::owd::OneWay::of(&[(up, down)]);
+    let mut phases = vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(20e6), Some(20e6)), 0),
+    ];
+    phases[0].one_way = one_way(0.1, 0.0);
+    // the bidirectional phase alone could not say which way: its one-way delays can
+    phases[1].one_way = one_way(95.0, 2.0);
+    let r = summarize(phases.clone());
+    let q = r.queueing.as_ref().unwrap();
+    assert_eq!(q.direction, Some(crate::owd::QueueDirection::Upstream));
+    assert!(
+        r.verdict
+            .contains("upstream (client to server), by the one-way delays"),
+        "{}",
+        r.verdict
+    );
+    phases[1].one_way = one_way(3.0, 4.0);
+    let r = summarize(phases.clone());
+    assert_eq!(r.queueing.unwrap().direction, None);
+    assert!(r.verdict.contains("one way or both"), "{}", r.verdict);
+    phases[1].one_way = None;
+    assert_eq!(summarize(phases).queueing.unwrap().direction, None);
 }

@@ -141,6 +141,11 @@ pub struct TestSpec {
     /// sides; the DSCP is its upper six bits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tos: Option<u8>,
+    /// The server's data sockets' TOS where it differs from the client's (`tos`): each side
+    /// marks what it sends, so this is the class of the packets server → client. Absent:
+    /// `tos` on both sides (a server from before the field uses `tos` on both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tos: Option<u8>,
     /// The CPU the server's stream threads are pinned to (`-A N,M`: M).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
@@ -261,6 +266,7 @@ impl Default for TestSpec {
             test: TestKind::Stream,
             stream_intervals: false,
             tos: None,
+            server_tos: None,
             server_cpu: None,
             gso: false,
             gro: false,
@@ -337,6 +343,14 @@ pub(crate) fn invalid(msg: impl Into<String>) -> SpecError {
 impl TestSpec {
     /// Checks every field against sane bounds. A server runs this on what a peer sends, so it
     /// must reject anything that would make it allocate, wait or spawn without limit.
+    /// The TOS byte `side`'s data sockets carry (see `server_tos`).
+    pub fn tos_of(&self, side: Side) -> Option<u8> {
+        match side {
+            Side::Client => self.tos,
+            Side::Server => self.server_tos.or(self.tos),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), SpecError> {
         let max = self.max_parallel();
         if self.parallel == 0 || self.parallel > max {

@@ -42,6 +42,7 @@ pub mod tls;
 pub mod ttcp;
 mod udp;
 mod udp_pool;
+pub mod udp_probe;
 pub mod users;
 mod waiting;
 mod zerocopy;

@@ -88,12 +88,16 @@ pub struct ProbeLog {
     pub samples: Vec<ProbeSample>,
     /// Probes that could not connect, got no answer, or were skipped (too many in flight).
     pub failed: u64,
+    /// The UDP probes, sent at the same rate beside the TCP ones.
+    pub udp: crate::udp_probe::UdpProbeLog,
 }
 
-/// Sends probes at a fixed rate on a thread until [`Prober::finish`].
+/// Sends probes at a fixed rate on a thread until [`Prober::finish`]: a TCP probe and a
+/// UDP probe (`crate::udp_probe`) each period.
 pub struct Prober {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<ProbeLog>,
+    udp: crate::udp_probe::UdpProber,
 }
 
 impl Prober {
@@ -110,19 +114,25 @@ impl Prober {
         let flag = stop.clone();
         let period = Duration::from_secs_f64(1.0 / rate_hz.clamp(0.1, 1000.0));
         let handle = std::thread::spawn(move || schedule(addr, token, period, epoch, tos, &flag));
-        Prober { stop, handle }
+        let udp = crate::udp_probe::UdpProber::start(addr, token, period, epoch, tos);
+        Prober { stop, handle, udp }
     }
 
     /// Stops sending; the probes in flight go on.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.udp.stop();
     }
 
     /// Stops sending and returns what came back (waits for the probes in flight, at most
     /// twice [`PROBE_TIMEOUT`]).
     pub fn finish(self) -> ProbeLog {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        self.stop();
+        let udp = self.udp.finish();
+        ProbeLog {
+            udp,
+            ..self.handle.join().unwrap_or_default()
+        }
     }
 }
 

@@ -240,6 +240,9 @@ impl Drop for SlotGuard<'_> {
 
 pub struct Server {
     listener: TcpListener,
+    /// UDP latency probes on the listener's port; None where it could not be bound (the
+    /// server then answers only TCP probes).
+    udp_probe: Option<std::net::UdpSocket>,
     shared: Arc<Shared>,
 }
 
@@ -253,8 +256,13 @@ impl Server {
         // accept queue keeps their SYNs from being dropped (and retried a second later)
         let _ = SockRef::from(&listener).listen(ACCEPT_BACKLOG);
         crate::net::return_freed_memory_promptly();
+        let udp_probe = listener
+            .local_addr()
+            .and_then(crate::udp_probe::bind_server)
+            .ok();
         Ok(Server {
             listener,
+            udp_probe,
             shared: Arc::new(Shared {
                 cfg,
                 active: Mutex::new(None),
@@ -284,7 +292,13 @@ impl Server {
     }
 
     /// Accepts connections until the process ends, or the shutdown flag is set.
-    pub fn serve(self) {
+    pub fn serve(mut self) {
+        if let Some(sock) = self.udp_probe.take() {
+            let shared = self.shared.clone();
+            let _ = std::thread::Builder::new()
+                .name("wr-udp-probe".into())
+                .spawn(move || crate::udp_probe::serve(sock, shared));
+        }
         let cfg = &self.shared.cfg;
         let asked_to_stop = || cfg.shutdown.is_some_and(|f| f.load(Ordering::SeqCst));
         loop {
@@ -1013,7 +1027,9 @@ fn on_event(
                 }
                 run.crr = Some(route);
             }
-            run.spec = Some(*spec);
+            // this side's data sockets carry the server's class (`server_tos`)
+            let tos = spec.tos_of(Side::Server);
+            run.spec = Some(TestSpec { tos, ..*spec });
             sess.accept(ports, Instant::now());
         }
         ServerEvent::UdpProof(proofs) => attach_udp(sess, run, &proofs)?,

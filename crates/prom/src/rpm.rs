@@ -42,6 +42,7 @@ pub fn write(out: &mut Exposition, r: &RpmResult) {
         }
     }
     write_latency(out, &r.phases);
+    write_one_way(out, &r.phases);
     write_rates(out, &r.phases);
     let mut failed = out.family(
         "wirerate_rpm_probes_failed",
@@ -85,14 +86,16 @@ fn write_latency(out: &mut Exposition, phases: &[PhaseResult]) {
         "wirerate_latency_seconds",
         Kind::Gauge,
         "Latency of each phase by kind (connect: a new connection's TCP handshake; request: a \
-         1-byte request/response on it; loaded_rtt: the loaded connections' smoothed RTT) and \
+         1-byte request/response on it; udp: a UDP probe's round trip; loaded_rtt: the \
+         loaded connections' smoothed RTT) and \
          statistic (min, p50, p90, p99, max, and trimmed_mean: the 95 % trimmed mean RPM is \
          computed from).",
     );
     for p in phases {
-        let kinds: [(&str, Option<&LatencyStats>); 3] = [
+        let kinds: [(&str, Option<&LatencyStats>); 4] = [
             ("connect", p.connect.as_ref()),
             ("request", p.request.as_ref()),
+            ("udp", p.udp.as_ref()),
             ("loaded_rtt", p.loaded_rtt.as_ref()),
         ];
         for (kind, stats) in kinds {
@@ -108,6 +111,33 @@ fn write_latency(out: &mut Exposition, phases: &[PhaseResult]) {
                 let labels = [("phase", p.phase.name()), ("kind", kind), ("stat", stat)];
                 lat.sample(&labels, ms / 1000.0);
             }
+        }
+    }
+}
+
+/// `wirerate_rpm_one_way_added_seconds{phase,direction,stat}`: the delay each direction
+/// added over the run's base (UDP probes' stamps).
+fn write_one_way(out: &mut Exposition, phases: &[PhaseResult]) {
+    let mut ow = out.family(
+        "wirerate_rpm_one_way_added_seconds",
+        Kind::Gauge,
+        "Delay added per phase and direction (up: client to server; down: server to client) \
+         over the run's base, from the UDP probes' one-way stamps (stat: p50, p90).",
+    );
+    for p in phases {
+        let Some(w) = &p.one_way else { continue };
+        for (dir, stat, ms) in [
+            ("up", "p50", w.up_p50_ms),
+            ("up", "p90", w.up_p90_ms),
+            ("down", "p50", w.down_p50_ms),
+            ("down", "p90", w.down_p90_ms),
+        ] {
+            let labels = [
+                ("phase", p.phase.name()),
+                ("direction", dir),
+                ("stat", stat),
+            ];
+            ow.sample(&labels, ms / 1000.0);
         }
     }
 }
@@ -163,10 +193,16 @@ mod tests {
 
     #[test]
     fn rpm_latency_and_rates_are_written_in_base_units() {
+        let mut upload = phase(Phase::Upload, 40.0, Some(8e6));
+        upload.one_way = wirerate_core::owd::OneWay::of(&[(30.0, 0.5)]);
+        upload.udp = LatencyStats::of(&[Sample {
+            at_s: 1.0,
+            ms: 41.0,
+        }]);
         let r = summarize(vec![
             phase(Phase::Idle, 10.0, None),
             phase(Phase::Download, 50.0, Some(8e6)),
-            phase(Phase::Upload, 40.0, Some(8e6)),
+            upload,
             phase(Phase::Bidir, 100.0, Some(8e6)),
         ]);
         let mut e = Exposition::new();
@@ -187,6 +223,21 @@ mod tests {
             Some(0.1)
         );
         assert!(t.contains("stat=\"trimmed_mean\""), "{t}");
+        assert_eq!(
+            value(
+                &t,
+                "wirerate_latency_seconds{phase=\"upload\",kind=\"udp\",stat=\"p50\"}"
+            ),
+            Some(0.041)
+        );
+        assert_eq!(
+            value(
+                &t,
+                "wirerate_rpm_one_way_added_seconds{phase=\"upload\",direction=\"up\",stat=\"p90\"}"
+            ),
+            Some(0.03)
+        );
+        assert!(!t.contains("one_way_added_seconds{phase=\"idle\""), "{t}");
         // the idle phase has no loaded connections
         assert!(!t.contains("phase=\"idle\",kind=\"loaded_rtt\""), "{t}");
         assert_eq!(

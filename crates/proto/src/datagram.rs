@@ -28,6 +28,10 @@ pub enum Kind {
     Challenge = 2,
     /// Sender → receiver: no more data; the sequence field holds the count sent.
     End = 3,
+    /// Client → server's port, beside a running test: a latency probe (`udp_probe.rs`).
+    Probe = 4,
+    /// Server → client: the answer to a probe, with the server's receive and send times.
+    ProbeReply = 5,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +71,8 @@ impl Header {
             1 => Kind::Hello,
             2 => Kind::Challenge,
             3 => Kind::End,
+            4 => Kind::Probe,
+            5 => Kind::ProbeReply,
             _ => return Err(DatagramError::Unknown),
         };
         let u64_at = |o: usize| {

@@ -30,6 +30,7 @@ pub mod msg;
 pub mod parts;
 pub mod session;
 pub mod sweep;
+pub mod udp_probe;
 
 pub use control::Session;
 pub use data::DataHello;

@@ -40,16 +40,43 @@ fn rpm(x: Option<f64>) -> String {
     x.map_or_else(|| "-".into(), |x| format!("{x:.0}"))
 }
 
+/// "p50/p90" of one direction's added delay in ms, or "-".
+fn duo(x: Option<(f64, f64)>) -> String {
+    x.map_or_else(|| "-".into(), |(a, b)| format!("{}/{}", ms(a), ms(b)))
+}
+
+/// The UDP probes' round trips and the one-way delay each direction added over the base.
+fn one_way_table(out: &mut String, r: &RpmResult) {
+    let _ = writeln!(
+        out,
+        "\n{:<8} {:>20} {:>20} {:>20} {:>6}",
+        "phase", "udp rtt p50/90/99", "added up p50/90", "added down p50/90", "lost"
+    );
+    for p in &r.phases {
+        let w = p.one_way.as_ref();
+        let _ = writeln!(
+            out,
+            "{:<8} {:>20} {:>20} {:>20} {:>6}",
+            p.phase.name(),
+            trio(p.udp.as_ref()),
+            duo(w.map(|w| (w.up_p50_ms, w.up_p90_ms))),
+            duo(w.map(|w| (w.down_p50_ms, w.down_p90_ms))),
+            p.udp_failed,
+        );
+    }
+}
+
 /// One line as a phase ends.
 pub fn phase_line(p: &PhaseResult) -> String {
     format!(
-        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  RPM {} ({} confidence)",
+        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence)",
         p.phase.name(),
         rate(p.download_bps),
         rate(p.upload_bps),
         p.connect
             .as_ref()
             .map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
+        p.udp.as_ref().map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
         rpm(p.rpm),
         confidence(p.confidence),
     )
@@ -90,6 +117,7 @@ fn table(r: &RpmResult) -> String {
             p.probes_failed,
         );
     }
+    one_way_table(&mut out, r);
     let _ = writeln!(out, "(latencies in ms)");
     let _ = writeln!(
         out,
@@ -131,11 +159,29 @@ mod tests {
             request: steady(101.0),
             loaded_rtt: steady(100.0),
         };
+        let mut both = phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3);
+        both.udp = wirerate_core::rpm::LatencyStats::of(&steady(99.0));
+        both.udp_failed = 2;
+        both.one_way = wirerate_core::owd::OneWay::of(&[(95.0, 0.5), (97.0, 1.5)]);
         let r = summarize(vec![
             phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
-            phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3),
+            both,
         ]);
         let t = table(&r);
+        // the UDP round trips, the added delay each way (p50/p90 of two: the lower, the
+        // higher), the unanswered UDP probes; the idle phase had none
+        let row = t
+            .lines()
+            .filter(|l| l.starts_with("both"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no one-way row: {t}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["both", "99.0/99.0/99.0", "95.0/97.0", "0.50/1.50", "2"],
+            "{t}"
+        );
+        assert!(t.contains("upstream (client to server)"), "{t}");
         assert!(t.contains("idle"), "{t}");
         assert!(t.contains("1.00/1.00/1.00"), "{t}");
         assert!(t.contains("both"), "{t}");

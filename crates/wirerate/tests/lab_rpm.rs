@@ -94,6 +94,28 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
         (200.0..=700.0).contains(&rtt),
         "deep loaded RTT p99 {rtt} ms"
     );
+    // the UDP probes' one-way delays put the upload phase's queue upstream (client to
+    // server): up near the queue's time, down only what the ACKs' direction adds
+    let ow = &phase(&deep, "upload")["one_way"];
+    let ow_idle = &phase(&deep, "idle")["one_way"];
+    for name in ["idle", "download", "upload", "bidir"] {
+        eprintln!("one-way, deep {name}: {}", phase(&deep, name)["one_way"]);
+    }
+    eprintln!("verdict, deep: {}", deep["verdict"]);
+    let (up, down) = (f(&ow["up_p90_ms"]), f(&ow["down_p90_ms"]));
+    assert!(
+        (150.0..=700.0).contains(&up),
+        "upload: up p90 {up} ms; {ow}"
+    );
+    assert!(down < 60.0, "upload: down p90 {down} ms; {ow}");
+    assert!(
+        f(&ow["up_p50_ms"]) >= 2.0 * f(&ow["down_p50_ms"]).max(1.0),
+        "upload: {ow}"
+    );
+    for dir in ["up_p50_ms", "down_p50_ms"] {
+        let ms = f(&ow_idle[dir]);
+        assert!(ms.abs() < 20.0, "idle {dir} {ms} ms: {ow_idle}");
+    }
     // RPM falls several-fold (three runs: 288-313 against 3 773-4 303)
     let (d, s) = (f(&deep["rpm"]), f(&shallow["rpm"]));
     assert!(s >= 4.0 * d, "RPM shallow {s} vs deep {d}");

@@ -65,6 +65,22 @@ fn four_phases_load_probe_and_follow_the_schemas() {
         assert_stats(connect, name);
         assert_stats(&ph["request"], name);
         assert_eq!(ph["probes_failed"], 0, "{name}");
+        // as many UDP probes, every one answered, and one-way delays with one host's clock
+        // on both ends: near zero over loopback, each way
+        let udp = &ph["udp"];
+        assert!(f(&udp["samples"]) >= 5.0, "{name}: {udp}");
+        assert_stats(udp, name);
+        assert_eq!(ph["udp_failed"], 0, "{name}");
+        let ow = &ph["one_way"];
+        assert_eq!(ow["samples"], udp["samples"], "{name}: {ow}");
+        for dir in ["up", "down"] {
+            let (p50, p90) = (
+                f(&ow[format!("{dir}_p50_ms")]),
+                f(&ow[format!("{dir}_p90_ms")]),
+            );
+            assert!(p50 <= p90, "{name} {dir}: {ow}");
+            assert!(p50.abs() < 20.0 && p90.abs() < 100.0, "{name} {dir}: {ow}");
+        }
         assert!(f(&ph["rpm"]) > 0.0, "{name}");
         let (down, up) = (&ph["download_bps"], &ph["upload_bps"]);
         match name {
@@ -104,6 +120,12 @@ fn four_phases_load_probe_and_follow_the_schemas() {
     assert!(!section.is_valid(&bad));
     let mut bad = rpm.clone();
     bad["confidence"] = serde_json::json!("certain");
+    assert!(!section.is_valid(&bad));
+    let mut bad = rpm.clone();
+    bad["phases"][2]["one_way"]
+        .as_object_mut()
+        .unwrap()
+        .remove("up_p50_ms");
     assert!(!section.is_valid(&bad));
     // the server served every probe: it rejected no data connection
     let log = srv.stop();
@@ -225,6 +247,40 @@ fn a_probe_without_a_running_test_is_refused_unanswered() {
     assert!(log.contains("wrong or stale session token"), "{log}");
 }
 
+/// A UDP probe as docs/protocol.md lays it out: the 40-byte datagram header (kind 4, stream
+/// id u32::MAX, number, send time, token) and 16 zero bytes.
+fn udp_probe(token: [u8; 16]) -> Vec<u8> {
+    let mut v = b"Wd".to_vec();
+    v.extend_from_slice(&[1, 4]);
+    v.extend_from_slice(&u32::MAX.to_be_bytes());
+    v.extend_from_slice(&7u64.to_be_bytes());
+    v.extend_from_slice(&1234u64.to_be_bytes());
+    v.extend_from_slice(&token);
+    v.extend_from_slice(&[0; 16]);
+    v
+}
+
+#[test]
+fn a_udp_probe_without_a_running_test_is_not_answered() {
+    let srv = ServerProc::start(&[]);
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut b = [0u8; 128];
+    for _ in 0..3 {
+        s.send(&udp_probe([9; 16])).unwrap();
+        // silence, not a refusal: the server's port is bound for probes, and drops this one
+        let got = s.recv(&mut b);
+        assert!(
+            matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut),
+            "{got:?}"
+        );
+    }
+    srv.stop();
+}
+
 #[test]
 fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
     let dir = tempfile::tempdir().unwrap();
@@ -286,5 +342,64 @@ fn probes_are_served_beside_a_tls_session() {
     for ph in doc["rpm"]["phases"].as_array().unwrap() {
         assert_eq!(ph["probes_failed"], 0, "{ph}");
         assert!(f(&ph["request"]["samples"]) >= 3.0, "{ph}");
+        assert!(f(&ph["udp"]["samples"]) >= 3.0, "{ph}");
     }
+}
+
+#[test]
+fn dscp_up_down_marks_each_end_sending_sockets() {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wirerate"))
+        .args(["rpm", "127.0.0.1", "-p", &p, "-t", "2", "-P", "1"])
+        .args(["--dscp", "CS1/EF", "--json", "--no-store"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    // the server's accepted sockets (source port its own) and the client's (its
+    // destination), while the loaded phases run
+    let (mut server_side, mut client_side) = (String::new(), String::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut have_ss = true;
+    while Instant::now() < deadline && child.try_wait().is_ok_and(|s| s.is_none()) {
+        let ss = |filter: String| {
+            Command::new("ss")
+                .args(["-tnH", "--tos", "state", "established", &filter])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        };
+        let (Ok(s), Ok(c)) = (
+            ss(format!("( sport = :{p} )")),
+            ss(format!("( dport = :{p} )")),
+        ) else {
+            eprintln!("skipped the socket check: ss is not installed");
+            have_ss = false;
+            break;
+        };
+        server_side.push_str(&s);
+        client_side.push_str(&c);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    let spec = &doc["spec"];
+    // CS1 (8) client → server is TOS 0x20, EF (46) server → client 0xb8
+    assert_eq!(
+        (&spec["tos"], &spec["server_tos"]),
+        (&0x20.into(), &0xb8.into())
+    );
+    assert_eq!(spec["test"]["load_dscp"], 8);
+    assert_eq!(spec["test"]["load_dscp_down"], 46);
+    if have_ss {
+        assert!(server_side.contains("tos:0xb8"), "{server_side}");
+        assert!(!server_side.contains("tos:0x20"), "{server_side}");
+        assert!(client_side.contains("tos:0x20"), "{client_side}");
+        assert!(!client_side.contains("tos:0xb8"), "{client_side}");
+    }
+    srv.stop();
 }

@@ -8,12 +8,14 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use wirerate_core::owd::{self, OneWay, Stamps};
 use wirerate_core::result::Interval;
-use wirerate_core::rpm::{self, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
+use wirerate_core::rpm::{self, LatencyStats, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
 use wirerate_core::rr::{RrMode, RrSpec};
 use wirerate_core::spec::{Direction, End, Flow, TestKind};
 use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
+use wirerate_engine::udp_probe::UdpProbeLog;
 use wirerate_engine::Observer;
 
 use super::results::{open_store, store_and_say, StoreArgs};
@@ -25,8 +27,10 @@ use crate::exit::usage;
     after_help = "Phases, each -t seconds: idle (a 10-per-second request/response on one \
 connection, to hold the session), download (-P flows server to client), upload (-P flows \
 client to server), both (-P each way). All through, latency probes on new connections \
-(--probe-rate a second): the TCP connect time and a 1-byte request/response. Inside the \
-loaded phases, the senders' TCP_INFO smoothed RTT every 0.1 s.\n\n\
+(--probe-rate a second): the TCP connect time and a 1-byte request/response; and as many \
+UDP probes to the server's port, whose stamps give the delay each direction adds over the \
+run's base (one-way, each host on its own clock, drift fitted out). Inside the loaded \
+phases, the senders' TCP_INFO smoothed RTT every 0.1 s.\n\n\
 RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the loaded connections' \
 one), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
 headline is the bidirectional phase's. Confidence (low, medium, high) is the draft's \
@@ -53,7 +57,7 @@ pub struct Args {
     /// [default: 1, at most a quarter of -t]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup: Option<f64>,
-    /// Latency probes a second, each a new connection (1 to 100)
+    /// Latency probes a second of each kind: TCP (each a new connection) and UDP (1 to 50)
     #[arg(
         long,
         value_name = "HZ",
@@ -61,10 +65,12 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub probe_rate: f64,
-    /// DSCP class of the loaded flows, both ends (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or
-    /// 0-63; RRUL marks its flows BE, BK, CS5 and EF) [default: unmarked]
-    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
-    pub dscp: Option<u8>,
+    /// DSCP class of the loaded flows (BE, BK, LE, CS0-CS7, AF11-AF43, EF, or 0-63; RRUL
+    /// marks its flows BE, BK, CS5 and EF); UP/DOWN (e.g. CS1/EF) marks the packets client →
+    /// server with UP and server → client with DOWN: each end marks what it sends
+    /// [default: unmarked]
+    #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
+    pub dscp: Option<(u8, u8)>,
     /// DSCP class of the latency probes (this side's packets, from the SYN on)
     #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
     pub probe_dscp: Option<u8>,
@@ -90,7 +96,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         phase_s: a.time,
         warmup_s: a.warmup.unwrap_or((a.time / 4.0).min(1.0)),
         probe_rate_hz: a.probe_rate,
-        load_dscp: a.dscp,
+        load_dscp: a.dscp.map(|d| d.0),
+        load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
         probe_dscp: a.probe_dscp,
     };
     if let Err(e) = s.validate() {
@@ -104,6 +111,7 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
     let base = TestSpec {
         protocol: Protocol::Tcp,
         tos: s.load_dscp.map(wirerate_core::dscp::tos),
+        server_tos: s.load_dscp_down.map(wirerate_core::dscp::tos),
         end: End::Time { seconds: s.phase_s },
         ..Default::default()
     };
@@ -241,13 +249,32 @@ fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
     }
 }
 
+/// What one phase gave: its test's result, its figures, its errors, and the stamps of its
+/// counted UDP probes (the one-way delays are fitted over the whole run).
+struct PhaseRun {
+    result: RunResult,
+    figures: PhaseResult,
+    errors: Vec<String>,
+    stamps: Vec<Stamps>,
+}
+
+/// The UDP probes' round trips and stamps, from the end of the warm-up on.
+fn udp_counted(log: &UdpProbeLog, warmup_s: f64) -> (Vec<Sample>, Vec<Stamps>) {
+    log.samples
+        .iter()
+        .filter(|p| p.at_s >= warmup_s)
+        .map(|p| {
+            let rtt = Sample {
+                at_s: p.at_s,
+                ms: p.rtt_ms,
+            };
+            (rtt, p.stamps)
+        })
+        .unzip()
+}
+
 /// Runs one phase; its result and figures, or why it failed.
-fn run_phase(
-    t: &Target,
-    phase: Phase,
-    s: &RpmSpec,
-    parallel: u32,
-) -> anyhow::Result<(RunResult, PhaseResult, Vec<String>)> {
+fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Result<PhaseRun> {
     let spec = phase_spec(phase, s, parallel);
     let mut obs = Probing {
         addr: t.addr,
@@ -276,7 +303,25 @@ fn run_phase(
     if phase != Phase::Idle {
         figures.sender_unsent_bytes = unsent(&result);
     }
-    Ok((result, figures, errors))
+    let (udp, stamps) = udp_counted(&log.udp, warmup);
+    figures.udp = LatencyStats::of(&udp);
+    figures.udp_failed = log.udp.failed;
+    Ok(PhaseRun {
+        result,
+        figures,
+        errors,
+        stamps,
+    })
+}
+
+/// Each phase's one-way delays, from a base fitted over all phases' UDP probes.
+fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>]) {
+    let all: Vec<Stamps> = stamps.iter().flatten().copied().collect();
+    let mut added = owd::added_ms(&all).into_iter();
+    for (p, s) in phases.iter_mut().zip(stamps) {
+        let mine: Vec<(f64, f64)> = added.by_ref().take(s.len()).collect();
+        p.one_way = OneWay::of(&mine);
+    }
 }
 
 /// Runs the four phases against `t`: the last phase's result carrying the `rpm` section, and
@@ -290,14 +335,21 @@ pub fn measure(
 ) -> anyhow::Result<(RunResult, Vec<String>)> {
     let mut phases = Vec::new();
     let mut errors = Vec::new();
+    let mut stamps = Vec::new();
     let mut last = None;
     for phase in Phase::ALL {
-        let (result, figures, errs) = run_phase(t, phase, s, parallel)?;
-        each(&figures);
-        errors.extend(errs.into_iter().map(|e| format!("{}: {e}", phase.name())));
-        phases.push(figures);
-        last = Some(result);
+        let run = run_phase(t, phase, s, parallel)?;
+        each(&run.figures);
+        errors.extend(
+            run.errors
+                .into_iter()
+                .map(|e| format!("{}: {e}", phase.name())),
+        );
+        phases.push(run.figures);
+        stamps.push(run.stamps);
+        last = Some(run.result);
     }
+    one_way(&mut phases, &stamps);
     let Some(mut result) = last else {
         anyhow::bail!("no phase ran");
     };
