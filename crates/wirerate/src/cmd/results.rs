@@ -2,6 +2,7 @@
 //! runs is named on the command line (label, run id or saved JSON file), and UTC times.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use wirerate_core::RunResult;
@@ -303,6 +304,23 @@ pub fn store_and_say(
         out.flush()?;
     }
     Ok(stored)
+}
+
+/// The end of a measuring command: the streams' errors on stderr, one line; exit 0 only
+/// when no stream failed and the result was stored (or storing was not asked for). The
+/// result itself is printed before, either way.
+pub fn finish(stored: bool, errors: &[String]) -> ExitCode {
+    if !errors.is_empty() {
+        eprintln!(
+            "wirerate: {}",
+            wirerate_core::text::safe(&errors.join("; "))
+        );
+    }
+    if errors.is_empty() && stored {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 #[cfg(test)]

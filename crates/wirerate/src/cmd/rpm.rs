@@ -396,15 +396,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     let stored = store_and_say(&a.store, store.as_mut(), &result, !a.json)?;
-    if !errors.is_empty() {
-        eprintln!(
-            "wirerate: {}",
-            wirerate_core::text::safe(&errors.join("; "))
-        );
-    }
-    Ok(if errors.is_empty() && stored {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    // printed either way; a failed stream or a result that could not be stored fails
+    Ok(super::results::finish(stored, &errors))
 }

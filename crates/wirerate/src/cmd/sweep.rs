@@ -181,16 +181,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     let stored = store_and_say(&a.store, store.as_mut(), &result, format == Format::Text)?;
-    if !errors.is_empty() {
-        eprintln!(
-            "wirerate: {}",
-            wirerate_core::text::safe(&errors.join("; "))
-        );
-    }
     // printed either way; a failed stream or a result that could not be stored fails
-    Ok(if errors.is_empty() && stored {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(super::results::finish(stored, &errors))
 }
