@@ -120,6 +120,16 @@ pub fn batch_receive(sock: &SockRef<'_>, len: u64) {
     let _ = set_int_opt(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat as i32);
 }
 
+/// A UDP socket bound to `local` that shares its port (SO_REUSEADDR) with the server's
+/// other UDP sockets on it: the iperf3 front end's connected streams and listeners, and
+/// the latency probes' socket.
+pub(crate) fn bind_udp_shared(local: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&local.into())?;
+    Ok(s.into())
+}
+
 pub(crate) fn set_int_opt(sock: &SockRef<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
     // SAFETY: passes a pointer to a live i32 and its exact size.
     let rc = unsafe {

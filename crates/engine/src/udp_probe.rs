@@ -28,15 +28,9 @@ const WAKE: Duration = Duration::from_millis(250);
 /// the iperf3 front end's UDP streams, which bind that port too (both set SO_REUSEADDR;
 /// the newest, more specific binding takes their datagrams).
 pub(crate) fn bind_server(local: SocketAddr) -> io::Result<UdpSocket> {
-    let s = socket2::Socket::new(
-        socket2::Domain::for_address(local),
-        socket2::Type::DGRAM,
-        Some(socket2::Protocol::UDP),
-    )?;
-    s.set_reuse_address(true)?;
-    s.bind(&local.into())?;
+    let s = crate::net::bind_udp_shared(local)?;
     s.set_read_timeout(Some(WAKE))?;
-    Ok(s.into())
+    Ok(s)
 }
 
 /// Answers probes that carry the running test's token and come from its client's address,

@@ -56,16 +56,10 @@ pub(super) struct UdpAcceptor {
 }
 
 fn bind_shared(local: SocketAddr) -> io::Result<UdpSocket> {
-    let s = socket2::Socket::new(
-        socket2::Domain::for_address(local),
-        socket2::Type::DGRAM,
-        Some(socket2::Protocol::UDP),
-    )?;
     // several sockets share the port: the connected streams and the next listener
-    s.set_reuse_address(true)?;
-    s.bind(&local.into())?;
+    let s = crate::net::bind_udp_shared(local)?;
     s.set_nonblocking(true)?;
-    Ok(s.into())
+    Ok(s)
 }
 
 impl UdpAcceptor {
