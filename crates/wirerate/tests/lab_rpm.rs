@@ -1,5 +1,5 @@
-//! `wirerate rpm` on an emulated 20 Mbit/s link (needs root: run under
-//! `flock /tmp/wr-netns.lock`): a deep bottleneck queue (400 ms) against a shallow one
+//! `wirerate rpm` on an emulated 20 Mbit/s link (needs root, and no other lab test at the
+//! same time): a deep bottleneck queue (400 ms) against a shallow one
 //! (10 ms). Under load the round trips grow by about the queue's time, the RPM falls
 //! several-fold, and the verdict names the queue.
 
