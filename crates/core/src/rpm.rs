@@ -595,8 +595,8 @@ fn verdict(
     }
     if q.is_some_and(host_queued) {
         advice.push(
-            "the queue is in this host's qdisc: fq or fq_codel on the interface, senders that \
-             pace (fq with bbr), a smaller txqueuelen, TCP_NOTSENT_LOWAT",
+            "the queue is in this host's qdisc: an AQM there (fq_codel or cake) or fq with \
+             senders that pace (bbr), a smaller txqueuelen or qdisc limit, TCP_NOTSENT_LOWAT",
         );
     }
     if q.and_then(|q| q.sender_ms)
