@@ -33,7 +33,8 @@ client to server), both (-P each way). All through, latency probes on new connec
 (--probe-rate a second): the TCP connect time and a 1-byte request/response; and as many \
 UDP probes to the server's port, whose stamps give the delay each direction adds over the \
 run's base (one-way, each host on its own clock, drift fitted out). Inside the loaded \
-phases, the senders' TCP_INFO smoothed RTT every 0.1 s.\n\n\
+phases, the senders' TCP_INFO smoothed RTT every 0.1 s, and the client's egress qdisc on \
+the route's interface (tc -s qdisc) every 0.2 s: backlog, drops, requeues, overlimits.\n\n\
 RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the loaded connections' \
 one), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
 headline is the bidirectional phase's. Confidence (low, medium, high) is the draft's \
