@@ -513,7 +513,7 @@ fn where_queued(q: &Queueing) -> String {
     let host = q
         .host_qdisc
         .as_ref()
-        .map(|h| format!(" (the client's {})", h.words(host_rate(q))))
+        .map(|h| format!(" (client egress: {})", h.words(host_rate(q))))
         .unwrap_or_default();
     if let Some(d) = q.direction {
         return format!("{}, by the one-way delays{host}", d.words());
