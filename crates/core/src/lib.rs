@@ -13,6 +13,7 @@ pub mod facts;
 pub mod latency;
 pub mod metrics;
 pub mod owd;
+pub mod qdisc;
 pub mod report;
 pub mod result;
 mod result_check;

@@ -192,6 +192,10 @@ pub struct PhaseResult {
     /// (`crate::owd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_way: Option<crate::owd::OneWay>,
+    /// The client host's egress qdisc on the route's interface over the phase; None where
+    /// not read (idle phase, no `tc`, no interface found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc: Option<crate::qdisc::PhaseQdisc>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -218,6 +222,12 @@ pub struct Queueing {
     /// where neither way added [`QUEUE_NOTICE_MS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<crate::owd::QueueDirection>,
+    /// The client's egress qdisc in that phase, and the time its median backlog adds at the
+    /// phase's upload rate: a standing queue in the sending host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_qdisc: Option<crate::qdisc::PhaseQdisc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_queue_ms: Option<f64>,
 }
 
 /// The whole run.
@@ -393,6 +403,7 @@ pub fn phase_result(
         udp: None,
         udp_failed: 0,
         one_way: None,
+        qdisc: None,
     }
 }
 
@@ -449,6 +460,11 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
                         .filter(|_| rate_bps > 0.0)
                         .map(|b| b as f64 * 8.0 / rate_bps * 1000.0),
                     direction: p.one_way.as_ref().and_then(|o| o.queued(QUEUE_NOTICE_MS)),
+                    host_qdisc: p.qdisc.clone(),
+                    host_queue_ms: p
+                        .qdisc
+                        .as_ref()
+                        .and_then(|q| q.standing_ms(p.upload_bps.unwrap_or(0.0))),
                 })
             })
             .max_by(|a, b| a.added_ms.total_cmp(&b.added_ms))
@@ -491,15 +507,39 @@ pub fn rating(rpm: f64) -> &'static str {
 /// Where a phase's queue builds: where its one-way delays put it, or else the egress of the
 /// loaded direction's sender side of the bottleneck.
 fn where_queued(q: &Queueing) -> String {
-    if let Some(d) = q.direction {
-        return format!("{}, by the one-way delays", d.words());
+    if let (true, Some(h)) = (host_queued(q), &q.host_qdisc) {
+        return format!("in the sending host: {}", h.words(host_rate(q)));
     }
-    match q.phase {
+    let host = q
+        .host_qdisc
+        .as_ref()
+        .map(|h| format!(" (client egress: {})", h.words(host_rate(q))))
+        .unwrap_or_default();
+    if let Some(d) = q.direction {
+        return format!("{}, by the one-way delays{host}", d.words());
+    }
+    let path = match q.phase {
         Phase::Download => "on the path server to client",
         Phase::Upload => "on the path client to server",
         Phase::Bidir | Phase::Idle => "on the path, one way or both",
+    };
+    format!("{path}{host}")
+}
+
+/// The client's upload rate in the queue's phase, as its egress qdisc's backlog time used.
+fn host_rate(q: &Queueing) -> f64 {
+    match (
+        q.host_queue_ms,
+        q.host_qdisc.as_ref().and_then(|h| h.median_backlog_bytes),
+    ) {
+        (Some(ms), Some(b)) if ms > 0.0 => b as f64 * 8.0 / (ms / 1000.0),
+        _ => 0.0,
     }
-    .into()
+}
+
+/// A standing backlog in the client's own egress qdisc: the queue is in the sending host.
+pub fn host_queued(q: &Queueing) -> bool {
+    q.host_queue_ms.is_some_and(|ms| ms >= QUEUE_NOTICE_MS)
 }
 
 /// What waits in the sending host, when it is worth a mention (over 5 ms at the rate).
@@ -547,10 +587,16 @@ fn verdict(
     };
     let mut advice = Vec::new();
     // a queue that still leaves the path highly responsive needs no change
-    if path_queue && rpm < HIGH_RPM {
+    if path_queue && rpm < HIGH_RPM && !q.is_some_and(host_queued) {
         advice.push(
             "shorten the queue at the bottleneck: an AQM (fq_codel or cake) there, a smaller \
              buffer, or senders that pace (fq with bbr)",
+        );
+    }
+    if q.is_some_and(host_queued) {
+        advice.push(
+            "the queue is in this host's qdisc: an AQM there (fq_codel or cake) or fq with \
+             senders that pace (bbr), a smaller txqueuelen or qdisc limit, TCP_NOTSENT_LOWAT",
         );
     }
     if q.and_then(|q| q.sender_ms)

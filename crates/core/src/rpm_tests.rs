@@ -290,3 +290,85 @@ fn one_way_delays_place_the_queue_over_the_phase_guess() {
     phases[1].one_way = None;
     assert_eq!(summarize(phases).queueing.unwrap().direction, None);
 }
+
+fn reading(kind: &str, backlog: u64, drops: u64) -> crate::qdisc::QdiscReading {
+    crate::qdisc::QdiscReading {
+        kind: kind.into(),
+        backlog_bytes: backlog,
+        backlog_packets: backlog / 1000,
+        drops,
+        requeues: 0,
+        overlimits: drops * 2,
+    }
+}
+
+fn upload_with_qdisc(q: Option<crate::qdisc::PhaseQdisc>) -> RpmResult {
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 101.0, 4.0),
+        ..Default::default()
+    };
+    let mut up = phase_result(Phase::Upload, 4.0, 0.0, &loaded, (None, Some(8e6)), 0);
+    up.qdisc = q;
+    summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        up,
+    ])
+}
+
+#[test]
+fn a_standing_backlog_in_the_client_qdisc_puts_the_queue_in_the_sending_host() {
+    let during: Vec<_> = [90_000, 100_000, 110_000]
+        .iter()
+        .map(|b| reading("pfifo_fast", *b, 0))
+        .collect();
+    let pq = crate::qdisc::PhaseQdisc::of(
+        "wr0",
+        &reading("pfifo_fast", 0, 10),
+        &during,
+        &reading("pfifo_fast", 0, 52),
+    );
+    assert_eq!(
+        (pq.median_backlog_bytes, pq.peak_backlog_bytes, pq.drops),
+        (Some(100_000), Some(110_000), Some(42))
+    );
+    let r = upload_with_qdisc(Some(pq));
+    let q = r.queueing.as_ref().unwrap();
+    // 100 000 bytes at 8 Mbit/s: 100 ms in the host's qdisc
+    assert_eq!(q.host_queue_ms, Some(100.0));
+    assert!(r.verdict.contains("in the sending host"), "{}", r.verdict);
+    assert!(r.verdict.contains("dropped 42 packets"), "{}", r.verdict);
+    let advice = r.advice.unwrap();
+    assert!(advice.contains("txqueuelen"), "{advice}");
+    assert!(!advice.contains("at the bottleneck"), "{advice}");
+}
+
+#[test]
+fn an_empty_client_qdisc_leaves_the_queue_on_the_path() {
+    let pq = crate::qdisc::PhaseQdisc::of(
+        "wr0",
+        &reading("fq_codel", 0, 0),
+        &[reading("fq_codel", 0, 0), reading("fq_codel", 1500, 0)],
+        &reading("fq_codel", 0, 0),
+    );
+    let r = upload_with_qdisc(Some(pq));
+    assert!(r.verdict.contains("client to server"), "{}", r.verdict);
+    assert!(!r.verdict.contains("sending host"), "{}", r.verdict);
+    assert!(r.advice.unwrap().contains("at the bottleneck"));
+}
+
+#[test]
+fn noqueue_is_no_qdisc_not_zeros() {
+    let n = reading("noqueue", 0, 0);
+    let pq = crate::qdisc::PhaseQdisc::of("lo", &n, &[n.clone(), n.clone()], &n);
+    assert!(!pq.queued);
+    assert_eq!((pq.median_backlog_bytes, pq.drops), (None, None));
+    let r = upload_with_qdisc(Some(pq));
+    assert!(r.verdict.contains("lo has no qdisc"), "{}", r.verdict);
+    // a qdisc replaced in between (counters restart) gives no delta
+    let pq = crate::qdisc::PhaseQdisc::of("wr0", &reading("tbf", 0, 9), &[], &reading("tbf", 0, 3));
+    assert_eq!((pq.drops, pq.median_backlog_bytes), (None, None));
+}

@@ -16,6 +16,7 @@ pub mod interrupts;
 pub mod link;
 pub mod netstat;
 pub mod perf;
+pub mod qdisc;
 pub mod sched;
 pub mod snmp;
 pub mod softnet;

@@ -77,6 +77,43 @@ pub fn write(out: &mut Exposition, r: &RpmResult) {
             unsent.sample(&[("phase", p.phase.name())], b as f64);
         }
     }
+    write_qdisc(out, &r.phases);
+}
+
+/// The client's egress qdisc per loaded phase: its backlog (p50 and peak over the phase's
+/// readings) and the packets it dropped. Nothing for a device without a qdisc (noqueue).
+fn write_qdisc(out: &mut Exposition, phases: &[PhaseResult]) {
+    let queued = || {
+        phases
+            .iter()
+            .filter_map(|p| Some((p.phase.name(), p.qdisc.as_ref().filter(|q| q.queued)?)))
+    };
+    let mut backlog = out.family(
+        "wirerate_rpm_client_qdisc_backlog_bytes",
+        Kind::Gauge,
+        "The client's egress qdisc backlog on the route's interface per loaded phase, by \
+         statistic (p50, peak over readings every 0.2 s): a standing queue in the sending host.",
+    );
+    for (phase, q) in queued() {
+        for (stat, b) in [
+            ("p50", q.median_backlog_bytes),
+            ("peak", q.peak_backlog_bytes),
+        ] {
+            if let Some(b) = b {
+                backlog.sample(&[("phase", phase), ("stat", stat)], b as f64);
+            }
+        }
+    }
+    let mut drops = out.family(
+        "wirerate_rpm_client_qdisc_drops",
+        Kind::Gauge,
+        "Packets the client's egress qdisc dropped over each loaded phase.",
+    );
+    for (phase, q) in queued() {
+        if let Some(d) = q.drops {
+            drops.sample(&[("phase", phase)], d as f64);
+        }
+    }
 }
 
 /// `wirerate_latency_seconds{phase,kind,stat}`: a gauge may not carry a `quantile` label
@@ -199,9 +236,24 @@ mod tests {
             at_s: 1.0,
             ms: 41.0,
         }]);
+        let tc = |kind: &str, backlog, drops| wirerate_core::qdisc::QdiscReading {
+            kind: kind.into(),
+            backlog_bytes: backlog,
+            backlog_packets: 1,
+            drops,
+            requeues: 0,
+            overlimits: 0,
+        };
+        let qd = |kind: &str| {
+            let (before, after) = (tc(kind, 0, 5), tc(kind, 0, 12));
+            wirerate_core::qdisc::PhaseQdisc::of("eth0", &before, &[tc(kind, 4096, 6)], &after)
+        };
+        upload.qdisc = Some(qd("fq_codel"));
+        let mut download = phase(Phase::Download, 50.0, Some(8e6));
+        download.qdisc = Some(qd("noqueue"));
         let r = summarize(vec![
             phase(Phase::Idle, 10.0, None),
-            phase(Phase::Download, 50.0, Some(8e6)),
+            download,
             upload,
             phase(Phase::Bidir, 100.0, Some(8e6)),
         ]);
@@ -238,6 +290,19 @@ mod tests {
             Some(0.03)
         );
         assert!(!t.contains("one_way_added_seconds{phase=\"idle\""), "{t}");
+        assert_eq!(
+            value(
+                &t,
+                "wirerate_rpm_client_qdisc_backlog_bytes{phase=\"upload\",stat=\"peak\"}"
+            ),
+            Some(4096.0)
+        );
+        assert_eq!(
+            value(&t, "wirerate_rpm_client_qdisc_drops{phase=\"upload\"}"),
+            Some(7.0)
+        );
+        // a device without a qdisc exports nothing, not zeros
+        assert!(!t.contains("client_qdisc_drops{phase=\"download\""), "{t}");
         // the idle phase has no loaded connections
         assert!(!t.contains("phase=\"idle\",kind=\"loaded_rtt\""), "{t}");
         assert_eq!(

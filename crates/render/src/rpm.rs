@@ -66,6 +66,39 @@ fn one_way_table(out: &mut String, r: &RpmResult) {
     }
 }
 
+/// The client's egress qdisc per loaded phase: backlog median/peak, drops, requeues,
+/// overlimits; "no qdisc" for a device without one. Nothing where no phase read it.
+fn qdisc_table(out: &mut String, r: &RpmResult) {
+    let read: Vec<_> = r
+        .phases
+        .iter()
+        .filter_map(|p| Some((p.phase, p.qdisc.as_ref()?)))
+        .collect();
+    let Some((_, first)) = read.first() else {
+        return;
+    };
+    let _ = writeln!(out, "\nclient egress qdisc on {}:", first.interface);
+    let count = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
+    let bytes = |x: Option<u64>| x.map_or_else(|| "-".into(), wirerate_core::units::format_bytes);
+    for (phase, q) in read {
+        if !q.queued {
+            let _ = writeln!(out, "{:<8} no qdisc ({})", phase.name(), q.kind);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:<8} {} backlog p50 {} peak {}  drops {}  requeues {}  overlimits {}",
+            phase.name(),
+            q.kind,
+            bytes(q.median_backlog_bytes),
+            bytes(q.peak_backlog_bytes),
+            count(q.drops),
+            count(q.requeues),
+            count(q.overlimits),
+        );
+    }
+}
+
 /// One line as a phase ends.
 pub fn phase_line(p: &PhaseResult) -> String {
     format!(
@@ -118,6 +151,7 @@ fn table(r: &RpmResult) -> String {
         );
     }
     one_way_table(&mut out, r);
+    qdisc_table(&mut out, r);
     let _ = writeln!(out, "(latencies in ms)");
     let _ = writeln!(
         out,
@@ -163,6 +197,20 @@ mod tests {
         both.udp = wirerate_core::rpm::LatencyStats::of(&steady(99.0));
         both.udp_failed = 2;
         both.one_way = wirerate_core::owd::OneWay::of(&[(95.0, 0.5), (97.0, 1.5)]);
+        let tc = |backlog, drops| wirerate_core::qdisc::QdiscReading {
+            kind: "fq_codel".into(),
+            backlog_bytes: backlog,
+            backlog_packets: 1,
+            drops,
+            requeues: 0,
+            overlimits: 0,
+        };
+        both.qdisc = Some(wirerate_core::qdisc::PhaseQdisc::of(
+            "eth0",
+            &tc(0, 5),
+            &[tc(2048, 5), tc(4096, 6)],
+            &tc(0, 12),
+        ));
         let r = summarize(vec![
             phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
             both,
@@ -190,5 +238,10 @@ mod tests {
         assert!(t.contains("RPM: 597 (high confidence)"), "{t}");
         assert!(t.contains("Verdict: responsiveness medium"), "{t}");
         assert!(t.contains("Advice:"), "{t}");
+        assert!(t.contains("client egress qdisc on eth0:"), "{t}");
+        assert!(
+            t.contains("both     fq_codel backlog p50 2.00 KiB peak 4.00 KiB  drops 7"),
+            "{t}"
+        );
     }
 }

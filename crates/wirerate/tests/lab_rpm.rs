@@ -135,4 +135,30 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     let q = f(&deep["queueing"]["queue_bytes"]);
     assert!((100e3..=2.5e6).contains(&q), "queue {q} bytes");
     assert!(deep["advice"].as_str().unwrap().contains("AQM"), "{deep}");
+    // the bottleneck queue is the tbf on the client's own wr0 (each host shapes its egress):
+    // under upload its qdisc holds a standing backlog, and the verdict puts the queue there
+    let qd = &phase(&deep, "upload")["qdisc"];
+    eprintln!("client qdisc, deep upload: {qd}");
+    eprintln!(
+        "client qdisc, shallow upload: {}",
+        phase(&shallow, "upload")["qdisc"]
+    );
+    assert_eq!(
+        (qd["interface"].as_str(), qd["kind"].as_str()),
+        (Some("wr0"), Some("tbf")),
+        "{qd}"
+    );
+    assert_eq!(qd["queued"], true, "{qd}");
+    // 400 ms at 20 Mbit/s is 1 MB: half of it at least, standing
+    assert!(f(&qd["median_backlog_bytes"]) >= 300e3, "{qd}");
+    assert!(
+        f(&qd["peak_backlog_bytes"]) >= f(&qd["median_backlog_bytes"]),
+        "{qd}"
+    );
+    let shallow_qd = &phase(&shallow, "upload")["qdisc"];
+    assert!(f(&shallow_qd["peak_backlog_bytes"]) <= 60e3, "{shallow_qd}");
+    if deep["queueing"]["phase"] != "download" {
+        assert!(dv.contains("in the sending host: wr0's tbf qdisc"), "{dv}");
+        assert!(f(&deep["queueing"]["host_queue_ms"]) >= 150.0, "{deep}");
+    }
 }

@@ -108,6 +108,22 @@ fn four_phases_load_probe_and_follow_the_schemas() {
         if name != "idle" {
             assert_stats(&ph["loaded_rtt"], name);
         }
+        // the client's egress qdisc: loopback has none (noqueue), said so rather than zeros
+        let q = &ph["qdisc"];
+        if name == "idle" || !tc_answers() {
+            assert!(q.is_null(), "{name}: {q}");
+        } else {
+            assert_eq!(
+                (q["interface"].as_str(), q["kind"].as_str()),
+                (Some("lo"), Some("noqueue")),
+                "{name}: {q}"
+            );
+            assert_eq!(q["queued"], false, "{name}: {q}");
+            assert!(f(&q["samples"]) >= 1.0, "{name}: {q}");
+            for k in ["median_backlog_bytes", "peak_backlog_bytes", "drops"] {
+                assert!(q.get(k).is_none(), "{name}: {k} in {q}");
+            }
+        }
     }
     // the headline is the bidirectional phase's
     assert_eq!(rpm["rpm"], phases[3]["rpm"]);
@@ -140,6 +156,14 @@ fn four_phases_load_probe_and_follow_the_schemas() {
         .unwrap()
         .remove("up_p50_ms");
     assert!(!section.is_valid(&bad));
+    if tc_answers() {
+        let mut bad = rpm.clone();
+        bad["phases"][1]["qdisc"]
+            .as_object_mut()
+            .unwrap()
+            .remove("queued");
+        assert!(!section.is_valid(&bad));
+    }
     // the server served every probe: it rejected no data connection
     let log = srv.stop();
     assert!(!log.contains("rejected data stream"), "{log}");
@@ -415,4 +439,12 @@ fn dscp_up_down_marks_each_end_sending_sockets() {
         assert!(!client_side.contains("tos:0xb8"), "{client_side}");
     }
     srv.stop();
+}
+
+/// iproute2's `tc` is installed and reads loopback's qdisc.
+fn tc_answers() -> bool {
+    std::process::Command::new("tc")
+        .args(["-s", "-j", "qdisc", "show", "dev", "lo"])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }

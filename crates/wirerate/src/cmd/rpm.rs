@@ -6,9 +6,12 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::owd::{self, OneWay, Stamps};
+use wirerate_core::qdisc::{PhaseQdisc, QdiscReading};
 use wirerate_core::result::Interval;
 use wirerate_core::rpm::{self, LatencyStats, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
 use wirerate_core::rr::{RrMode, RrSpec};
@@ -30,7 +33,8 @@ client to server), both (-P each way). All through, latency probes on new connec
 (--probe-rate a second): the TCP connect time and a 1-byte request/response; and as many \
 UDP probes to the server's port, whose stamps give the delay each direction adds over the \
 run's base (one-way, each host on its own clock, drift fitted out). Inside the loaded \
-phases, the senders' TCP_INFO smoothed RTT every 0.1 s.\n\n\
+phases, the senders' TCP_INFO smoothed RTT every 0.1 s, and the client's egress qdisc on \
+the route's interface (tc -s qdisc) every 0.2 s: backlog, drops, requeues, overlimits.\n\n\
 RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the loaded connections' \
 one), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
 headline is the bidirectional phase's. Confidence (low, medium, high) is the draft's \
@@ -273,6 +277,60 @@ fn udp_counted(log: &UdpProbeLog, warmup_s: f64) -> (Vec<Sample>, Vec<Stamps>) {
         .unzip()
 }
 
+/// Readings of the client's egress qdisc this often during a loaded phase.
+const QDISC_EVERY: Duration = Duration::from_millis(200);
+
+/// The client's egress qdisc on the route's interface, read before, during (every
+/// [`QDISC_EVERY`]) and after a phase.
+struct QdiscWatch {
+    iface: String,
+    before: QdiscReading,
+    stop: Arc<AtomicBool>,
+    during: std::thread::JoinHandle<Vec<(f64, QdiscReading)>>,
+}
+
+impl QdiscWatch {
+    /// None where no interface holds the route to `addr` or `tc` does not answer.
+    fn start(addr: SocketAddr) -> Option<QdiscWatch> {
+        let iface = wirerate_probe::iface::interface_for(addr.ip())?;
+        let before = wirerate_probe::qdisc::read(&iface)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (name, flag) = (iface.clone(), stop.clone());
+        let during = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut v = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                if let Some(r) = wirerate_probe::qdisc::read(&name) {
+                    v.push((t0.elapsed().as_secs_f64(), r));
+                }
+                std::thread::sleep(QDISC_EVERY);
+            }
+            v
+        });
+        Some(QdiscWatch {
+            iface,
+            before,
+            stop,
+            during,
+        })
+    }
+
+    /// The phase's figures, readings of the warm-up left out.
+    fn finish(self, warmup_s: f64) -> Option<PhaseQdisc> {
+        self.stop.store(true, Ordering::Relaxed);
+        let during: Vec<QdiscReading> = self
+            .during
+            .join()
+            .ok()?
+            .into_iter()
+            .filter(|(at, _)| *at >= warmup_s)
+            .map(|(_, r)| r)
+            .collect();
+        let after = wirerate_probe::qdisc::read(&self.iface)?;
+        Some(PhaseQdisc::of(&self.iface, &self.before, &during, &after))
+    }
+}
+
 /// Runs one phase; its result and figures, or why it failed.
 fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Result<PhaseRun> {
     let spec = phase_spec(phase, s, parallel);
@@ -283,9 +341,15 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
         phase_s: s.phase_s,
         prober: None,
     };
+    let watch = (phase != Phase::Idle)
+        .then(|| QdiscWatch::start(t.addr))
+        .flatten();
     // the server frees its slot a moment after the previous phase's reports
-    let (result, errors) = execute(t, &spec, &mut obs, Duration::from_secs(5))?;
+    let run = execute(t, &spec, &mut obs, Duration::from_secs(5));
+    // the probes stop with the phase; the qdisc's last reading may take a moment more
     let log = obs.prober.take().map(Prober::finish).unwrap_or_default();
+    let qdisc = watch.and_then(|w| w.finish(s.warmup_s));
+    let (result, errors) = run?;
     let warmup = if phase == Phase::Idle {
         0.0
     } else {
@@ -302,6 +366,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     );
     if phase != Phase::Idle {
         figures.sender_unsent_bytes = unsent(&result);
+        figures.qdisc = qdisc;
     }
     let (udp, stamps) = udp_counted(&log.udp, warmup);
     figures.udp = LatencyStats::of(&udp);
