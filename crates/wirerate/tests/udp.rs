@@ -24,7 +24,8 @@ fn paced_rate_holds_its_target() {
     assert!((sent / 40e6 - 1.0).abs() < 0.03, "sender at {sent} bit/s");
     let u = &s["udp"];
     assert_eq!(u["target_bps"], 40e6);
-    assert!(u["packets"].as_u64().unwrap() > 7000);
+    // 7 143 datagrams at the asked rate; the same slack as the rate's above
+    assert!(u["packets"].as_u64().unwrap() > 6900, "{u}");
     let loss = u["loss_percent"].as_f64().unwrap();
     assert!((0.0..=100.0).contains(&loss));
     assert!(u["jitter_ms"].as_f64().is_some());
