@@ -186,20 +186,7 @@ impl LabSpec {
         }
         cmds.push(("ip", v(&["netns", "add", &sw])));
         cmds.push(("ip", v(&["-n", &sw, "link", "set", "lo", "up"])));
-        cmds.push((
-            "ip",
-            v(&[
-                "-n",
-                &sw,
-                "link",
-                "add",
-                BRIDGE,
-                "type",
-                "bridge",
-                "stp_state",
-                "0",
-            ]),
-        ));
+        cmds.push(add_bridge(&sw));
         cmds.push(("ip", v(&["-n", &sw, "link", "set", BRIDGE, "mtu", &mtu])));
         for (i, host) in self.hosts.iter().enumerate() {
             let ns = self.netns(i);
@@ -317,20 +304,7 @@ impl LabSpec {
         let mtu = self.mtu.to_string();
         let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let mut cmds: Vec<(&'static str, Vec<String>)> = vec![
-            (
-                "ip",
-                v(&[
-                    "-n",
-                    &sw,
-                    "link",
-                    "add",
-                    BRIDGE,
-                    "type",
-                    "bridge",
-                    "stp_state",
-                    "0",
-                ]),
-            ),
+            add_bridge(&sw),
             ("ip", v(&["-n", &sw, "link", "set", BRIDGE, "mtu", &mtu])),
         ];
         for host in &self.hosts {
@@ -542,6 +516,22 @@ fn check_ident(what: &str, s: &str, max: usize) -> Result<(), LabError> {
 
 fn invalid(msg: String) -> LabError {
     LabError::Invalid(msg)
+}
+
+/// The switch namespace's bridge, spanning tree off (a lab has no loops to break).
+fn add_bridge(sw: &str) -> (&'static str, Vec<String>) {
+    let args = [
+        "-n",
+        sw,
+        "link",
+        "add",
+        BRIDGE,
+        "type",
+        "bridge",
+        "stp_state",
+        "0",
+    ];
+    ("ip", args.iter().map(|s| s.to_string()).collect())
 }
 
 #[cfg(test)]

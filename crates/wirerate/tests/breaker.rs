@@ -256,20 +256,25 @@ fn sends_udp(pid: u32) -> bool {
     })
 }
 
-#[test]
-fn an_iperf3_receiver_killed_mid_test_stops_the_server_at_once() {
-    // the default idle timeout (10 s): what frees the server is the close
-    let srv = ServerProc::start(&[]);
-    let mut client = iperf3_client(srv.port, &["-u", "-R", "-b", "20M", "-t", "30"]);
-    let pid = srv.child.id();
+/// Waits (10 s at most) until the server's UDP sending thread exists: the test has begun.
+fn wait_until_sending(pid: u32) {
     let t0 = Instant::now();
     while !sends_udp(pid) {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the test never started"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+#[test]
+fn an_iperf3_receiver_killed_mid_test_stops_the_server_at_once() {
+    // the default idle timeout (10 s): what frees the server is the close
+    let srv = ServerProc::start(&[]);
+    let mut client = iperf3_client(srv.port, &["-u", "-R", "-b", "20M", "-t", "30"]);
+    let pid = srv.child.id();
+    wait_until_sending(pid);
     std::thread::sleep(Duration::from_secs(1));
     // SIGKILL, by PID
     client.kill().unwrap();
@@ -298,14 +303,7 @@ fn a_frozen_iperf3_receiver_is_sent_nothing_past_the_breakers_grace() {
     let srv = ServerProc::start(&[]);
     let mut client = iperf3_client(srv.port, &["-u", "-R", "-b", "5M", "-t", "2"]);
     let pid = srv.child.id();
-    let t0 = Instant::now();
-    while !sends_udp(pid) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the test never started"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until_sending(pid);
     let started = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: a signal to our own child, by its PID: its sockets stay open, its kernel
