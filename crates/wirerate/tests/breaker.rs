@@ -183,7 +183,7 @@ fn a_receiver_that_stops_reporting_is_sent_at_most_a_few_seconds_more() {
         }
     };
     assert!(reason.contains("circuit breaker"), "{reason}");
-    let log = srv.stop();
+    let log = srv.stop_after("stopped sending");
     assert!(
         log.contains("circuit breaker") && log.contains("stopped sending"),
         "{log}"
@@ -294,7 +294,7 @@ fn an_iperf3_receiver_killed_mid_test_stops_the_server_at_once() {
     // the test's end is logged once its senders have stopped and its control connection
     // is closed: a moment after the last sending thread goes, on a busy host
     std::thread::sleep(Duration::from_secs(1));
-    let log = srv.stop();
+    let log = srv.stop_after("ended iperf3 test");
     assert!(log.contains("ended iperf3 test"), "{log}");
 }
 

@@ -168,7 +168,7 @@ fn logins_stopped_at_the_challenge_wait_without_a_thread_each_and_end_at_their_d
         closed_after(&mut h.sock, first_challenged);
     }
     let all = first_challenged.elapsed();
-    let log = srv.stop();
+    let log = srv.stop_after("the login timed out");
     assert!(log.contains("the login timed out"), "{log}");
     eprintln!(
         "{N} logins held at the challenge: {before} -> {during} threads; the last ended \

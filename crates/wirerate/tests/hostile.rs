@@ -132,7 +132,7 @@ fn a_silent_udp_uploader_frees_the_slot_within_the_idle_timeout() {
         waited < 3.0,
         "slot held {waited:.1} s after the client went silent"
     );
-    let log = srv.stop();
+    let log = srv.stop_after("stalled");
     assert!(log.contains("stalled"), "{log}");
 }
 
@@ -168,7 +168,7 @@ fn a_paced_stream_whose_reader_stops_is_still_stalled() {
         waited < 10.0,
         "slot held {waited:.1} s by a paced reader that stopped"
     );
-    let log = srv.stop();
+    let log = srv.stop_after("stalled");
     assert!(log.contains("stalled"), "{log}");
 }
 
@@ -324,7 +324,7 @@ fn junk_is_logged_at_a_bounded_rate() {
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let log = srv.stop();
+    let log = srv.stop_after("suppressed");
     let rejected = log.lines().filter(|l| l.contains("bad magic")).count();
     assert!(rejected <= 12, "{rejected} lines:\n{log}");
     assert!(log.contains("suppressed"), "{log}");
@@ -663,7 +663,7 @@ fn an_iperf3_cookie_without_parameters_holds_no_slot() {
     let held = t0.elapsed();
     assert_eq!(answer.first(), Some(&9), "PARAM_EXCHANGE: {answer:?}");
     assert!(held < Duration::from_secs(3), "held {held:?}");
-    let log = srv.stop();
+    let log = srv.stop_after("no parameters within 2 s");
     assert!(log.contains("no parameters within 2 s"), "{log}");
 }
 

@@ -366,7 +366,7 @@ fn iperf3_udp_clients_against_wirerate_serve() {
     assert!(j["error"].as_str().is_some(), "{j}");
     let end = iperf3_against_wirerate(&srv, &["-t", "1"]);
     assert!(u(&end["sum_received"]["bytes"]) > 0);
-    let log = srv.stop();
+    let log = srv.stop_after("UDP both ways, 2 streams, goodput ");
     assert!(log.contains("UDP both ways, 2 streams, goodput "), "{log}");
 }
 
@@ -546,7 +546,7 @@ fn iperf3_client_parallel_and_bidir_against_wirerate_serve() {
         streams.iter().all(|s| u(&s["receiver"]["bytes"]) > 0),
         "{end}"
     );
-    let log = srv.stop();
+    let log = srv.stop_after("served iperf3 client");
     assert!(log.contains("served iperf3 client"), "{log}");
 }
 
@@ -621,7 +621,7 @@ fn an_iperf3_looking_client_sending_junk_does_not_stop_the_server() {
     let end = iperf3_against_wirerate(&srv, &["-t", "1"]);
     assert!(u(&end["sum_received"]["bytes"]) > 0);
     assert!(srv.alive());
-    let log = srv.stop();
+    let log = srv.stop_after("exceeds the limit");
     assert!(log.contains("exceeds the limit"), "{log}");
     drop(held);
 }
@@ -637,7 +637,7 @@ fn serve_logs_iperf3_goodput_and_server_output_names_streams_readably() {
     let text = j["server_output_text"].as_str().unwrap_or_default();
     assert!(text.contains("stream 0 client→server: received"), "{text}");
     assert!(!text.contains("ClientToServer"), "{text}");
-    let log = srv.stop();
+    let log = srv.stop_after("served iperf3 client");
     let line = log
         .lines()
         .find(|l| l.contains("served iperf3 client"))

@@ -59,7 +59,7 @@ fn rules_match_by_address_and_refusals_name_the_rule() {
     // the first matching rule wins: the trusted address has no limits
     let out = client(srv.port, "127.0.0.2", &["-t", "3", "-P", "4", "--bidir"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let log = srv.stop();
+    let log = srv.stop_after("rule 'guests'");
     assert!(log.contains("rule 'guests'"), "{log}");
 }
 

@@ -280,7 +280,7 @@ fn a_probe_without_a_running_test_is_refused_unanswered() {
     assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "answered {b:?}");
     // the server closes, then logs
     std::thread::sleep(Duration::from_millis(500));
-    let log = srv.stop();
+    let log = srv.stop_after("wrong or stale session token");
     assert!(log.contains("wrong or stale session token"), "{log}");
 }
 

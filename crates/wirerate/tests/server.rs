@@ -52,7 +52,7 @@ fn junk_bytes_are_rejected_and_logged() {
     s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     assert!(closed_within(s, Duration::from_secs(3)));
     assert_serves(srv.port);
-    let log = srv.stop();
+    let log = srv.stop_after("bad magic");
     assert!(
         log.contains("rejected") && log.contains("bad magic"),
         "{log}"
@@ -124,7 +124,7 @@ fn an_oversized_frame_is_refused_before_allocation() {
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
     assert!(closed_within(s, Duration::from_secs(3)));
     assert_serves(srv.port);
-    let log = srv.stop();
+    let log = srv.stop_after("exceeds the limit");
     assert!(log.contains("exceeds the limit"), "{log}");
 }
 
@@ -138,7 +138,7 @@ fn a_data_stream_with_a_forged_token_is_rejected() {
     s.write_all(&hello).unwrap();
     assert!(closed_within(s, Duration::from_secs(3)));
     assert_serves(srv.port);
-    let log = srv.stop();
+    let log = srv.stop_after("wrong or stale session token");
     assert!(log.contains("wrong or stale session token"), "{log}");
 }
 

@@ -140,10 +140,13 @@ pub fn json(out: &Output) -> serde_json::Value {
     })
 }
 
-/// A `wirerate serve` child, killed by PID on drop.
+/// A `wirerate serve` child, killed by PID on drop. Its log (stderr) is read as it comes, so
+/// a test can wait for a line the server writes just after its client has the result.
 pub struct ServerProc {
     pub child: Child,
     pub port: u16,
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ServerProc {
@@ -163,7 +166,23 @@ impl ServerProc {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn server");
-        let s = ServerProc { child, port };
+        let mut child = child;
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = child.stderr.take().map(|mut err| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = err.read(&mut buf) {
+                    log.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        });
+        let s = ServerProc {
+            child,
+            port,
+            log,
+            reader,
+        };
         wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "server");
         s
     }
@@ -179,15 +198,29 @@ impl ServerProc {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap()).into_owned()
+    }
+
     /// Stops the server and returns what it logged.
     pub fn stop(mut self) -> String {
         let _ = self.child.kill();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
         let _ = self.child.wait();
-        err
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.log()
+    }
+
+    /// Stops the server once its log holds `needle` (5 s at most: the assertion that follows
+    /// then says what was missing) and returns what it logged.
+    pub fn stop_after(self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.log().contains(needle) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop()
     }
 }
 
