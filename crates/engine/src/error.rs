@@ -28,9 +28,9 @@ pub enum EngineError {
     /// The server's caps or the operator's rules refused the spec; the reason is theirs.
     #[error("refused: {0}")]
     Refused(String),
-    /// The watchdog ended the running test.
+    /// The server's watchdog ended the running test (`wirerate_server::guard::Stop`).
     #[error(transparent)]
-    Stopped(#[from] crate::guard::Stop),
+    Stopped(Box<dyn std::error::Error + Send + Sync>),
     /// A stream gave up for want of progress (its error begins with `stream::STALLED`).
     #[error("stalled: {0}")]
     StreamStalled(String),

@@ -40,7 +40,7 @@ impl Drop for Slot {
 }
 
 /// Serves a probe connection on a thread of its own (the caller may be the listener).
-pub(crate) fn serve_detached(sock: TcpStream, idle: Duration) -> Result<(), String> {
+pub fn serve_detached(sock: TcpStream, idle: Duration) -> Result<(), String> {
     if SERVED.fetch_add(1, Ordering::Relaxed) >= MAX_PROBES_SERVED {
         SERVED.fetch_sub(1, Ordering::Relaxed);
         return Err(format!(

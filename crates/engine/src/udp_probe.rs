@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 use wirerate_proto::udp_probe::{self, PROBE_LEN};
 use wirerate_proto::Token;
 
-use crate::server::Shared;
-
 /// Nanoseconds on this process's monotonic clock, from its first use: the clock both ends
 /// stamp probes with (each host its own; only differences on one host mean anything).
 pub fn clock_ns() -> u64 {
@@ -27,32 +25,29 @@ const WAKE: Duration = Duration::from_millis(250);
 /// Binds the server's UDP probe socket on the listener's address and port. Shared with
 /// the iperf3 front end's UDP streams, which bind that port too (both set SO_REUSEADDR;
 /// the newest, more specific binding takes their datagrams).
-pub(crate) fn bind_server(local: SocketAddr) -> io::Result<UdpSocket> {
+pub fn bind_server(local: SocketAddr) -> io::Result<UdpSocket> {
     let s = crate::net::bind_udp_shared(local)?;
     s.set_read_timeout(Some(WAKE))?;
     Ok(s)
 }
 
 /// Answers probes that carry the running test's token and come from its client's address,
-/// until the server's shutdown flag is set (or forever, as the server).
-pub(crate) fn serve(sock: UdpSocket, shared: Arc<Shared>) {
+/// until `stop` says so. `active` is the running test: its client's address (when known)
+/// and its token.
+pub fn serve(
+    sock: UdpSocket,
+    stop: impl Fn() -> bool,
+    active: impl Fn() -> Option<(Option<IpAddr>, Token)>,
+) {
     let mut buf = [0u8; 2 * PROBE_LEN];
-    let stop = || {
-        shared
-            .cfg
-            .shutdown
-            .is_some_and(|f| f.load(Ordering::SeqCst))
-    };
     while !stop() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
         let recv_ns = clock_ns();
-        let session = shared
-            .active()
-            .as_ref()
-            .filter(|a| same_host(a.peer_ip, from.ip()))
-            .map(|a| a.token);
+        let session = active()
+            .filter(|(peer_ip, _)| same_host(*peer_ip, from.ip()))
+            .map(|(_, token)| token);
         if let Some(reply) = udp_probe::answer(&buf[..n], session.as_ref(), recv_ns, clock_ns()) {
             let _ = sock.send_to(&reply, from);
         }

@@ -125,7 +125,7 @@ fn auth_of(raw: RawAuth, hosts: &BTreeMap<String, String>) -> Result<PlanAuth, F
         wirerate_proto::auth::check_user(u).map_err(|e| bad(format!("auth: user: {e}")))?;
     }
     let norm = |what: &str, fp: &str| {
-        wirerate_engine::tls::normalize_fingerprint(fp)
+        wirerate_control::tls::normalize_fingerprint(fp)
             .map_err(|e| bad(format!("auth: {what}: {e}")))
     };
     let fingerprint = raw

@@ -34,7 +34,7 @@ pub struct RunnerConfig {
     pub lease_s: Option<f64>,
     /// How each agent (by host name) is reached: TLS and a login (the plan's `[auth]`);
     /// plain where a host has none.
-    pub auth: std::collections::BTreeMap<String, wirerate_engine::agent::CallerAuth>,
+    pub auth: std::collections::BTreeMap<String, wirerate_server::agent::CallerAuth>,
     /// Once set (a signal), workers claim no more tests: the running ones end and are
     /// recorded, the rest stay queued for the next `plan run`.
     pub stop: Option<&'static std::sync::atomic::AtomicBool>,
@@ -239,7 +239,7 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, cfg: &RunnerConfig) ->
         Ok(a) => a,
         Err(e) => return Finish::Failed(format!("agent {} ({}): {e}", claim.src, claim.src_addr)),
     };
-    let out = wirerate_engine::agent::request(
+    let out = wirerate_server::agent::request(
         agent,
         &claim.dst_addr,
         &plan.spec,

@@ -425,12 +425,12 @@ mod by_hand {
     use super::*;
     use std::net::SocketAddr;
     use std::sync::Arc;
-    use wirerate_engine::tls::{ClientTls, ServerTls, Tls};
-    use wirerate_engine::users::{UserDb, Users};
-    use wirerate_engine::{Server, ServerConfig};
+    use wirerate_control::tls::{ClientTls, ServerTls, Tls};
     use wirerate_proto::auth::{Binding, ScramClient, Verifier, DATA_TOKEN_LABEL};
     use wirerate_proto::frame::PREAMBLE_LEN;
     use wirerate_proto::{Channel, ClientEvent, ClientSession, DataHello, Preamble};
+    use wirerate_server::users::{UserDb, Users};
+    use wirerate_server::{Server, ServerConfig};
 
     pub struct Conn {
         pub sock: TcpStream,
@@ -604,8 +604,8 @@ mod by_hand {
                 }
             }
         });
-        let cfg = wirerate_engine::ClientConfig {
-            login: Some(wirerate_engine::Login {
+        let cfg = wirerate_control::ClientConfig {
+            login: Some(wirerate_control::Login {
                 user: "alice".into(),
                 password: "pw".into(),
             }),
@@ -613,7 +613,7 @@ mod by_hand {
             ..Default::default()
         };
         let mut obs = Quiet;
-        let e = match wirerate_engine::run_test(addr, &spec(), &cfg, &mut obs) {
+        let e = match wirerate_control::run_test(addr, &spec(), &cfg, &mut obs) {
             Ok(_) => panic!("the impostor was believed"),
             Err(e) => e.full(),
         };
@@ -624,7 +624,7 @@ mod by_hand {
     }
 
     struct Quiet;
-    impl wirerate_engine::Observer for Quiet {}
+    impl wirerate_control::Observer for Quiet {}
 
     /// Over TLS the data token is derived from the TLS session: `accepted` carries none, a
     /// data stream with another session's token is refused, and the session's own works.

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{add_user, stderr, wait_bounded, wr, ServerProc};
-use wirerate_engine::tls::{ClientTls, Tls};
+use wirerate_control::tls::{ClientTls, Tls};
 use wirerate_proto::auth::{nonce_text, Binding, ScramClient, CHANNEL_BINDING_LABEL};
 use wirerate_proto::frame::PREAMBLE_LEN;
 use wirerate_proto::{Channel, ClientSession, Preamble};

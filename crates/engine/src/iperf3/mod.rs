@@ -1,14 +1,10 @@
-//! iperf3 interoperability: a client driver for `wirerate run --iperf3` against iperf3
-//! servers, and the handler `wirerate serve` gives connections that open with an iperf3
-//! cookie. The protocol itself lives in `wirerate_proto::iperf3`; the data streams run on
-//! the same workers as wirerate's own tests.
+//! iperf3's data streams on wirerate's data plane: the UDP streams of both ends (iperf3's
+//! datagram header and its start-of-stream greeting) and the cookie that names a test. The
+//! protocol itself lives in `wirerate_proto::iperf3`; the client is `wirerate_control`'s, the
+//! server's front end `wirerate_server`'s. TCP streams run on the same workers as wirerate's
+//! own tests.
 
-mod client;
-mod sent;
-pub(crate) mod server;
-mod udp;
-
-pub use client::run_client;
+pub mod udp;
 
 use wirerate_proto::iperf3::{Cookie, COOKIE_LEN};
 
@@ -16,7 +12,7 @@ use crate::error::EngineError;
 use crate::net::random_token;
 
 /// A fresh cookie from the kernel's random numbers.
-fn new_cookie() -> Result<Cookie, EngineError> {
+pub fn new_cookie() -> Result<Cookie, EngineError> {
     let mut random = [0u8; COOKIE_LEN - 1];
     for chunk in random.chunks_mut(16) {
         let t = random_token()?;

@@ -24,7 +24,7 @@ use wirerate_proto::iperf3::Results;
 use crate::error::EngineError;
 
 /// A connected UDP stream that has exchanged iperf3's greeting.
-pub(super) struct UdpStream {
+pub struct UdpStream {
     flow: Flow,
     index: u32,
     role: Role,
@@ -32,7 +32,7 @@ pub(super) struct UdpStream {
 }
 
 impl UdpStream {
-    pub(super) fn new(flow: Flow, index: u32, role: Role, sock: UdpSocket) -> UdpStream {
+    pub fn new(flow: Flow, index: u32, role: Role, sock: UdpSocket) -> UdpStream {
         if role == Role::Receiver {
             let _ = SockRef::from(&sock).set_recv_buffer_size(RCVBUF);
         }
@@ -49,7 +49,7 @@ impl UdpStream {
 /// the port takes a client's greeting, is connected to that client and becomes the stream,
 /// and a fresh socket is bound to the port for the next greeting. Only greetings from the
 /// control connection's peer are answered.
-pub(super) struct UdpAcceptor {
+pub struct UdpAcceptor {
     listener: UdpSocket,
     local: SocketAddr,
     peer: IpAddr,
@@ -106,7 +106,7 @@ const RCVBUF: usize = 4 << 20;
 
 /// Opens every stream in iperf3's order, one greeting at a time (the server opens a fresh
 /// listening socket for the next stream only after answering).
-pub(super) fn open(
+pub fn open(
     addr: SocketAddr,
     bind: Option<IpAddr>,
     dont_fragment: bool,
@@ -172,7 +172,7 @@ fn greet(sock: &UdpSocket, idle: Duration) -> Result<(), EngineError> {
 
 /// What a UDP worker leaves besides its stream report.
 #[derive(Debug, Clone)]
-pub(super) struct UdpOutcome {
+pub struct UdpOutcome {
     pub flow: Flow,
     pub index: u32,
     /// Datagrams sent (sender) or the highest sequence number seen (receiver).
@@ -189,7 +189,7 @@ struct Worker {
 }
 
 /// The UDP streams of one side while they run.
-pub(super) struct UdpRun {
+pub struct UdpRun {
     start: Instant,
     workers: Vec<Worker>,
     stop: Arc<AtomicBool>,
@@ -497,7 +497,7 @@ fn receive(sock: UdpSocket, plan: Plan) -> WorkerResult {
 
 /// iperf3's per-stream UDP fields in a side's results: datagrams sent, or the receiver's
 /// highest sequence number, loss and jitter.
-pub(super) fn add_udp_figures(results: &mut Results, outcomes: &[UdpOutcome], map: &StreamMap) {
+pub fn add_udp_figures(results: &mut Results, outcomes: &[UdpOutcome], map: &StreamMap) {
     for o in outcomes {
         let Some(e) = map.by_stream(o.flow, o.index) else {
             continue;
@@ -520,7 +520,7 @@ mod tests {
 
     thread_local! {
         /// The stream whose thread `spawn_stream` refuses to start, on this thread only.
-        pub(super) static FAIL_SPAWN_OF: Cell<Option<u32>> = const { Cell::new(None) };
+        pub static FAIL_SPAWN_OF: Cell<Option<u32>> = const { Cell::new(None) };
     }
 
     /// A receiving stream on loopback, and the socket that would send to it.

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wirerate_control::ClientConfig;
 use wirerate_core::spec::limits;
-use wirerate_engine::ClientConfig;
 
 use crate::exit::usage;
 

@@ -12,12 +12,12 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
+use wirerate_control::Observer;
 use wirerate_core::evidence::TcpSample;
 use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
 use wirerate_core::window::{covers, is_tail};
 use wirerate_core::{Protocol, RunResult, TestSpec};
-use wirerate_engine::Observer;
 use wirerate_render::intervals::{self, Columns};
 
 /// Prints interval lines (text) and a progress line on a terminal.

@@ -137,14 +137,14 @@ fn db_url(arg: &DbArg, plan: Option<&Plan>) -> anyhow::Result<String> {
 /// once (WIRERATE_PASSWORD, or asked for on the terminal).
 fn agent_auth(
     plan: &Plan,
-) -> anyhow::Result<std::collections::BTreeMap<String, wirerate_engine::agent::CallerAuth>> {
+) -> anyhow::Result<std::collections::BTreeMap<String, wirerate_server::agent::CallerAuth>> {
     let auth = &plan.auth;
     let mut out = std::collections::BTreeMap::new();
     if !auth.tls {
         return Ok(out);
     }
     let login = match &auth.user {
-        Some(user) => Some(wirerate_engine::Login {
+        Some(user) => Some(wirerate_control::Login {
             user: user.clone(),
             password: crate::cmd::user::password(&format!(
                 "Password for {user} on the agents of plan {}: ",
@@ -165,7 +165,7 @@ fn agent_auth(
             .map_err(|e| anyhow::anyhow!("plan: agent '{name}': {e:#}"))?;
         out.insert(
             name.clone(),
-            wirerate_engine::agent::CallerAuth {
+            wirerate_server::agent::CallerAuth {
                 tls,
                 login: login.clone(),
             },

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wirerate_control::Observer;
 use wirerate_core::owd::{self, OneWay, Stamps};
 use wirerate_core::qdisc::{PhaseQdisc, QdiscReading};
 use wirerate_core::result::Interval;
@@ -19,7 +20,6 @@ use wirerate_core::spec::{Direction, End, Flow, TestKind};
 use wirerate_core::{Protocol, RunResult, TestSpec};
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
 use wirerate_engine::udp_probe::UdpProbeLog;
-use wirerate_engine::Observer;
 
 use super::results::{open_store, store_and_say, StoreArgs};
 use super::run::{execute, target_for, Net, Target};

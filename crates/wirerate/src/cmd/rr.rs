@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use wirerate_control::Observer;
 use wirerate_core::result::Interval;
 use wirerate_core::rr::{RrMode, RrSpec};
 use wirerate_core::spec::{End, TestKind};
 use wirerate_core::{Protocol, TestSpec};
-use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;

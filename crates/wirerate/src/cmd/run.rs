@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::ValueEnum;
+use wirerate_control::{run_test, ClientConfig, Observer};
 use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::spec::{
     End, Flow, RecvMode, SendMode, DEFAULT_PORT, DEFAULT_UDP_RATE_BPS, ETHERNET_UDP_PAYLOAD,
@@ -15,10 +16,10 @@ use wirerate_core::spec::{
 use wirerate_core::units::{BitRate, Bytes};
 use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
 use wirerate_engine::EngineError;
-use wirerate_engine::{run_test, ClientConfig, Observer, Server, ServerConfig};
 use wirerate_proto::ProtoError;
 use wirerate_render::export::{self, Output};
 use wirerate_render::text;
+use wirerate_server::{Server, ServerConfig};
 
 use crate::cmd::habits::{ClientArgs, OutputArgs};
 use crate::cmd::live::Printer;
@@ -592,7 +593,7 @@ fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
                     quiet: true,
                     idle,
                     // the user's own machine: the spec's own bound on buffers is the limit
-                    caps: wirerate_engine::guard::Caps {
+                    caps: wirerate_server::guard::Caps {
                         max_test_memory: wirerate_core::spec::limits::MAX_BUFFERS,
                         ..Default::default()
                     },
@@ -628,7 +629,7 @@ pub fn execute(
     let give_up = std::time::Instant::now() + busy_wait;
     let outcome = loop {
         let attempt = if t.iperf3 {
-            wirerate_engine::iperf3::run_client(t.addr, spec, &t.cfg, obs)
+            wirerate_control::iperf3::run_client(t.addr, spec, &t.cfg, obs)
         } else {
             run_test(t.addr, spec, &t.cfg, obs)
         };
@@ -856,16 +857,16 @@ fn third_party(
     let idle = Duration::from_secs_f64(a.idle_timeout);
     // the caller's credentials are for the agent alone: they never go on to B
     let host = from.rsplit_once(':').map_or(from.as_str(), |(h, _)| h);
-    let auth = wirerate_engine::agent::CallerAuth {
+    let auth = wirerate_server::agent::CallerAuth {
         tls: a.tls.client(&from)?,
         login: a
             .tls
             .login(host.trim_start_matches('[').trim_end_matches(']'))?,
     };
     let out =
-        wirerate_engine::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
+        wirerate_server::agent::request(agent, &to, &spec, idle, Duration::from_secs(5), &auth)
             .with_context(|| format!("third-party test from {from} to {to}"))?;
-    let result = match wirerate_engine::agent::into_result(out, agent) {
+    let result = match wirerate_server::agent::into_result(out, agent) {
         Ok(r) => r,
         Err(reason) => anyhow::bail!("{reason}"),
     };

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wirerate_core::spec::DEFAULT_PORT;
-use wirerate_engine::guard::Caps;
-use wirerate_engine::limits::{Limits, Policy, Reload};
-use wirerate_engine::logline::{Event, Kind, LogFormat};
-use wirerate_engine::{Server, ServerConfig};
+use wirerate_server::guard::Caps;
+use wirerate_server::limits::{Limits, Policy, Reload};
+use wirerate_server::logline::{Event, Kind, LogFormat};
+use wirerate_server::{Server, ServerConfig};
 
 use crate::cmd::run::{parse_rate, parse_size};
 use crate::exit::usage;
@@ -61,7 +61,7 @@ pub struct Args {
     /// with probability RATE %, rising to all at FULL (as OpenSSH's MaxStartups); the
     /// running test's client is exempt. FULL alone: refuse only at FULL
     #[arg(long, value_name = "START:RATE:FULL", value_parser = parse_startups, default_value = "100:30:1000")]
-    pub max_startups: wirerate_engine::startups::Startups,
+    pub max_startups: wirerate_server::startups::Startups,
     /// Longest test served, warm-up included; tests that end by byte or block count are
     /// ended when they reach it
     #[arg(long, value_name = "SECONDS", default_value_t = wirerate_core::spec::limits::DEFAULT_SERVER_MAX_SECONDS)]
@@ -154,7 +154,7 @@ fn agent_wire(
 }
 
 /// The agent's own credentials towards the servers it tests against.
-fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCredentials> {
+fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_server::agent::AgentCredentials> {
     let login = match &a.agent_user {
         Some(user) => {
             if let Err(e) = wirerate_proto::auth::check_user(user) {
@@ -166,7 +166,7 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
             let password = pw
                 .into_string()
                 .map_err(|_| anyhow::anyhow!("WIRERATE_AGENT_PASSWORD is not UTF-8"))?;
-            Some(wirerate_engine::Login {
+            Some(wirerate_control::Login {
                 user: user.clone(),
                 password,
             })
@@ -197,19 +197,19 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_engine::agent::AgentCr
     // a certificate that does not load is said at start, not at the first test
     args.client("check")
         .map_err(|e| anyhow::anyhow!("--agent-cert: {e:#}"))?;
-    let tls: wirerate_engine::agent::TlsFor = Arc::new(move |to: &str| {
+    let tls: wirerate_server::agent::TlsFor = Arc::new(move |to: &str| {
         args.client(to)
             .map(Option::unwrap_or_default)
             .map_err(|e| format!("{e:#}"))
     });
-    Ok(wirerate_engine::agent::AgentCredentials {
+    Ok(wirerate_server::agent::AgentCredentials {
         tls: Some(tls),
         login,
     })
 }
 
-fn parse_startups(s: &str) -> Result<wirerate_engine::startups::Startups, String> {
-    wirerate_engine::startups::Startups::parse(s)
+fn parse_startups(s: &str) -> Result<wirerate_server::startups::Startups, String> {
+    wirerate_server::startups::Startups::parse(s)
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +264,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let tls = a.tls.server()?;
     let users = match &a.users {
         Some(path) => {
-            let db = wirerate_engine::users::UserDb::load(path).map_err(anyhow::Error::msg)?;
+            let db = wirerate_server::users::UserDb::load(path).map_err(anyhow::Error::msg)?;
             Some(Arc::new(match &tls {
                 Some(t) => db.with_secret(t.lasting_secret(b"unknown users")),
                 None => db,
@@ -277,7 +277,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let mut targets = Vec::new();
     for t in &a.third_party_targets {
-        match wirerate_engine::limits::Cidr::parse(t) {
+        match wirerate_server::limits::Cidr::parse(t) {
             Ok(c) => targets.push(c),
             Err(e) => return usage(format!("--third-party-targets: {e}")),
         }
@@ -306,7 +306,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }),
         tls: tls.clone(),
         users: users.clone(),
-        agent: wirerate_engine::agent::AgentConfig {
+        agent: wirerate_server::agent::AgentConfig {
             allow: a.allow_third_party,
             targets,
             wire: Some(agent_wire),
@@ -402,11 +402,11 @@ fn one_off_end(
 /// The interval lines of the test being served, on standard output as iperf3's server
 /// prints them: a header when a test's first interval comes, then a line per flow (the
 /// flows this side receives; the client shows the others).
-fn interval_lines() -> wirerate_engine::server::IntervalSink {
+fn interval_lines() -> wirerate_server::server::IntervalSink {
     use wirerate_render::intervals::{header, line, Columns};
     let last_start = std::sync::Mutex::new(None::<f64>);
     let cols = std::sync::Mutex::new(Columns::default());
-    wirerate_engine::server::IntervalSink(Arc::new(move |iv| {
+    wirerate_server::server::IntervalSink(Arc::new(move |iv| {
         if iv.stream.is_some() || iv.rr.is_some() {
             return;
         }

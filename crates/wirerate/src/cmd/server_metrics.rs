@@ -1,12 +1,12 @@
 //! `wirerate serve --metrics ADDR`: the server's own counters and gauges on `/metrics`, read
-//! from the server's figures (`wirerate_engine::stats`) at each scrape.
+//! from the server's figures (`wirerate_server::stats`) at each scrape.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use wirerate_engine::stats::{ServerStats, Snapshot};
 use wirerate_prom::http::{Handler, Request, Response, Server};
 use wirerate_prom::{Exposition, Kind};
+use wirerate_server::stats::{ServerStats, Snapshot};
 
 /// Binds the metrics listener (before the server detaches, so a bad address is said at
 /// once); [`Server::spawn`] starts it.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use wirerate_control::Observer;
 use wirerate_core::spec::{End, TestKind};
 use wirerate_core::sweep::{
     SweepPoint, SweepSpec, DEFAULT_MAX_BYTES, DEFAULT_PERTURBATION_BYTES, DEFAULT_POINT_TIME_S,
@@ -13,7 +14,6 @@ use wirerate_core::sweep::{
 };
 use wirerate_core::units::format_bps;
 use wirerate_core::TestSpec;
-use wirerate_engine::Observer;
 use wirerate_render::{latency, text};
 
 use super::results::StoreArgs;

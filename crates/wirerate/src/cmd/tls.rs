@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wirerate_engine::tls::{normalize_fingerprint, ClientTls, ServerTls};
+use wirerate_control::tls::{normalize_fingerprint, ClientTls, ServerTls};
 
 /// `run --tls` and how the server's key is checked.
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -83,14 +83,14 @@ fn remember(file: &Path, server: &str, fp: &str, say: Option<fn(&str)>) -> Resul
 
 impl ClientTlsArgs {
     /// The user and password to log in with, or None without --user.
-    pub fn login(&self, host: &str) -> anyhow::Result<Option<wirerate_engine::Login>> {
+    pub fn login(&self, host: &str) -> anyhow::Result<Option<wirerate_control::Login>> {
         let Some(user) = &self.user else {
             return Ok(None);
         };
         wirerate_proto::auth::check_user(user)
             .map_err(|e| crate::exit::UsageError(format!("--user: {e}")))?;
         let password = crate::cmd::user::password(&format!("Password for {user}@{host}: "))?;
-        Ok(Some(wirerate_engine::Login {
+        Ok(Some(wirerate_control::Login {
             user: user.clone(),
             password,
         }))
@@ -184,7 +184,7 @@ impl ServerTlsArgs {
                 let dir = self
                     .state_dir
                     .clone()
-                    .or_else(wirerate_engine::tls::default_state_dir)
+                    .or_else(wirerate_control::tls::default_state_dir)
                     .ok_or_else(|| anyhow::anyhow!("no home directory: use --state-dir DIR"))?;
                 ServerTls::load_or_create(&dir)
             }

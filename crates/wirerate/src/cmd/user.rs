@@ -4,8 +4,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use wirerate_engine::users::{new_verifier, Users};
 use wirerate_proto::auth::{check_user, DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS};
+use wirerate_server::users::{new_verifier, Users};
 
 use crate::exit::usage;
 
@@ -60,7 +60,7 @@ impl FileArg {
     fn path(&self) -> anyhow::Result<PathBuf> {
         match &self.users {
             Some(p) => Ok(p.clone()),
-            None => wirerate_engine::tls::default_state_dir()
+            None => wirerate_control::tls::default_state_dir()
                 .map(|d| d.join("users"))
                 .ok_or_else(|| anyhow::anyhow!("no home directory: use --users FILE")),
         }

@@ -186,7 +186,7 @@ impl Control {
                 Ok(Input::Bytes(n))
             }
             // the read timeout; not TCP giving up on the peer (ETIMEDOUT), which is an error
-            Err(e) if !crate::breaker::gave_up(&e) && crate::net::transient(&e) => {
+            Err(e) if !crate::breaker::gave_up(&e) && wirerate_engine::net::transient(&e) => {
                 Ok(Input::Nothing)
             }
             // a TLS peer that closes without close_notify: a close all the same
@@ -212,7 +212,7 @@ impl Control {
         if self.tls.as_mut().is_some_and(|t| !t.quiet()) {
             return false;
         }
-        !crate::net::wait_readable(&self.sock, Duration::ZERO)
+        !wirerate_engine::net::wait_readable(&self.sock, Duration::ZERO)
     }
 
     pub fn bytes(&self, n: usize) -> &[u8] {

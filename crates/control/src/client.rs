@@ -20,10 +20,10 @@ use wirerate_proto::{ClientEvent, ClientSession, Token};
 
 use crate::control::{Control, Input};
 use crate::driver::{drive, Handler, Peer};
-use crate::error::EngineError;
-use crate::net::connect;
-use crate::side::{Attached, DataSock, RunContext, SideRun};
-use crate::udp::client_setup;
+use wirerate_engine::net::connect;
+use wirerate_engine::side::{Attached, DataSock, RunContext, SideRun};
+use wirerate_engine::udp::client_setup;
+use wirerate_engine::EngineError;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -48,7 +48,7 @@ pub struct ClientConfig {
     /// Log in as this user with this password (the server runs `serve --users`).
     pub login: Option<Login>,
     /// The data sockets' client-only options (-L, -m, --dont-fragment).
-    pub data: crate::dataopts::DataOpts,
+    pub data: wirerate_engine::dataopts::DataOpts,
 }
 
 /// A user and password to log in with. The password stays on this side: the login proves
@@ -330,12 +330,17 @@ fn open_streams(
         let bind = match cfg.cport {
             Some(_) => Some(SocketAddr::new(
                 bind.map_or(unspecified(addr), |b| b.ip()),
-                crate::net::data_port(cfg.cport, index)?,
+                wirerate_engine::net::data_port(cfg.cport, index)?,
             )),
             None => bind,
         };
-        let mut sock =
-            crate::net::connect_with(addr, bind, Some(spec), &cfg.data, cfg.connect_timeout)?;
+        let mut sock = wirerate_engine::net::connect_with(
+            addr,
+            bind,
+            Some(spec),
+            &cfg.data,
+            cfg.connect_timeout,
+        )?;
         let hello = DataHello {
             token,
             flow,
@@ -375,7 +380,7 @@ fn open_udp_streams(
     )?;
     if cfg.data.dont_fragment {
         for u in &set {
-            crate::dataopts::set_dont_fragment(&socket2::SockRef::from(&u.sock))
+            wirerate_engine::dataopts::set_dont_fragment(&socket2::SockRef::from(&u.sock))
                 .map_err(EngineError::io("setting IP_MTU_DISCOVER"))?;
         }
     }
@@ -400,7 +405,7 @@ fn open_udp_streams(
 }
 
 /// What a peer answered when asked for TLS on a fresh control connection.
-pub(crate) enum TlsAnswer {
+pub enum TlsAnswer {
     /// It agreed, and the handshake is done.
     Agreed(Control),
     /// It refused: the socket and the preamble it answered with.
@@ -412,7 +417,7 @@ pub(crate) enum TlsAnswer {
 
 /// Asks the peer for TLS and does the handshake when it agrees. `asking` and `waiting`
 /// name the two steps in an error ("asking the server for TLS", …).
-pub(crate) fn ask_tls(
+pub fn ask_tls(
     mut sock: std::net::TcpStream,
     tls: &crate::tls::ClientTls,
     idle: Duration,
@@ -424,7 +429,8 @@ pub(crate) fn ask_tls(
     sock.write_all(&Preamble::new(Channel::TlsControl).emit())
         .map_err(EngineError::io(asking))?;
     let mut pre = [0u8; wirerate_proto::frame::PREAMBLE_LEN];
-    crate::net::read_exact_by(&mut sock, &mut pre, deadline).map_err(EngineError::io(waiting))?;
+    wirerate_engine::net::read_exact_by(&mut sock, &mut pre, deadline)
+        .map_err(EngineError::io(waiting))?;
     match Preamble::parse(&pre) {
         Ok(p) if p.channel == Channel::TlsControl => {
             let conn = tls

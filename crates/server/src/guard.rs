@@ -24,6 +24,12 @@ pub enum Stop {
     Crawling { rate: f64, span_s: f64, min: f64 },
 }
 
+impl From<Stop> for wirerate_engine::EngineError {
+    fn from(stop: Stop) -> Self {
+        wirerate_engine::EngineError::Stopped(Box::new(stop))
+    }
+}
+
 /// Below this many bytes per second over two idle timeouts, a bulk test is stalled.
 pub const MIN_PROGRESS_BYTES_PER_S: f64 = 1024.0;
 
@@ -106,8 +112,8 @@ impl Caps {
             ));
         }
         let streams = spec.streams();
-        let need = crate::net::open_files_needed(streams, false, spec.pooled());
-        if let Ok((soft, _)) = crate::net::raise_open_files(need) {
+        let need = wirerate_engine::net::open_files_needed(streams, false, spec.pooled());
+        if let Ok((soft, _)) = wirerate_engine::net::raise_open_files(need) {
             if soft < need {
                 return Err(format!(
                     "{streams} streams need about {need} open files on the server; its limit is {soft}"

@@ -17,13 +17,13 @@ use wirerate_proto::iperf3::{
 };
 
 use super::sent::SentClock;
-use super::udp::{self, add_udp_figures, UdpOutcome, UdpRun, UdpStream};
 use crate::client::{ClientConfig, ClientOutcome, Observer};
 use crate::control::Control;
 use crate::driver::{drive, Handler, Peer};
-use crate::error::EngineError;
-use crate::net::{connect, connect_with};
-use crate::side::{Attached, DataSock, SideRun};
+use wirerate_engine::iperf3::udp::{self, add_udp_figures, UdpOutcome, UdpRun, UdpStream};
+use wirerate_engine::net::{connect, connect_with};
+use wirerate_engine::side::{Attached, DataSock, SideRun};
+use wirerate_engine::EngineError;
 
 /// The running streams, TCP on wirerate's shared workers or UDP on iperf3-style ones.
 enum Streams {
@@ -130,7 +130,7 @@ pub fn run_client(
         addr,
         spec,
         cfg,
-        cookie: super::new_cookie()?,
+        cookie: wirerate_engine::iperf3::new_cookie()?,
         map: StreamMap::new(spec.direction, spec.parallel),
     };
     let version = concat!("wirerate-", env!("CARGO_PKG_VERSION"));

@@ -29,13 +29,13 @@ use wirerate_proto::agent::{
 };
 use wirerate_proto::ProtoError;
 
-use crate::client::{run_test, ClientConfig, Login, Observer};
-use crate::control::{Control, Input};
-use crate::error::EngineError;
 use crate::limits::{Cidr, ThirdPartyRule};
 use crate::logline::{Decision, Event, Kind};
 use crate::server::{Active, Pending, Shared, SlotGuard};
-use crate::tls::ClientTls;
+use wirerate_control::client::{run_test, ClientConfig, Login, Observer};
+use wirerate_control::control::{Control, Input};
+use wirerate_control::tls::ClientTls;
+use wirerate_engine::EngineError;
 
 /// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
 pub type WireFacts = fn(&TestSpec, &SideReport) -> WireSummary;
@@ -379,7 +379,7 @@ fn claim_slot<'a>(shared: &'a Shared, spec: &TestSpec) -> Result<SlotGuard<'a>, 
     // no data stream ever belongs to this slot: its token is random and its channel closed
     let (tx, _) = mpsc::channel();
     *slot = Some(Active {
-        token: crate::net::random_token().unwrap_or([0xa5; 16]),
+        token: wirerate_engine::net::random_token().unwrap_or([0xa5; 16]),
         tx,
         free_at: Instant::now() + bound + shared.cfg.idle,
         iperf3: None,
@@ -507,7 +507,7 @@ pub fn request(
     connect_timeout: Duration,
     auth: &CallerAuth,
 ) -> Result<AgentOutcome, EngineError> {
-    let sock = crate::net::connect(agent, None, None, connect_timeout)?;
+    let sock = wirerate_engine::net::connect(agent, None, None, connect_timeout)?;
     let run_bound = spec.send_seconds().map_or(
         crate::guard::Caps::default().max_duration,
         Duration::from_secs_f64,
@@ -566,7 +566,7 @@ pub fn request(
                     source: e,
                 })
             }
-            Err(e) => return Err(crate::login::read_error(e)),
+            Err(e) => return Err(wirerate_control::login::read_error(e)),
         }
     }
 }
@@ -578,9 +578,9 @@ fn connect_tls(sock: TcpStream, tls: &ClientTls, idle: Duration) -> Result<Contr
         "asking the agent for TLS",
         "waiting for the agent's TLS answer",
     );
-    match crate::client::ask_tls(sock, tls, idle, steps)? {
-        crate::client::TlsAnswer::Agreed(ctl) => Ok(ctl),
-        crate::client::TlsAnswer::Refused(..) => Err(EngineError::Setup(
+    match wirerate_control::client::ask_tls(sock, tls, idle, steps)? {
+        wirerate_control::client::TlsAnswer::Agreed(ctl) => Ok(ctl),
+        wirerate_control::client::TlsAnswer::Refused(..) => Err(EngineError::Setup(
             "the agent does not offer TLS (it runs without serve --tls): run without --tls".into(),
         )),
     }
@@ -599,7 +599,7 @@ fn log_in(
     use wirerate_proto::{Channel, Preamble};
     let setup = |e: String| EngineError::Setup(e);
     let mut b = [0u8; 18];
-    crate::net::fill_random(&mut b)?;
+    wirerate_engine::net::fill_random(&mut b)?;
     let mut scram = ScramClient::new(
         &login.user,
         &login.password,
@@ -627,7 +627,10 @@ fn log_in(
         if now >= deadline {
             return Err(ProtoError::TimedOut("logging in to the agent").into());
         }
-        let n = match ctl.read(deadline - now).map_err(crate::login::read_error)? {
+        let n = match ctl
+            .read(deadline - now)
+            .map_err(wirerate_control::login::read_error)?
+        {
             Input::Bytes(n) => n,
             Input::Nothing => continue,
             Input::Closed => {
@@ -703,7 +706,7 @@ mod tests {
     fn tls_agent(dir: &std::path::Path) -> (SocketAddr, SocketAddr, ClientTls) {
         use crate::users::{UserDb, Users};
         use wirerate_proto::auth::Verifier;
-        let srv_tls = crate::tls::ServerTls::load_or_create(dir).unwrap();
+        let srv_tls = wirerate_control::tls::ServerTls::load_or_create(dir).unwrap();
         let pin = ClientTls {
             pin: Some((srv_tls.fingerprint.clone(), "test".into())),
             ..Default::default()
@@ -757,7 +760,7 @@ mod tests {
             b"\xff\xff\xff\xff",
             b"GET / HTTP/1.0\r\n\r\n",
         ] {
-            let sock = crate::net::connect(agent, None, None, d).unwrap();
+            let sock = wirerate_engine::net::connect(agent, None, None, d).unwrap();
             let mut ctl = connect_tls(sock.try_clone().unwrap(), &pin, d).unwrap();
             let mut bytes = wirerate_proto::Preamble::new(wirerate_proto::Channel::Agent)
                 .emit()

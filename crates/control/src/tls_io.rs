@@ -17,7 +17,7 @@ pub(super) fn handshake(
 ) -> Result<(), String> {
     let timed_out = || "TLS handshake timed out".to_string();
     let failed = |e: io::Error| match e.kind() {
-        _ if crate::net::timed_out(&e) => timed_out(),
+        _ if wirerate_engine::net::timed_out(&e) => timed_out(),
         io::ErrorKind::UnexpectedEof => "TLS handshake: the peer closed".into(),
         _ => format!("TLS handshake: {e}"),
     };

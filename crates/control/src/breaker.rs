@@ -14,13 +14,13 @@ use socket2::{SockRef, TcpKeepalive};
 use wirerate_core::breaker::{FEEDBACK_INTERVAL_S, MISSED_FEEDBACK};
 use wirerate_core::TestSpec;
 
-use crate::error::EngineError;
+use wirerate_engine::EngineError;
 
 /// Makes TCP watch the control connection of a test whose server sends UDP: a probe after
 /// a feedback interval of quiet and each interval after, and the connection fails once
 /// nothing has been acknowledged for the breaker's time (TCP_USER_TIMEOUT, which also
 /// covers frames the server wrote and the client never acknowledged). Best effort.
-pub(crate) fn watch_control(sock: &TcpStream, spec: &TestSpec) {
+pub fn watch_control(sock: &TcpStream, spec: &TestSpec) {
     let s = SockRef::from(sock);
     let every = Duration::from_secs_f64(FEEDBACK_INTERVAL_S);
     let ka = TcpKeepalive::new()
@@ -33,13 +33,13 @@ pub(crate) fn watch_control(sock: &TcpStream, spec: &TestSpec) {
 
 /// Whether a read or write of the control connection failed because TCP gave up on the
 /// peer (no acknowledgement within the user timeout, or keepalive probes unanswered).
-pub(crate) fn gave_up(e: &io::Error) -> bool {
+pub fn gave_up(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ETIMEDOUT)
 }
 
 /// The error of a control connection TCP gave up on: the breaker's words, for the log and
 /// the peer.
-pub(crate) fn dead_control(e: io::Error, peer_read: &'static str) -> EngineError {
+pub fn dead_control(e: io::Error, peer_read: &'static str) -> EngineError {
     if gave_up(&e) {
         EngineError::Setup(
             "circuit breaker: the client acknowledged nothing on its control connection for \

@@ -157,7 +157,7 @@ impl Drop for Pending {
 /// A uniform number in [0, 1) from the kernel's random source (1 if it fails: admit).
 pub(crate) fn roll() -> f64 {
     let mut b = [0u8; 8];
-    if crate::net::fill_random(&mut b).is_err() {
+    if wirerate_engine::net::fill_random(&mut b).is_err() {
         return 1.0;
     }
     (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64

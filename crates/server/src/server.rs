@@ -26,19 +26,19 @@ use wirerate_proto::frame::PREAMBLE_LEN;
 use wirerate_proto::msg::UdpProof;
 use wirerate_proto::{Channel, Preamble, ServerEvent, ServerSession, Token};
 
-use crate::control::Control;
-use crate::driver::{drive, Handler, Peer, ROUND};
-use crate::error::EngineError;
 use crate::guard::{target_bytes, Caps, Watchdog};
 use crate::limits::Reload;
 use crate::limits::{Admission, Policy};
 use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, TestNote};
-use crate::net::{apply_options, read_exact_by};
-use crate::rr::{serve_crr, serve_crr_at_once, CrrRoute};
-use crate::side::{Attached, DataSock, RunContext, SideRun};
 pub(crate) use crate::startups::Pending;
-use crate::stream::STALLED;
-use crate::udp::Binder;
+use wirerate_control::control::Control;
+use wirerate_control::driver::{drive, Handler, Peer, ROUND};
+use wirerate_engine::net::{apply_options, read_exact_by};
+use wirerate_engine::rr::{serve_crr, serve_crr_at_once, CrrRoute};
+use wirerate_engine::side::{Attached, DataSock, RunContext, SideRun};
+use wirerate_engine::stream::STALLED;
+use wirerate_engine::udp::Binder;
+use wirerate_engine::EngineError;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -62,7 +62,7 @@ pub struct ServerConfig {
     /// Reload the limits file when SIGHUP has set this flag.
     pub reload: Option<Reload>,
     /// TLS on the control connection, required of every wirerate client when set.
-    pub tls: Option<crate::tls::ServerTls>,
+    pub tls: Option<wirerate_control::tls::ServerTls>,
     /// Users who must log in before a test (`--users`); iperf3 clients are then refused.
     pub users: Option<Arc<crate::users::UserDb>>,
     pub name: String,
@@ -118,7 +118,7 @@ pub(crate) struct Active {
     pub(crate) tx: Sender<(DataHello, TcpStream)>,
     pub(crate) free_at: Instant,
     /// Set while an iperf3 client holds the slot: where its data streams go.
-    pub(crate) iperf3: Option<crate::iperf3::server::Route>,
+    pub(crate) iperf3: Option<crate::iperf3::Route>,
     /// Set while a CRR test runs: its per-transaction connections are served at once.
     pub(crate) crr: Option<Arc<CrrRoute>>,
     /// The running test's client: its data streams (and CRR connections) arrive in bursts
@@ -233,7 +233,7 @@ impl<'a> SlotGuard<'a> {
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
         *self.shared.active() = None;
-        crate::net::trim_freed_memory();
+        wirerate_engine::net::trim_freed_memory();
         self.shared.test_ended(self.completed);
     }
 }
@@ -246,6 +246,21 @@ pub struct Server {
     shared: Arc<Shared>,
 }
 
+/// Answers UDP latency probes of the running test's client until the shutdown flag is set
+/// (or forever, as the server).
+fn serve_udp_probes(sock: std::net::UdpSocket, shared: &Shared) {
+    wirerate_engine::udp_probe::serve(
+        sock,
+        || {
+            shared
+                .cfg
+                .shutdown
+                .is_some_and(|f| f.load(Ordering::SeqCst))
+        },
+        || shared.active().as_ref().map(|a| (a.peer_ip, a.token)),
+    );
+}
+
 impl Server {
     pub fn bind(addr: SocketAddr, cfg: ServerConfig) -> Result<Server, EngineError> {
         let listener = TcpListener::bind(addr).map_err(|source| EngineError::Listen {
@@ -255,10 +270,10 @@ impl Server {
         // a test's thousands of data streams connect faster than they are accepted: a deep
         // accept queue keeps their SYNs from being dropped (and retried a second later)
         let _ = SockRef::from(&listener).listen(ACCEPT_BACKLOG);
-        crate::net::return_freed_memory_promptly();
+        wirerate_engine::net::return_freed_memory_promptly();
         let udp_probe = listener
             .local_addr()
-            .and_then(crate::udp_probe::bind_server)
+            .and_then(wirerate_engine::udp_probe::bind_server)
             .ok();
         Ok(Server {
             listener,
@@ -297,7 +312,7 @@ impl Server {
             let shared = self.shared.clone();
             let _ = std::thread::Builder::new()
                 .name("wr-udp-probe".into())
-                .spawn(move || crate::udp_probe::serve(sock, shared));
+                .spawn(move || serve_udp_probes(sock, &shared));
         }
         let cfg = &self.shared.cfg;
         let asked_to_stop = || cfg.shutdown.is_some_and(|f| f.load(Ordering::SeqCst));
@@ -310,7 +325,8 @@ impl Server {
             if cfg.reload.is_some() || cfg.shutdown.is_some() {
                 // wake now and then so a reload is done (and logged) soon after SIGHUP, and a
                 // shutdown soon after its signal
-                let ready = crate::net::wait_readable(&self.listener, Duration::from_millis(250));
+                let ready =
+                    wirerate_engine::net::wait_readable(&self.listener, Duration::from_millis(250));
                 // before the new connection is heard, so it meets the reloaded rules
                 self.reload_if_asked();
                 if !ready {
@@ -503,7 +519,7 @@ fn handle_conn(mut sock: TcpStream, shared: &Arc<Shared>, accepted_at: Instant, 
         .and_then(|()| Preamble::parse(&pre).map_err(|e| e.to_string()));
     if routed.is_err() && wirerate_proto::iperf3::is_cookie_prefix(&pre[..PREAMBLE_LEN]) {
         // the start of an iperf3 cookie: an iperf3 client (docs/iperf3.md)
-        return crate::iperf3::server::handle_conn(
+        return crate::iperf3::handle_conn(
             sock,
             &pre[..PREAMBLE_LEN],
             accepted_at,
@@ -576,7 +592,7 @@ fn start_tls(
     let _ = sock.set_write_timeout(Some(shared.cfg.handshake));
     sock.write_all(&Preamble::new(Channel::TlsControl).emit())
         .map_err(|e| format!("TLS: {e}"))?;
-    let mut conn = crate::tls::accept(&mut sock, tls, deadline)?;
+    let mut conn = wirerate_control::tls::accept(&mut sock, tls, deadline)?;
     let mut pre = [0u8; PREAMBLE_LEN];
     conn.read_exact_by(&mut sock, &mut pre, deadline)
         .map_err(|e| format!("no preamble inside TLS: {e}"))?;
@@ -602,7 +618,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
         return Err("the session's token from another address than its client's".into());
     }
     if hello.stream_id == wirerate_proto::data::PROBE_STREAM_ID {
-        return crate::rpm_probe::serve_detached(sock, shared.cfg.idle);
+        return wirerate_engine::rpm_probe::serve_detached(sock, shared.cfg.idle);
     }
     if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
         serve_crr(sock, &route, &hello, shared.cfg.idle);
@@ -820,7 +836,7 @@ fn run_session(
         ServerEvent::Spec(s) if s.server_sends_udp() => Some(s),
         _ => None,
     }) {
-        crate::breaker::watch_control(&ctl.sock, spec);
+        wirerate_control::breaker::watch_control(&ctl.sock, spec);
     }
     let mut run = Running {
         spec: None,
@@ -899,7 +915,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
     }
 
     fn read_error(e: std::io::Error) -> EngineError {
-        crate::breaker::dead_control(e, Self::PEER.read)
+        wirerate_control::breaker::dead_control(e, Self::PEER.read)
     }
 
     fn max_wait(&self) -> Duration {
@@ -1073,7 +1089,7 @@ fn attach_tcp(
             apply_options(&SockRef::from(&sock), spec)?;
             let pace = run.admission.as_ref().and_then(|(a, _)| a.pace_bps);
             if let (Some(bps), Role::Sender) = (pace, Side::Server.role(hello.flow)) {
-                crate::net::set_pacing(&SockRef::from(&sock), bps)?;
+                wirerate_engine::net::set_pacing(&SockRef::from(&sock), bps)?;
             }
             run.pending.push(Attached {
                 flow: hello.flow,

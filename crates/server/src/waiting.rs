@@ -169,5 +169,5 @@ fn silent(p: Parked, shared: &Shared) {
 
 /// Whether a socket has bytes (or a close) to read now.
 pub(crate) fn has_input(sock: &TcpStream) -> bool {
-    crate::net::wait_readable(sock, Duration::ZERO)
+    wirerate_engine::net::wait_readable(sock, Duration::ZERO)
 }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use wirerate_proto::auth::{AuthError, CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
 use wirerate_proto::{ProtoError, ServerEvent, ServerSession, Token};
 
-use crate::control::{Control, Input};
 use crate::logline::{Decision, Event, Kind};
-use crate::net::random_token;
 use crate::server::{Pending, Shared};
 use crate::users::UserDb;
+use wirerate_control::control::{Control, Input};
+use wirerate_engine::net::random_token;
 
 /// A control connection ready to claim the slot.
 pub(crate) struct Prepared {
@@ -490,68 +490,6 @@ impl Login<'_> {
     }
 }
 
-/// A read from the server failed: with mutual TLS, the server's verdict on the client's
-/// certificate arrives as a TLS alert after the handshake, and is said in words.
-/// The alert is read from the error's type (TLS errors travel inside the io::Error), never
-/// from its text.
-pub(crate) fn read_error(e: std::io::Error) -> crate::error::EngineError {
-    use rustls::AlertDescription as Alert;
-    let alert = match e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        Some(rustls::Error::AlertReceived(alert)) => Some(*alert),
-        _ => None,
-    };
-    use crate::error::{CertRefusal, EngineError};
-    let refusal = match alert {
-        Some(Alert::CertificateRequired) => CertRefusal::Required,
-        Some(Alert::UnknownCA | Alert::BadCertificate) => CertRefusal::NotTrusted,
-        Some(Alert::CertificateExpired) => CertRefusal::Expired,
-        _ => return EngineError::io("reading from the server")(e),
-    };
-    EngineError::ClientCertificate(refusal)
-}
-
-/// The client's session: with a login when the config has one (bound to TLS when on).
-pub(crate) fn client_session(
-    spec: &wirerate_core::TestSpec,
-    cfg: &crate::client::ClientConfig,
-) -> Result<wirerate_proto::ClientSession, crate::error::EngineError> {
-    use wirerate_proto::auth::{nonce_text, Binding, ScramClient};
-    use wirerate_proto::ClientSession;
-    let now = Instant::now();
-    let Some(login) = &cfg.login else {
-        return Ok(ClientSession::new(spec, now, cfg.idle));
-    };
-    let mut b = [0u8; 18];
-    crate::net::fill_random(&mut b)?;
-    let binding = if cfg.tls.is_some() {
-        Binding::TlsExporter
-    } else {
-        Binding::None
-    };
-    let scram = ScramClient::new(&login.user, &login.password, &nonce_text(&b), binding)
-        .map_err(|e| crate::error::EngineError::Setup(e.to_string()))?;
-    Ok(ClientSession::with_login(spec, now, cfg.idle, scram))
-}
-
-/// Once TLS is up: the login's channel binding and the data token, from the TLS session.
-pub(crate) fn bind_to_tls(
-    ctl: &Control,
-    sess: &mut wirerate_proto::ClientSession,
-) -> Result<(), crate::error::EngineError> {
-    let Some(t) = &ctl.tls else { return Ok(()) };
-    let setup = |e: String| crate::error::EngineError::Setup(format!("TLS exporter: {e}"));
-    let mut cb = [0u8; 32];
-    t.export(CHANNEL_BINDING_LABEL, &mut cb).map_err(setup)?;
-    sess.set_channel_binding(cb.to_vec());
-    let mut token = [0u8; 16];
-    t.export(DATA_TOKEN_LABEL, &mut token).map_err(setup)?;
-    sess.set_data_token(token);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -565,9 +503,9 @@ mod tests {
     use wirerate_proto::frame::PREAMBLE_LEN;
     use wirerate_proto::{Channel, ClientSession, Preamble};
 
-    use crate::tls::{ClientTls, ServerTls};
     use crate::users::{UserDb, Users};
     use crate::{Server, ServerConfig};
+    use wirerate_control::tls::{ClientTls, ServerTls};
 
     /// One login over TLS, as a client does it, up to the server's proof checked.
     fn login(addr: std::net::SocketAddr, client: &ClientTls) {
@@ -583,7 +521,7 @@ mod tests {
         let mut cb = [0u8; 32];
         tls.export(CHANNEL_BINDING_LABEL, &mut cb).unwrap();
         let mut n = [0u8; 18];
-        crate::net::fill_random(&mut n).unwrap();
+        wirerate_engine::net::fill_random(&mut n).unwrap();
         let scram = ScramClient::new("alice", "pw", &nonce_text(&n), Binding::TlsExporter).unwrap();
         let spec = wirerate_core::TestSpec::default();
         let mut sess =

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use wirerate_proto::auth::{check_user, fake_verifier, nonce_text, Verifier, DEFAULT_ITERATIONS};
 
 use crate::logline::{Event, Kind};
-use crate::net::fill_random;
+use wirerate_engine::net::fill_random;
 
 /// The users of a users file, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -194,7 +194,7 @@ impl UserDb {
     }
 
     /// Unknown users' made-up verifiers derive from `secret` instead of one drawn at start,
-    /// so a restart does not change them ([`crate::tls::ServerTls::lasting_secret`]).
+    /// so a restart does not change them ([`wirerate_control::tls::ServerTls::lasting_secret`]).
     pub fn with_secret(mut self, secret: [u8; 32]) -> UserDb {
         self.secret = secret;
         self
@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_lasting_secret_keeps_unknown_users_salts_across_restarts() {
-        use crate::tls::ServerTls;
+        use wirerate_control::tls::ServerTls;
         let base = std::env::temp_dir().join(format!("wr-secret-{}", std::process::id()));
         let (one, two) = (base.join("one"), base.join("two"));
         for d in [&one, &two] {

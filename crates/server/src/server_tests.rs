@@ -3,7 +3,7 @@ use std::sync::atomic::AtomicBool;
 use wirerate_core::spec::End;
 
 use super::*;
-use crate::client::{run_test, ClientConfig, Observer};
+use wirerate_control::client::{run_test, ClientConfig, Observer};
 
 /// A server of this name panics in its first session: a fault that no error path handles.
 const PANIC_ONCE: &str = "test: panic in the first session";
@@ -130,12 +130,12 @@ fn a_panic_in_an_iperf3_session_frees_the_slot() {
     let spec = spec_of(End::Time { seconds: 30.0 });
     let cfg = client_config();
     let t0 = Instant::now();
-    assert!(crate::iperf3::run_client(addr, &spec, &cfg, &mut Quiet).is_err());
+    assert!(wirerate_control::iperf3::run_client(addr, &spec, &cfg, &mut Quiet).is_err());
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     assert_slot_freed(&shared, &ended);
     // the next iperf3 client is served, not denied as busy
     let short = spec_of(End::Time { seconds: 1.0 });
-    let out = crate::iperf3::run_client(addr, &short, &cfg, &mut Quiet)
+    let out = wirerate_control::iperf3::run_client(addr, &short, &cfg, &mut Quiet)
         .expect("the second iperf3 test runs");
     assert!(out.remote.streams.iter().map(|s| s.bytes).sum::<u64>() > 0);
     assert_eq!(ended.recv_timeout(Duration::from_secs(5)), Ok(true));

@@ -19,17 +19,17 @@ use wirerate_proto::iperf3::{
     state, Cookie, Params, Results, ServerEvent, ServerSession, StreamMap, COOKIE_LEN,
 };
 
-use crate::control::Control;
-use crate::driver::{drive, Handler, Peer, ROUND};
-use crate::error::EngineError;
 use crate::guard::Watchdog;
 use crate::limits::{Admission, Policy};
 use crate::logline::{Decision, Event, Kind, SpecShort, TestNote};
-use crate::net::{apply_options, batch_receive, random_token, read_exact_by};
 use crate::server::{peer, Active, Pending, Shared, SlotGuard};
-use crate::side::{Attached, DataSock, SideRun};
+use wirerate_control::control::Control;
+use wirerate_control::driver::{drive, Handler, Peer, ROUND};
+use wirerate_engine::net::{apply_options, batch_receive, random_token, read_exact_by};
+use wirerate_engine::side::{Attached, DataSock, SideRun};
+use wirerate_engine::EngineError;
 
-use super::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
+use wirerate_engine::iperf3::udp::{add_udp_figures, UdpAcceptor, UdpOutcome, UdpRun, UdpStream};
 
 /// Where the data streams of the running iperf3 test go.
 pub(crate) struct Route {
@@ -175,7 +175,7 @@ fn await_params(
     sess: &mut ServerSession,
     wait: Duration,
 ) -> Result<Vec<ServerEvent>, String> {
-    use crate::control::Input;
+    use wirerate_control::control::Input;
     let deadline = Instant::now() + wait;
     loop {
         ctl.flush(|| sess.poll_transmit(), wait)
@@ -288,7 +288,7 @@ fn run_session(
         ServerEvent::Params(p, _) if p.spec.server_sends_udp() => Some(p),
         _ => None,
     }) {
-        crate::breaker::watch_control(&ctl.sock, &p.spec);
+        wirerate_control::breaker::watch_control(&ctl.sock, &p.spec);
     }
     // the parameters first, before `CREATE_STREAMS` goes: a UDP test's port must be bound
     // before the client sends to it
@@ -367,7 +367,7 @@ impl Handler<ServerSession> for ServerRun<'_> {
     }
 
     fn read_error(e: std::io::Error) -> EngineError {
-        crate::breaker::dead_control(e, Self::PEER.read)
+        wirerate_control::breaker::dead_control(e, Self::PEER.read)
     }
 
     fn max_wait(&self) -> Duration {
@@ -608,7 +608,7 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) -> Result<(), 
     if let Some(bps) = run.admission.as_ref().and_then(|(a, _)| a.pace_bps) {
         for a in streams.iter().filter(|a| a.role == Role::Sender) {
             if let Some(t) = a.sock.tcp() {
-                let _ = crate::net::set_pacing(&SockRef::from(t), bps);
+                let _ = wirerate_engine::net::set_pacing(&SockRef::from(t), bps);
             }
         }
     }

@@ -10,19 +10,19 @@ use std::time::{Duration, Instant};
 use wirerate_proto::Session;
 
 use crate::control::{Control, Input};
-use crate::error::EngineError;
+use wirerate_engine::EngineError;
 
 /// The longest a round waits on the control connection when nothing else is due.
-pub(crate) const ROUND: Duration = Duration::from_millis(20);
+pub const ROUND: Duration = Duration::from_millis(20);
 
 /// How a driver's I/O errors name the peer.
-pub(crate) struct Peer {
-    pub(crate) write: &'static str,
-    pub(crate) read: &'static str,
+pub struct Peer {
+    pub write: &'static str,
+    pub read: &'static str,
 }
 
 /// What one role does with its session's events and its data side.
-pub(crate) trait Handler<S: Session> {
+pub trait Handler<S: Session> {
     /// How I/O errors on the control connection name the peer.
     const PEER: Peer;
 
@@ -66,7 +66,7 @@ pub(crate) trait Handler<S: Session> {
 
 /// Drives `sess` over `ctl` until it is finished. On failure the data side is stopped, the
 /// peer is told (if the connection still takes writes), and the error is returned.
-pub(crate) fn drive<S, H>(ctl: &mut Control, sess: &mut S, h: &mut H) -> Result<(), EngineError>
+pub fn drive<S, H>(ctl: &mut Control, sess: &mut S, h: &mut H) -> Result<(), EngineError>
 where
     S: Session,
     H: Handler<S>,
