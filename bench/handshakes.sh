@@ -8,7 +8,7 @@
 #   bench/handshakes.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --release --quiet -p wirerate-engine --lib login_handshakes_per_second \
+cargo test --release --quiet -p wirerate-server --lib login_handshakes_per_second \
   -- --ignored --nocapture 2>&1 | grep -E 'logins/s|TLS handshakes/s'
-cargo test --release --quiet -p wirerate-engine --lib handshakes_per_second \
+cargo test --release --quiet -p wirerate-control --lib handshakes_per_second \
   -- --ignored --nocapture --exact tls::tests::handshakes_per_second 2>&1 | grep -E 'handshakes/s'
