@@ -20,6 +20,7 @@ use wirerate_proto::{ClientEvent, ClientSession, Token};
 
 use crate::control::{Control, Input};
 use crate::driver::{drive, Handler, Peer};
+use crate::login::Login;
 use wirerate_engine::net::connect;
 use wirerate_engine::side::{Attached, DataSock, RunContext, SideRun};
 use wirerate_engine::udp::client_setup;
@@ -49,20 +50,6 @@ pub struct ClientConfig {
     pub login: Option<Login>,
     /// The data sockets' client-only options (-L, -m, --dont-fragment).
     pub data: wirerate_engine::dataopts::DataOpts,
-}
-
-/// A user and password to log in with. The password stays on this side: the login proves
-/// it is known (SCRAM-SHA-256).
-#[derive(Clone)]
-pub struct Login {
-    pub user: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for Login {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Login({})", self.user)
-    }
 }
 
 impl Default for ClientConfig {
@@ -127,7 +114,8 @@ pub fn run_test(
     let bind = cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let sock = connect(addr, bind, None, cfg.connect_timeout)?;
     let local_ip = sock.local_addr().ok().map(|a| a.ip());
-    let mut sess = crate::login::client_session(spec, cfg)?;
+    let mut sess =
+        crate::login::client_session(spec, cfg.login.as_ref(), cfg.tls.is_some(), cfg.idle)?;
     let mut ctl = match &cfg.tls {
         Some(tls) => start_tls(sock, tls, cfg.idle, &mut sess)?,
         None => Control::new(sock),

@@ -15,4 +15,5 @@ pub mod iperf3;
 pub mod login;
 pub mod tls;
 
-pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};
+pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
+pub use login::Login;

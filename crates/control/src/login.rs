@@ -2,11 +2,25 @@
 //! has a user), its channel binding and data token once TLS is up, and the server's TLS
 //! verdict on its certificate said in words. The server's side is `wirerate_server::login`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wirerate_proto::auth::{CHANNEL_BINDING_LABEL, DATA_TOKEN_LABEL};
 
 use crate::control::Control;
+
+/// A user and password to log in with. The password stays on this side: the login proves
+/// it is known (SCRAM-SHA-256).
+#[derive(Clone)]
+pub struct Login {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Login({})", self.user)
+    }
+}
 
 /// A read from the server failed: with mutual TLS, the server's verdict on the client's
 /// certificate arrives as a TLS alert after the handshake, and is said in words.
@@ -31,27 +45,29 @@ pub fn read_error(e: std::io::Error) -> wirerate_engine::EngineError {
     EngineError::ClientCertificate(refusal)
 }
 
-/// The client's session: with a login when the config has one (bound to TLS when on).
+/// The client's session: with a login when it has one (bound to TLS when `tls` is on).
 pub fn client_session(
     spec: &wirerate_core::TestSpec,
-    cfg: &crate::client::ClientConfig,
+    login: Option<&Login>,
+    tls: bool,
+    idle: Duration,
 ) -> Result<wirerate_proto::ClientSession, wirerate_engine::EngineError> {
     use wirerate_proto::auth::{nonce_text, Binding, ScramClient};
     use wirerate_proto::ClientSession;
     let now = Instant::now();
-    let Some(login) = &cfg.login else {
-        return Ok(ClientSession::new(spec, now, cfg.idle));
+    let Some(login) = login else {
+        return Ok(ClientSession::new(spec, now, idle));
     };
     let mut b = [0u8; 18];
     wirerate_engine::net::fill_random(&mut b)?;
-    let binding = if cfg.tls.is_some() {
+    let binding = if tls {
         Binding::TlsExporter
     } else {
         Binding::None
     };
     let scram = ScramClient::new(&login.user, &login.password, &nonce_text(&b), binding)
         .map_err(|e| wirerate_engine::EngineError::Setup(e.to_string()))?;
-    Ok(ClientSession::with_login(spec, now, cfg.idle, scram))
+    Ok(ClientSession::with_login(spec, now, idle, scram))
 }
 
 /// Once TLS is up: the login's channel binding and the data token, from the TLS session.

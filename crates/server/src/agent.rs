@@ -32,9 +32,9 @@ use wirerate_proto::ProtoError;
 use crate::limits::{Cidr, ThirdPartyRule};
 use crate::logline::{Decision, Event, Kind};
 use crate::server::{Active, Pending, Shared, SlotGuard};
-use wirerate_control::client::{run_test, ClientConfig, Login, Observer};
 use wirerate_control::control::{Control, Input};
 use wirerate_control::tls::ClientTls;
+use wirerate_control::{run_test, ClientConfig, Login, Observer};
 use wirerate_engine::EngineError;
 
 /// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
