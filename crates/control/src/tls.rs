@@ -622,7 +622,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The cost of a handshake to the server: `cargo test -p wirerate-engine --release
+    /// The cost of a handshake to the server: `cargo test -p wirerate-control --release
     /// handshakes_per_second -- --ignored --nocapture`.
     #[test]
     #[ignore]

@@ -554,7 +554,7 @@ mod tests {
     }
 
     /// Logins per second (TLS handshake and SCRAM-SHA-256), client and server on one host:
-    /// `cargo test -p wirerate-engine --release login_handshakes_per_second -- --ignored
+    /// `cargo test -p wirerate-server --release login_handshakes_per_second -- --ignored
     /// --nocapture` (bench/handshakes.sh).
     #[test]
     #[ignore]
