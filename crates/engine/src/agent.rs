@@ -18,27 +18,21 @@
 
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::report::SideReport;
-use wirerate_core::result::WireSummary;
 use wirerate_core::{RunResult, TestSpec};
 use wirerate_proto::agent::{
     encode, AgentClient, AgentMsg, AgentOutcome, AgentRequest, AgentServer, MAX_REQUEST_FRAME,
 };
 use wirerate_proto::ProtoError;
 
-use crate::client::{run_test, ClientConfig, Login, Observer};
+use crate::client::{ClientConfig, Login, Observer};
 use crate::control::{Control, Input};
 use crate::error::EngineError;
 use crate::limits::{Cidr, ThirdPartyRule};
 use crate::logline::{Decision, Event, Kind};
 use crate::server::{Active, Pending, Shared, SlotGuard};
 use crate::tls::ClientTls;
-
-/// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
-pub type WireFacts = fn(&TestSpec, &SideReport) -> WireSummary;
 
 /// The TLS settings the agent uses towards a target (`HOST:PORT` as the caller named it):
 /// the target's pinned or remembered key, and the agent's own certificate if it has one.
@@ -71,7 +65,6 @@ pub struct AgentConfig {
     pub allow: bool,
     /// `--third-party-targets`: where tests may go when the caller's rule names none.
     pub targets: Vec<Cidr>,
-    pub wire: Option<WireFacts>,
     /// How the agent connects to its targets.
     pub credentials: AgentCredentials,
 }
@@ -265,41 +258,21 @@ fn run_held(
         ),
         Some(format_args!("third-party test for {who} towards {target}")),
     );
-    let cfg = ClientConfig {
-        idle: shared.cfg.idle,
-        tls,
-        login: creds.login.clone(),
-        ..Default::default()
-    };
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let towards = crate::measure::Target::new(
+        target,
+        ClientConfig {
+            idle: shared.cfg.idle,
+            tls,
+            login: creds.login.clone(),
+            ..Default::default()
+        },
+    );
     let began = Instant::now();
-    let answer = match run_test(target, spec, &cfg, &mut Quiet) {
-        Ok(out) => {
+    let answer = match crate::measure::measure(&towards, spec, &mut Quiet, Duration::ZERO) {
+        Ok(m) => {
             slot.completed();
-            let wire = shared
-                .cfg
-                .agent
-                .wire
-                .map(|f| f(spec, &out.local))
-                .unwrap_or_default();
-            let result = assemble(
-                spec,
-                &out.local,
-                &out.remote,
-                Context {
-                    tool_version: env!("CARGO_PKG_VERSION").into(),
-                    started_unix_s,
-                    server_addr: target.to_string(),
-                    embedded_server: false,
-                    wire,
-                    udp: out.udp.clone(),
-                    interrupted: false,
-                },
-            );
             AgentMsg::Done {
-                result: Box::new(result),
+                result: Box::new(m.result),
             }
         }
         Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
@@ -310,7 +283,7 @@ fn run_held(
                 e.full()
             ));
             drop(slot);
-            std::thread::sleep(cfg.connect_timeout.saturating_sub(began.elapsed()));
+            std::thread::sleep(towards.cfg.connect_timeout.saturating_sub(began.elapsed()));
             return Some(AgentMsg::Failed {
                 reason: format!("the test towards {target} failed: {NO_WIRERATE_THERE}"),
             });

@@ -23,8 +23,10 @@ pub mod guard;
 mod intervals;
 pub mod iperf3;
 pub mod limits;
+mod link;
 mod login;
 pub mod logline;
+pub mod measure;
 mod mmsg;
 pub mod net;
 pub mod pool;
@@ -49,4 +51,5 @@ mod zerocopy;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Login, Observer};
 pub use error::{chain, CertRefusal, EngineError};
+pub use measure::{measure, Measured, Target};
 pub use server::{Server, ServerConfig};
