@@ -12,8 +12,11 @@ pub mod client;
 pub mod control;
 pub mod driver;
 pub mod iperf3;
+mod link;
 pub mod login;
+pub mod measure;
 pub mod tls;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
 pub use login::Login;
+pub use measure::{measure, Measured, Target};

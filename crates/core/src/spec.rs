@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+mod args;
 mod flow;
 mod pace;
+pub use args::{LowerError, Param, TestArgs, DEFAULT_SEARCH_SECONDS, DEFAULT_SECONDS};
 pub use flow::{stream_order, Side};
 pub use pace::{
     default_datagram, DatagramChoice, DatagramRule, DEFAULT_DATAGRAMS_PER_S, MAX_DATAGRAM,

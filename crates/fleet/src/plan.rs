@@ -45,9 +45,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use wirerate_core::spec::{
-    Direction, End, Protocol, DEFAULT_PORT, DEFAULT_UDP_RATE_BPS, ETHERNET_UDP_PAYLOAD,
-};
+use wirerate_core::spec::{TestArgs, DEFAULT_PORT, ETHERNET_UDP_PAYLOAD};
 use wirerate_core::units::BitRate;
 use wirerate_core::TestSpec;
 
@@ -567,53 +565,34 @@ fn pairs_of(
     Ok(pairs)
 }
 
+/// The plan's test, lowered as `wirerate run` lowers its flags (a plan cannot ask the path:
+/// Ethernet's datagram, fitted to the rate).
 fn spec_of(t: &RawTest) -> Result<TestSpec, FleetError> {
-    let udp = t.udp.unwrap_or(false);
-    let seconds = t.seconds.unwrap_or(10.0);
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(bad("test: seconds must be above 0 and at most 86400"));
-    }
-    let rate_bps = match &t.bitrate {
+    let bitrate = match &t.bitrate {
         Some(r) => Some(
             BitRate::parse(r)
                 .map_err(|e| bad(format!("test: bitrate: {e}")))?
                 .bps(),
         ),
-        None if udp => Some(DEFAULT_UDP_RATE_BPS),
         None => None,
     };
-    let datagram = wirerate_core::spec::default_datagram(ETHERNET_UDP_PAYLOAD, rate_bps);
-    let spec = TestSpec {
-        protocol: if udp { Protocol::Udp } else { Protocol::Tcp },
-        direction: if t.reverse.unwrap_or(false) {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
-        end: End::Time { seconds },
-        // a plan cannot ask the path: Ethernet's datagram, fitted to the rate as `run` does
-        len_bytes: if udp {
-            datagram.0
-        } else {
-            wirerate_core::spec::DEFAULT_TCP_LEN
-        },
-        parallel: t.parallel.unwrap_or(1),
-        omit_s: t.omit.unwrap_or(0.0),
-        rate_bps,
-        // the default write size, cut to whole segments as `run` does
-        fit_writes: !udp,
-        datagram: udp.then_some(datagram.1),
-        ..TestSpec::default()
+    let args = TestArgs {
+        udp: t.udp.unwrap_or(false),
+        seconds: t.seconds,
+        bitrate,
+        parallel: t.parallel,
+        reverse: t.reverse.unwrap_or(false),
+        omit: t.omit,
+        ..TestArgs::default()
     };
-    spec.validate().map_err(|e| bad(format!("test: {e}")))?;
-    spec.check_datagram_fits_time()
-        .map_err(|e| bad(format!("test: {e}")))?;
-    Ok(spec)
+    args.lower(ETHERNET_UDP_PAYLOAD)
+        .map_err(|e| bad(format!("test: {}", e.in_plan_words())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirerate_core::spec::{Protocol, DEFAULT_TCP_LEN, DEFAULT_UDP_RATE_BPS};
 
     const FOUR: &str = r#"
 name = "mesh4"
@@ -800,5 +779,18 @@ seconds = 1
         .unwrap();
         assert_eq!(p.spec.protocol, Protocol::Udp);
         assert_eq!(p.spec.rate_bps, Some(DEFAULT_UDP_RATE_BPS));
+    }
+
+    #[test]
+    fn a_plan_of_many_streams_gets_the_write_size_and_intervals_run_gives_them() {
+        let p = Plan::parse(&format!("{FOUR}parallel = 300\n")).unwrap();
+        assert_eq!(p.spec.parallel, 300);
+        // 256 MiB of buffers over 300 streams, as `run -P 300` writes
+        assert_eq!(p.spec.len_bytes, wirerate_core::spec::default_tcp_len(300));
+        assert!(p.spec.len_bytes < DEFAULT_TCP_LEN);
+        assert!(p.spec.fit_writes && p.spec.stream_intervals);
+        let one = Plan::parse(FOUR).unwrap();
+        assert_eq!(one.spec.len_bytes, DEFAULT_TCP_LEN);
+        assert!(!one.spec.stream_intervals);
     }
 }

@@ -18,11 +18,8 @@
 
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::report::SideReport;
-use wirerate_core::result::WireSummary;
 use wirerate_core::{RunResult, TestSpec};
 use wirerate_proto::agent::{
     encode, AgentClient, AgentMsg, AgentOutcome, AgentRequest, AgentServer, MAX_REQUEST_FRAME,
@@ -34,11 +31,8 @@ use crate::logline::{Decision, Event, Kind};
 use crate::server::{Active, Pending, Shared, SlotGuard};
 use wirerate_control::control::{Control, Input};
 use wirerate_control::tls::ClientTls;
-use wirerate_control::{run_test, ClientConfig, Login, Observer};
+use wirerate_control::{ClientConfig, Login, Observer};
 use wirerate_engine::EngineError;
-
-/// What the link under a test could carry, as the binary knows it (a lab, `--link`, sysfs).
-pub type WireFacts = fn(&TestSpec, &SideReport) -> WireSummary;
 
 /// The TLS settings the agent uses towards a target (`HOST:PORT` as the caller named it):
 /// the target's pinned or remembered key, and the agent's own certificate if it has one.
@@ -71,7 +65,6 @@ pub struct AgentConfig {
     pub allow: bool,
     /// `--third-party-targets`: where tests may go when the caller's rule names none.
     pub targets: Vec<Cidr>,
-    pub wire: Option<WireFacts>,
     /// How the agent connects to its targets.
     pub credentials: AgentCredentials,
 }
@@ -265,64 +258,45 @@ fn run_held(
         ),
         Some(format_args!("third-party test for {who} towards {target}")),
     );
-    let cfg = ClientConfig {
-        idle: shared.cfg.idle,
-        tls,
-        login: creds.login.clone(),
-        ..Default::default()
-    };
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let began = Instant::now();
-    let answer = match run_test(target, spec, &cfg, &mut Quiet) {
-        Ok(out) => {
-            slot.completed();
-            let wire = shared
-                .cfg
-                .agent
-                .wire
-                .map(|f| f(spec, &out.local))
-                .unwrap_or_default();
-            let result = assemble(
-                spec,
-                &out.local,
-                &out.remote,
-                Context {
-                    tool_version: env!("CARGO_PKG_VERSION").into(),
-                    started_unix_s,
-                    server_addr: target.to_string(),
-                    embedded_server: false,
-                    wire,
-                    udp: out.udp.clone(),
-                    interrupted: false,
-                },
-            );
-            AgentMsg::Done {
-                result: Box::new(result),
-            }
-        }
-        Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
-        Err(e) if before_wirerate(&e) => {
-            // the log has the cause; the caller learns nothing of the port's state
-            shared.log(format_args!(
-                "third-party test for {who} towards {target}: {}",
-                e.full()
-            ));
-            drop(slot);
-            std::thread::sleep(cfg.connect_timeout.saturating_sub(began.elapsed()));
-            return Some(AgentMsg::Failed {
-                reason: format!("the test towards {target} failed: {NO_WIRERATE_THERE}"),
-            });
-        }
-        Err(e) => AgentMsg::Failed {
-            reason: format!(
-                "the test towards {target} failed: {}{}",
-                e.full(),
-                hint_credentials(creds, &e.full())
-            ),
+    let towards = wirerate_control::measure::Target::new(
+        target,
+        ClientConfig {
+            idle: shared.cfg.idle,
+            tls,
+            login: creds.login.clone(),
+            ..Default::default()
         },
-    };
+    );
+    let began = Instant::now();
+    let answer =
+        match wirerate_control::measure::measure(&towards, spec, &mut Quiet, Duration::ZERO) {
+            Ok(m) => {
+                slot.completed();
+                AgentMsg::Done {
+                    result: Box::new(m.result),
+                }
+            }
+            Err(EngineError::Proto(ProtoError::Busy(retry_s))) => AgentMsg::Busy { retry_s },
+            Err(e) if before_wirerate(&e) => {
+                // the log has the cause; the caller learns nothing of the port's state
+                shared.log(format_args!(
+                    "third-party test for {who} towards {target}: {}",
+                    e.full()
+                ));
+                drop(slot);
+                std::thread::sleep(towards.cfg.connect_timeout.saturating_sub(began.elapsed()));
+                return Some(AgentMsg::Failed {
+                    reason: format!("the test towards {target} failed: {NO_WIRERATE_THERE}"),
+                });
+            }
+            Err(e) => AgentMsg::Failed {
+                reason: format!(
+                    "the test towards {target} failed: {}{}",
+                    e.full(),
+                    hint_credentials(creds, &e.full())
+                ),
+            },
+        };
     let text = match &answer {
         AgentMsg::Done { result } => format!(
             "third-party test for {who} towards {target}: goodput {}",

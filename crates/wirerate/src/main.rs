@@ -8,7 +8,6 @@
 mod cmd;
 mod exit;
 mod interrupt;
-mod link;
 
 use std::process::ExitCode;
 

@@ -4,17 +4,14 @@
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::ValueEnum;
-use wirerate_control::{run_test, ClientConfig, Observer};
-use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::spec::{
-    End, Flow, RecvMode, SendMode, DEFAULT_PORT, DEFAULT_UDP_RATE_BPS, ETHERNET_UDP_PAYLOAD,
-};
+use wirerate_control::{ClientConfig, Observer};
+use wirerate_core::spec::{Flow, TestArgs, DEFAULT_PORT, ETHERNET_UDP_PAYLOAD};
 use wirerate_core::units::{BitRate, Bytes};
-use wirerate_core::{Direction, Protocol, RunResult, TestSpec};
+use wirerate_core::{Direction, RunResult, TestSpec};
 use wirerate_engine::EngineError;
 use wirerate_proto::ProtoError;
 use wirerate_render::export::{self, Output};
@@ -25,7 +22,6 @@ use crate::cmd::habits::{ClientArgs, OutputArgs};
 use crate::cmd::live::Printer;
 use crate::cmd::results::{open_store, store_and_say, StoreArgs};
 use crate::exit::usage;
-use crate::link::link_facts;
 use wirerate_store::Store;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -273,101 +269,10 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 /// datagram that crosses the path unfragmented; the default datagram fits it and the rate
 /// (`default_datagram`).
 pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
-    // said with the flag's name, before the spec's own check names the field (NaN fails too)
-    if a.time.is_some_and(|t| t.is_nan() || t <= 0.0) {
-        return usage("-t must be positive");
-    }
-    for (flag, v) in [("-i", a.interval), ("-O", a.omit)] {
-        if v.is_nan() || v < 0.0 {
-            return usage(format!("{flag} must be 0 or more"));
-        }
-    }
-    let protocol = if a.udp { Protocol::Udp } else { Protocol::Tcp };
-    let end = match (a.time, a.bytes, a.blocks, file_bytes(a)?) {
-        (_, Some(bytes), _, _) => End::Bytes { bytes },
-        (_, _, Some(blocks), _) => End::Blocks { blocks },
-        (Some(seconds), _, _, _) => End::Time { seconds },
-        // -F: the file once
-        (_, _, _, Some(bytes)) => End::Bytes { bytes },
-        _ => End::Time { seconds: 10.0 },
+    let spec = match test_args(a)?.lower(path_udp) {
+        Ok(s) => s,
+        Err(e) => return usage(e.to_string()),
     };
-    let rate_bps = match protocol {
-        Protocol::Tcp => a.bitrate.filter(|&r| r > 0.0),
-        Protocol::Udp => match a.bitrate {
-            Some(0.0) => None,
-            Some(r) => Some(r),
-            None => Some(DEFAULT_UDP_RATE_BPS),
-        },
-    };
-    // --find-max tries many rates with one datagram: the path's
-    let (udp_len, datagram) =
-        wirerate_core::spec::default_datagram(path_udp, rate_bps.filter(|_| !a.find_max));
-    let spec = TestSpec {
-        protocol,
-        direction: if a.bidir {
-            Direction::Bidir
-        } else if a.reverse {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
-        end,
-        len_bytes: a.len.unwrap_or(match protocol {
-            Protocol::Tcp => {
-                wirerate_core::spec::default_tcp_len(a.parallel.saturating_mul(if a.bidir {
-                    2
-                } else {
-                    1
-                }))
-            }
-            Protocol::Udp => udp_len,
-        }),
-        parallel: a.parallel,
-        window_bytes: a.window,
-        sndbuf_bytes: a.sndbuf,
-        rcvbuf_bytes: a.rcvbuf,
-        mss_bytes: a.mss,
-        nodelay: a.nodelay,
-        congestion: a.congestion.clone(),
-        omit_s: a.omit,
-        interval_s: a.interval,
-        link_bps: a.link,
-        rate_bps,
-        send_mode: if a.zerocopy {
-            SendMode::Splice
-        } else {
-            SendMode::Copy
-        },
-        recv_mode: if a.discard {
-            RecvMode::Discard
-        } else {
-            RecvMode::Copy
-        },
-        test: Default::default(),
-        stream_intervals: a.parallel > 1,
-        tos: a.habits.tos,
-        server_tos: None,
-        server_cpu: a.habits.affinity.and_then(|c| c.server),
-        gso: a.gso,
-        gro: a.gro,
-        // the default write size is cut to whole offload segments; -l is written as given,
-        // as are -n blocks of it (the blocks are the test) and -F files
-        fit_writes: a.len.is_none()
-            && protocol == Protocol::Tcp
-            && !matches!(end, End::Blocks { .. })
-            && a.habits.file.is_none(),
-        datagram: (a.len.is_none() && protocol == Protocol::Udp).then_some(datagram),
-    };
-    if let Err(e) = spec.validate() {
-        return usage(e.to_string());
-    }
-    if !a.find_max {
-        if let Err(e) = spec.check_datagram_fits_time() {
-            return usage(format!(
-                "{e} (give a smaller -l, a higher -b or a longer -t)"
-            ));
-        }
-    }
     if !(a.idle_timeout.is_finite() && (0.1..=3600.0).contains(&a.idle_timeout)) {
         return usage("--idle-timeout must be 0.1 to 3600 seconds");
     }
@@ -391,6 +296,39 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
     a.habits.check_cpus(a.host.is_none() && a.from.is_none())?;
     a.habits.check_sockets()?;
     Ok(spec)
+}
+
+/// The test's flags as [`TestArgs`], for the one lowering the command line and plans share.
+fn test_args(a: &Args) -> anyhow::Result<TestArgs> {
+    Ok(TestArgs {
+        udp: a.udp,
+        seconds: a.time,
+        bytes: a.bytes,
+        blocks: a.blocks,
+        file_bytes: file_bytes(a)?,
+        from_file: a.habits.file.is_some(),
+        len: a.len,
+        bitrate: a.bitrate,
+        parallel: Some(a.parallel),
+        reverse: a.reverse,
+        bidir: a.bidir,
+        window: a.window,
+        sndbuf: a.sndbuf,
+        rcvbuf: a.rcvbuf,
+        mss: a.mss,
+        nodelay: a.nodelay,
+        congestion: a.congestion.clone(),
+        omit: Some(a.omit),
+        interval: Some(a.interval),
+        link: a.link,
+        zerocopy: a.zerocopy,
+        discard: a.discard,
+        gso: a.gso,
+        gro: a.gro,
+        tos: a.habits.tos,
+        server_cpu: a.habits.affinity.and_then(|c| c.server),
+        rate_search: a.find_max,
+    })
 }
 
 /// Raises the open-file limit to what the test's streams need, or says before starting that
@@ -466,23 +404,7 @@ fn resolve(host: &str, port: u16, v4: bool, v6: bool) -> anyhow::Result<SocketAd
 }
 
 /// Where the tests go: a resolved server, or the embedded one.
-pub struct Target {
-    pub addr: SocketAddr,
-    pub embedded: bool,
-    pub cfg: ClientConfig,
-    /// The server speaks iperf3's protocol.
-    pub iperf3: bool,
-}
-
-impl Target {
-    pub fn describe(&self) -> String {
-        if self.embedded {
-            format!("embedded server on {}", self.addr)
-        } else {
-            self.addr.to_string()
-        }
-    }
-}
+pub use wirerate_control::Target;
 
 /// Resolves HOST, or starts the embedded loopback server.
 pub fn target(a: &Args) -> anyhow::Result<Target> {
@@ -614,78 +536,16 @@ fn target_with(a: &Net, threads: Option<usize>) -> anyhow::Result<Target> {
     })
 }
 
-/// Runs one test and builds its result; the strings are errors of streams that broke.
-/// `busy_wait` is how long to keep retrying a server that says it is busy: a run that
-/// follows another one gives the server a moment to free its slot.
+/// One test measured ([`wirerate_control::measure`]), its errors worded for the command
+/// line; the strings are errors of streams that broke.
 pub fn execute(
     t: &Target,
     spec: &TestSpec,
     obs: &mut dyn Observer,
     busy_wait: Duration,
 ) -> anyhow::Result<(RunResult, Vec<String>)> {
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let give_up = std::time::Instant::now() + busy_wait;
-    let outcome = loop {
-        let attempt = if t.iperf3 {
-            wirerate_control::iperf3::run_client(t.addr, spec, &t.cfg, obs)
-        } else {
-            run_test(t.addr, spec, &t.cfg, obs)
-        };
-        match attempt {
-            Err(EngineError::Proto(ProtoError::Busy(_))) if std::time::Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            r => break r.map_err(|e| iperf3_hint(e, t))?,
-        }
-    };
-    let facts = link_facts(spec, &outcome.local, Some(t.addr.ip()));
-    let result = assemble(
-        spec,
-        &outcome.local,
-        &outcome.remote,
-        Context {
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            started_unix_s,
-            server_addr: t.addr.to_string(),
-            embedded_server: t.embedded,
-            wire: facts.summary(),
-            // an iperf3 peer's datagrams are counted by the iperf3 client driver
-            udp: outcome.udp.clone(),
-            interrupted: outcome.interrupted,
-        },
-    );
-    let errors = distinct_errors(
-        outcome
-            .local
-            .streams
-            .iter()
-            .chain(&outcome.remote.streams)
-            .filter_map(|s| s.error.as_deref()),
-    );
-    Ok((result, errors))
-}
-
-/// The streams' errors, each once in the order first seen, with how many streams had it
-/// when more than one did.
-fn distinct_errors<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut seen: Vec<(&str, usize)> = Vec::new();
-    for e in errors {
-        match seen.iter_mut().find(|(s, _)| *s == e) {
-            Some((_, n)) => *n += 1,
-            None => seen.push((e, 1)),
-        }
-    }
-    seen.into_iter()
-        .map(|(e, n)| {
-            if n > 1 {
-                format!("{e} ({n} streams)")
-            } else {
-                e.to_string()
-            }
-        })
-        .collect()
+    let m = wirerate_control::measure(t, spec, obs, busy_wait).map_err(|e| iperf3_hint(e, t))?;
+    Ok((m.result, m.errors))
 }
 
 /// A wirerate client that finds silence on iperf3's port is most likely talking to an
@@ -750,12 +610,9 @@ pub fn run(mut a: Args) -> anyhow::Result<ExitCode> {
         t.cfg.interrupt = Some(crate::interrupt::install());
     }
     let path_udp = wirerate_engine::net::path_udp_payload(t.addr).unwrap_or(ETHERNET_UDP_PAYLOAD);
-    let mut spec = spec_from(&a, path_udp)?;
+    let spec = spec_from(&a, path_udp)?;
     ensure_open_files(&spec, t.embedded)?;
     if a.find_max {
-        if a.time.is_none() && a.bytes.is_none() && a.blocks.is_none() {
-            spec.end = End::Time { seconds: 2.0 };
-        }
         return super::findmax::run(
             &t,
             spec,

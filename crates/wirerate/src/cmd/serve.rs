@@ -145,14 +145,6 @@ pub struct Args {
     pub output: crate::cmd::habits::OutputArgs,
 }
 
-/// What the link under a third-party test could carry, for the agent's results.
-fn agent_wire(
-    spec: &wirerate_core::TestSpec,
-    local: &wirerate_core::report::SideReport,
-) -> wirerate_core::result::WireSummary {
-    crate::link::link_facts(spec, local, None).summary()
-}
-
 /// The agent's own credentials towards the servers it tests against.
 fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_server::agent::AgentCredentials> {
     let login = match &a.agent_user {
@@ -309,7 +301,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         agent: wirerate_server::agent::AgentConfig {
             allow: a.allow_third_party,
             targets,
-            wire: Some(agent_wire),
             credentials,
         },
         threads: a.threads,
