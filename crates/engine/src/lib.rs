@@ -22,6 +22,7 @@ mod error;
 pub mod guard;
 mod intervals;
 pub mod iperf3;
+mod kind;
 pub mod limits;
 mod login;
 pub mod logline;
