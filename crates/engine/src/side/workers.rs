@@ -404,10 +404,12 @@ fn start_threads(
         let cpu = pinned_cpu(spec, ctx, a.flow, a.role);
         let body = kind.worker(a.role, a.sock, ctx);
         let name = format!("wr-{:?}-{}", a.role, a.id).to_lowercase();
-        let handle = match spawn_stream(a.id, name, move || match cpu.map(|c| (c, pin_thread(c))) {
+        // pinned first, on the stream's own thread
+        let run = move || match cpu.map(|c| (c, pin_thread(c))) {
             Some((cpu, Err(e))) => unpinned(&plan, cpu, &e),
             _ => body(plan),
-        }) {
+        };
+        let handle = match spawn_stream(a.id, name, run) {
             Ok(h) => Some(h),
             Err(source) => {
                 stop_all(shared.stop, &workers);
