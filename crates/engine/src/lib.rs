@@ -16,6 +16,7 @@ pub mod dataopts;
 mod error;
 mod intervals;
 pub mod iperf3;
+mod kind;
 mod mmsg;
 pub mod net;
 pub mod pool;
