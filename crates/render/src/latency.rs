@@ -294,4 +294,23 @@ mod tests {
         assert!((first[2] - 4e-6).abs() < 1e-12);
         assert!(sweep_summary(&s).contains("Hockney fit (best trials): r∞"));
     }
+
+    #[test]
+    fn the_fit_line_says_how_many_sizes_it_set_aside() {
+        assert!(!sweep_fit(&sweep()).contains("set aside"));
+        // the same curve with one size at ten times its time
+        let pts = [1u64, 2, 3, 4, 6, 8, 12, 16]
+            .iter()
+            .map(|&b| {
+                let t = 3e-6 + b as f64 / 1e6;
+                let t = if b == 6 { 10.0 * t } else { t };
+                SweepPoint::from_trials(b, 30, &[t]).unwrap()
+            })
+            .collect();
+        let line = sweep_fit(&SweepResult::new(false, pts, false));
+        assert!(
+            line.ends_with(", 1 size set aside as disturbed\n"),
+            "{line}"
+        );
+    }
 }
