@@ -4,22 +4,23 @@
 # see the same load. A benchmark, not a test: read the medians, single runs move with the
 # machine's load.
 #
-#   bench/sweep.sh [RUNS] [MAX]        (defaults: 3 runs, MAX 4194304 bytes)
+#   bench/sweep.sh [RUNS] [MAX]        (defaults: 3 runs, MAX 8388608 bytes)
 #
 # Prints, over the RUNS runs:
-# - per size (powers of two from 1 KiB, and the worst size from 1 KiB up): the median
-#   throughput of each tool (NetPIPE's Mbit/s of 2^20 bits, from the best trial) and the
-#   median of the per-run ratios wirerate ÷ NPtcp;
-# - Hockney's r∞, n½ and t0 of both, each fitted the same way to its np.out rows (each
-#   size's best trial, as NetPIPE keeps it; least squares weighted by 1/T², sizes both
-#   tools measured), medians over runs;
+# - per size (every size from 1 KiB, and 1 byte): the median throughput of each tool
+#   (NetPIPE's Mbit/s of 2^20 bits, from the best trial) and the median of the per-run
+#   ratios wirerate ÷ NPtcp;
+# - Hockney's r∞, n½ and t0 of both, each np.out fitted by wirerate's own rule
+#   (`wirerate sweep --fit`: each size's best trial, as NetPIPE keeps it), medians over
+#   runs, and their ratios;
 # - both tools' wall time per run, medians.
+# KEEP=DIR keeps every np.out (np.N, wr.N) and its fit in DIR.
 # Each tool runs against a server process of its own (NPtcp's receiver, `wirerate serve -1`).
 # NPtcp's -l and -p 0 are not used: the packaged NPtcp fails to start above 1 byte, and
 # hangs without perturbations.
 set -euo pipefail
 runs=${1:-3}
-max=${2:-4194304}
+max=${2:-8388608}
 cd "$(dirname "$0")/.."
 command -v NPtcp >/dev/null || { echo "NPtcp is not installed (apt-get install netpipe-tcp)" >&2; exit 1; }
 cargo build --release --quiet -p wirerate
@@ -31,11 +32,30 @@ trap cleanup EXIT
 
 now() { date +%s.%N; }
 
+listening() { # port: wait up to 10 s for a listener (a loaded host starts servers slowly)
+  for _ in $(seq 100); do
+    ss -Hltn "sport = :$1" | grep -q . && return 0
+    kill -0 "$server" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+serve() { # command with PORT for its port: starts it on a free port, sets server and port
+  local try
+  for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 10000))
+    "${@//PORT/$port}" >/dev/null 2>"$tmp/server.err" &
+    server=$!
+    listening "$port" && return 0
+    kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true
+  done
+  echo "no server would listen:" >&2; cat "$tmp/server.err" >&2; exit 1
+}
+
 run_np() { # run number
-  local port=$((20000 + RANDOM % 20000)) t0
-  NPtcp -P "$port" >/dev/null 2>&1 &
-  server=$!
-  sleep 0.3
+  local port t0
+  serve NPtcp -P PORT
   t0=$(now)
   (cd "$tmp" && NPtcp -h 127.0.0.1 -P "$port" -u "$max" -o "np.$1" >/dev/null 2>&1) || true
   echo "$(now) - $t0" | bc >>"$tmp/np.wall"
@@ -44,11 +64,9 @@ run_np() { # run number
 }
 
 run_wr() { # run number
-  local port=$((20000 + RANDOM % 20000)) t0
+  local port t0
   # a server process of its own, as NPtcp's receiver is
-  "$wr" serve -B 127.0.0.1 -p "$port" -1 >/dev/null 2>&1 &
-  server=$!
-  sleep 0.3
+  serve "$wr" serve -B 127.0.0.1 -p PORT -1
   t0=$(now)
   "$wr" sweep 127.0.0.1 -p "$port" --max "$max" --format netpipe --no-store \
     >"$tmp/wr.$1" 2>"$tmp/wr.$1.err" ||
@@ -64,8 +82,15 @@ for i in $(seq "$runs"); do
   printf 'run %s: NPtcp %.1f s, wirerate %.1f s\n' "$i" "$(tail -1 "$tmp/np.wall")" "$(tail -1 "$tmp/wr.wall")"
 done
 
+# Hockney's fit of every np.out by wirerate's own rule (`sweep --fit`), one JSON line each
+for f in "$tmp"/np.[0-9]* "$tmp"/wr.[0-9]*; do
+  case $f in *.err) continue ;; esac
+  [ -s "$f" ] && "$wr" sweep --fit "$f" --json >"$f.fit" 2>/dev/null || true
+done
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$tmp"/np.* "$tmp"/wr.* "$KEEP"/; fi
+
 python3 - "$tmp" "$runs" <<'EOF'
-import math, statistics as st, sys
+import json, statistics as st, sys
 tmp, runs = sys.argv[1], int(sys.argv[2])
 
 def load(path):
@@ -79,70 +104,62 @@ def load(path):
         pass
     return rows
 
-def fit(pts):
-    """T = t0 + N/r by least squares weighted 1/T^2 (as wirerate fits): (r bit/s, n_half B, t0 s)."""
-    sw = sx = sy = sxx = sxy = 0.0
-    for n, t in pts:
-        w = 1.0 / (t * t)
-        sw += w; sx += w * n; sy += w * t; sxx += w * n * n; sxy += w * n * t
-    det = sw * sxx - sx * sx
-    if len(pts) < 3 or det == 0:
+def fit(path):
+    """wirerate's fit of one np.out: (r bit/s, n_half B, t0 s, sizes set aside) or None."""
+    try:
+        f = json.load(open(path + ".fit")).get("fit")
+    except (FileNotFoundError, ValueError):
         return None
-    slope = (sw * sxy - sx * sy) / det
-    t0 = (sy - slope * sx) / sw
-    if slope <= 0 or t0 <= 0:
-        return None
-    return (8.0 / slope, t0 / slope, t0)
+    return f and (f["r_inf_bps"], f["n_half_bytes"], f["t0_us"] / 1e6, f.get("set_aside", 0))
 
-np_runs = [load(f"{tmp}/np.{i}") for i in range(1, runs + 1)]
-wr_runs = [load(f"{tmp}/wr.{i}") for i in range(1, runs + 1)]
-pairs = [(n, w) for n, w in zip(np_runs, wr_runs) if n and w]
+pairs = [(load(f"{tmp}/np.{i}"), load(f"{tmp}/wr.{i}"), i) for i in range(1, runs + 1)]
+pairs = [(n, w, i) for n, w, i in pairs if n and w]
 if not pairs:
     sys.exit("no complete runs")
-common = sorted(set.intersection(*[set(n) & set(w) for n, w in pairs]))
+common = sorted(set.intersection(*[set(n) & set(w) for n, w, _ in pairs]))
 
-print(f"\n{'bytes':>9} {'NPtcp Mbps':>12} {'wirerate Mbps':>14} {'ratio':>7}   (medians of {len(pairs)} runs)")
-ratio = {}
+print(f"\nper size, medians of {len(pairs)} alternating runs (Mbit/s of 2^20 bits, best trial);"
+      " ratio: median of the per-run ratios wirerate / NPtcp;\nNP/NP: the same median of"
+      " NPtcp's run i+1 / run i, how far NPtcp disagrees with itself (the noise floor)")
+print(f"{'bytes':>9} {'NPtcp':>10} {'wirerate':>10} {'ratio':>6} {'NP/NP':>6}")
+ratio, self_ratio = {}, {}
 for b in common:
-    ratio[b] = st.median(w[b][0] / n[b][0] for n, w in pairs if n[b][0] > 0)
+    ratio[b] = st.median(w[b][0] / n[b][0] for n, w, _ in pairs if n[b][0] > 0)
+    nps = [n[b][0] for n, _, _ in pairs]
+    self_ratio[b] = st.median(nps[(k + 1) % len(nps)] / nps[k] for k in range(len(nps)) if nps[k] > 0)
 big = [b for b in common if b >= 1024]
-worst = min(big, key=lambda b: ratio[b]) if big else None
 for b in common:
-    if (b >= 1024 and b & (b - 1) == 0) or b == worst or b == 1:
-        mark = "  <- lowest ratio from 1 KiB" if b == worst else ""
-        print(f"{b:>9} {st.median(n[b][0] for n, _ in pairs):>12.1f} "
-              f"{st.median(w[b][0] for _, w in pairs):>14.1f} {ratio[b]:>7.2f}{mark}")
+    if b >= 1024 or b == 1:
+        mark = "  < 0.9" if b >= 1024 and ratio[b] < 0.9 else ""
+        print(f"{b:>9} {st.median(n[b][0] for n, _, _ in pairs):>10.1f} "
+              f"{st.median(w[b][0] for _, w, _ in pairs):>10.1f} {ratio[b]:>6.2f} "
+              f"{self_ratio[b]:>6.2f}{mark}")
 if big:
-    print(f"sizes from 1 KiB: {len(big)}, median ratio {st.median(ratio[b] for b in big):.2f}, "
-          f"at or above 0.9: {sum(ratio[b] >= 0.9 for b in big)}")
-    low = [f"{b} ({ratio[b]:.2f})" for b in big if ratio[b] < 0.9]
-    if low:
-        print("below 0.9: " + ", ".join(low))
+    for label, r in (("wirerate / NPtcp", ratio), ("NPtcp / NPtcp", self_ratio)):
+        worst = min(big, key=lambda b: r[b])
+        print(f"{label:>16}: {len(big)} sizes from 1 KiB, median ratio {st.median(r[b] for b in big):.2f}, "
+              f"at or above 0.9: {sum(r[b] >= 0.9 for b in big)}, lowest {worst} B ({r[worst]:.2f})")
 if 1 in common:
-    print(f"1-byte one-way: NPtcp {st.median(n[1][1] for n, _ in pairs)*1e6:.2f} µs, "
-          f"wirerate {st.median(w[1][1] for _, w in pairs)*1e6:.2f} µs")
+    print(f"1-byte one-way: NPtcp {st.median(n[1][1] for n, _, _ in pairs)*1e6:.2f} µs, "
+          f"wirerate {st.median(w[1][1] for _, w, _ in pairs)*1e6:.2f} µs")
 
-def fits(which):
-    out = []
-    for n, w in pairs:
-        rows = n if which == 0 else w
-        f = fit([(b, rows[b][1]) for b in common])
-        if f and common[0] <= f[1] <= common[-1]:
-            out.append(f)
-    return out
-
-print(f"\nHockney fit on best trials ({len(common)} sizes), medians over runs:")
-for name, k in (("NPtcp", 0), ("wirerate", 1)):
-    fs = fits(k)
+print("\nHockney fit of each np.out by wirerate's rule (`wirerate sweep --fit`), medians over runs:")
+fits = {}
+for name, tag in (("NPtcp", "np"), ("wirerate", "wr")):
+    fs = [f for f in (fit(f"{tmp}/{tag}.{i}") for _, _, i in pairs) if f]
+    fits[name] = fs
     if not fs:
         print(f"{name:>9}: no fit with n½ within the sizes")
         continue
-    r, nh, t0 = (st.median(x[i] for x in fs) for i in range(3))
-    print(f"{name:>9}: r∞ {r/1e9:7.2f} Gbit/s, n½ {nh:9.0f} B, t0 {t0*1e6:6.2f} µs  ({len(fs)} runs)")
-a, b = fits(0), fits(1)
+    r, nh, t0 = (st.median(x[k] for x in fs) for k in range(3))
+    aside = "/".join(str(x[3]) for x in fs)
+    print(f"{name:>9}: r∞ {r/1e9:7.2f} Gbit/s, n½ {nh:9.0f} B, t0 {t0*1e6:6.2f} µs"
+          f"  ({len(fs)} runs; sizes set aside {aside})")
+a, b = fits["NPtcp"], fits["wirerate"]
 if a and b:
-    for i, label in ((0, "r∞"), (1, "n½"), (2, "t0")):
-        print(f"  {label} wirerate ÷ NPtcp: {st.median(x[i] for x in b) / st.median(x[i] for x in a):.2f}")
+    for k, label in ((0, "r∞"), (1, "n½"), (2, "t0")):
+        q = st.median(x[k] for x in b) / st.median(x[k] for x in a)
+        print(f"  {label} wirerate / NPtcp: {q:.2f}{'' if abs(q - 1) <= 0.1 else '  (off by more than 10 %)'}")
 
 walls = lambda p: [float(x) for x in open(p)]
 nw, ww = walls(f"{tmp}/np.wall"), walls(f"{tmp}/wr.wall")

@@ -224,11 +224,17 @@ pub struct HockneyFit {
     pub t0_us: f64,
     /// The fit's coefficient of determination, in the relative terms it was fitted in.
     pub r_squared: f64,
+    /// Sizes set aside as too far off the curve the others draw (the machine slowed them).
+    #[serde(default)]
+    pub set_aside: u32,
 }
 
-/// Least squares of T = t0 + N/r∞ on (bytes, one-way seconds), each point weighted by 1/T²
-/// so small and large messages count alike (relative errors). None with fewer than three
-/// usable points or a fit that is not physical (r∞ or t0 not positive).
+/// Hockney's model fitted to (bytes, one-way seconds): least squares of T = t0 + N/r∞, each
+/// point weighted by 1/T² so small and large messages count alike (relative errors), made
+/// robust to the sizes a busy machine slowed (Tukey's biweight on the relative residuals,
+/// iterated): a size far off the curve that the others draw is set aside, so one disturbed
+/// size does not tilt r∞ and t0. None with fewer than three usable points or a fit that is not
+/// physical (r∞ or t0 not positive).
 pub fn fit_hockney(points: &[(f64, f64)]) -> Option<HockneyFit> {
     let pts: Vec<(f64, f64)> = points
         .iter()
@@ -238,28 +244,32 @@ pub fn fit_hockney(points: &[(f64, f64)]) -> Option<HockneyFit> {
     if pts.len() < 3 {
         return None;
     }
-    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(x, y) in &pts {
-        let w = 1.0 / (y * y);
-        sw += w;
-        sx += w * x;
-        sy += w * y;
-        sxx += w * x * x;
-        sxy += w * x * y;
+    let mut keep = vec![1.0; pts.len()];
+    let mut line = weighted_line(&pts, &keep)?;
+    for _ in 0..ROBUST_ROUNDS {
+        let next = robust_weights(&pts, line);
+        if next.iter().zip(&keep).all(|(a, b)| (a - b).abs() < 1e-9) {
+            break;
+        }
+        // a round that leaves too little to fit keeps the last line
+        match weighted_line(&pts, &next) {
+            Some(l) => (keep, line) = (next, l),
+            None => break,
+        }
     }
-    let det = sw * sxx - sx * sx;
-    if !(det.is_finite() && det.abs() > 0.0) {
-        return None;
-    }
-    let slope = (sw * sxy - sx * sy) / det;
-    let t0 = (sy - slope * sx) / sw;
+    let (t0, slope) = line;
     if !(slope > 0.0 && t0 > 0.0 && slope.is_finite() && t0.is_finite()) {
         return None;
     }
+    let (mut sw, mut sy) = (0.0, 0.0);
+    for (&(_, y), k) in pts.iter().zip(&keep) {
+        sw += k / (y * y);
+        sy += k / y;
+    }
     let mean = sy / sw;
     let (mut ss_res, mut ss_tot) = (0.0, 0.0);
-    for &(x, y) in &pts {
-        let w = 1.0 / (y * y);
+    for (&(x, y), k) in pts.iter().zip(&keep) {
+        let w = k / (y * y);
         ss_res += w * (y - t0 - slope * x).powi(2);
         ss_tot += w * (y - mean).powi(2);
     }
@@ -273,7 +283,66 @@ pub fn fit_hockney(points: &[(f64, f64)]) -> Option<HockneyFit> {
         } else {
             1.0
         },
+        set_aside: keep.iter().filter(|&&k| k == 0.0).count() as u32,
     })
+}
+
+/// Reweighting rounds of the robust fit, at most (it settles in a few).
+const ROBUST_ROUNDS: usize = 20;
+/// Tukey's biweight constant (95 % efficiency on clean data), in robust standard deviations.
+const BIWEIGHT_C: f64 = 4.685;
+/// The smallest spread the biweight assumes: points within 1 % of the curve always count
+/// in full, however tightly the rest fit.
+const MIN_SPREAD: f64 = 0.01;
+
+/// Weighted least squares of y = t0 + slope · x with weights `keep` / y²: (t0, slope).
+fn weighted_line(pts: &[(f64, f64)], keep: &[f64]) -> Option<(f64, f64)> {
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (&(x, y), k) in pts.iter().zip(keep) {
+        let w = k / (y * y);
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+    }
+    let det = sw * sxx - sx * sx;
+    // relative to its terms: points at one size alone leave no line
+    if !(det.is_finite() && det > 1e-12 * sw * sxx) {
+        return None;
+    }
+    let slope = (sw * sxy - sx * sy) / det;
+    Some(((sy - slope * sx) / sw, slope))
+}
+
+/// Tukey's biweight of each point's relative residual from the line (t0, slope), its scale
+/// the median absolute residual (as a normal standard deviation, at least [`MIN_SPREAD`]).
+fn robust_weights(pts: &[(f64, f64)], (t0, slope): (f64, f64)) -> Vec<f64> {
+    let rel: Vec<f64> = pts
+        .iter()
+        .map(|&(x, y)| {
+            let f = t0 + slope * x;
+            if f > 0.0 {
+                (y - f) / f
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let mut abs: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let mad = abs[abs.len() / 2];
+    let cut = BIWEIGHT_C * (1.4826 * mad).max(MIN_SPREAD);
+    rel.iter()
+        .map(|r| {
+            let u = r / cut;
+            if u.abs() < 1.0 {
+                (1.0 - u * u).powi(2)
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 /// The sweep section of a result.
@@ -338,6 +407,38 @@ pub fn judge_fit(points: &[(f64, f64)]) -> Result<HockneyFit, String> {
         ));
     }
     Ok(f)
+}
+
+/// The points of a NetPIPE `np.out` file (NetPIPE's own, or `--format netpipe`): a line per
+/// size, `bytes  Mbit/s  seconds` (one-way, the best trial), further columns ignored, blank
+/// lines skipped. Each becomes a size of one trial. Err names the first line it cannot read.
+pub fn parse_netpipe(text: &str) -> Result<Vec<SweepPoint>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() {
+            continue;
+        }
+        let bytes = f.first().and_then(|b| b.parse::<f64>().ok());
+        let secs = f.get(2).and_then(|t| t.parse::<f64>().ok());
+        let point = match (bytes, secs) {
+            (Some(b), Some(t)) if b >= 1.0 && b.fract() == 0.0 && b <= 1e15 => {
+                SweepPoint::from_trials(b as u64, 1, &[t])
+            }
+            _ => None,
+        };
+        match point {
+            Some(p) => out.push(p),
+            None => {
+                return Err(format!(
+                    "line {}: not `bytes Mbps seconds` with a positive time: {}",
+                    i + 1,
+                    line.trim()
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What the client's side of a sweep measured.
@@ -475,6 +576,52 @@ mod tests {
         let f = fit_hockney(&noisy).unwrap();
         assert!((f.r_inf_bps / 1e10 - 1.0).abs() < 0.01, "{f:?}");
         assert!((f.n_half_bytes / 15_000.0 - 1.0).abs() < 0.01, "{f:?}");
+    }
+
+    #[test]
+    fn the_fit_sets_aside_sizes_the_machine_slowed() {
+        // t0 = 2.5 µs, r∞ = 5 GB/s (40 Gbit/s): n½ = 12 500 B. Every fifth size took twice
+        // its time (a busy host), as single sizes of a loaded sweep do
+        let (r_inf, t0) = (5e9, 2.5e-6);
+        let sizes = schedule(1, 8 << 20, 3);
+        let slowed = sizes.len().div_ceil(5) as u32;
+        let pts: Vec<(f64, f64)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let t = t0 + n as f64 / r_inf;
+                (n as f64, if i % 5 == 2 { 2.0 * t } else { t })
+            })
+            .collect();
+        let f = fit_hockney(&pts).unwrap();
+        assert!((f.r_inf_bps / 4e10 - 1.0).abs() < 0.01, "{f:?}");
+        assert!((f.t0_us / 2.5 - 1.0).abs() < 0.01, "{f:?}");
+        assert!((f.n_half_bytes / 12_500.0 - 1.0).abs() < 0.01, "{f:?}");
+        assert_eq!(f.set_aside, slowed, "{f:?}");
+        // the plain weighted least squares would have been pulled off by them: the robust
+        // rule is what keeps r∞ within 1 %
+        let plain = weighted_line(&pts, &vec![1.0; pts.len()]).unwrap();
+        assert!((8.0 / plain.1 / 4e10 - 1.0).abs() > 0.05, "{plain:?}");
+        // a clean curve loses no size
+        let clean: Vec<(f64, f64)> = sizes
+            .iter()
+            .map(|&n| (n as f64, t0 + n as f64 / r_inf))
+            .collect();
+        assert_eq!(fit_hockney(&clean).unwrap().set_aside, 0);
+    }
+
+    #[test]
+    fn netpipe_output_reads_back_into_points() {
+        // NetPIPE's three columns, and a fourth some builds add
+        let text = "       1 3.415 0.00000223\n\n    1024 3410.84 0.00000229 0.51\n";
+        let pts = parse_netpipe(text).unwrap();
+        assert_eq!(pts.len(), 2);
+        assert_eq!((pts[0].bytes, pts[1].bytes), (1, 1024));
+        assert!((pts[1].one_way_min_us - 2.29).abs() < 1e-9);
+        let bad = parse_netpipe("1 2 0.1\n2048 x\n").unwrap_err();
+        assert!(bad.starts_with("line 2:"), "{bad}");
+        assert!(parse_netpipe("1.5 2 0.1").is_err());
+        assert!(parse_netpipe("16 2 0").is_err());
     }
 
     #[test]

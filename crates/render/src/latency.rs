@@ -188,22 +188,7 @@ pub fn sweep_summary(sw: &SweepResult) -> String {
             p.messages
         );
     }
-    match &sw.fit {
-        Some(f) => {
-            let _ = writeln!(
-                out,
-                "Hockney fit (best trials): r∞ {}, n½ {:.0} B, t0 {:.2} µs (one-way), R² {:.4}",
-                format_bps(f.r_inf_bps),
-                f.n_half_bytes,
-                f.t0_us,
-                f.r_squared
-            );
-        }
-        None => {
-            let why = sw.fit_note.as_deref().unwrap_or("not enough sizes to fit");
-            let _ = writeln!(out, "Hockney fit: none, {why}");
-        }
-    }
+    out.push_str(&sweep_fit(sw));
     if sw.stopped_early {
         let _ = writeln!(
             out,
@@ -211,6 +196,30 @@ pub fn sweep_summary(sw: &SweepResult) -> String {
         );
     }
     out
+}
+
+/// The fit line of a sweep: Hockney's figures, or why there are none.
+pub fn sweep_fit(sw: &SweepResult) -> String {
+    match &sw.fit {
+        Some(f) => {
+            let aside = match f.set_aside {
+                0 => String::new(),
+                1 => ", 1 size set aside as disturbed".into(),
+                n => format!(", {n} sizes set aside as disturbed"),
+            };
+            format!(
+                "Hockney fit (best trials): r∞ {}, n½ {:.0} B, t0 {:.2} µs (one-way), R² {:.4}{aside}\n",
+                format_bps(f.r_inf_bps),
+                f.n_half_bytes,
+                f.t0_us,
+                f.r_squared
+            )
+        }
+        None => {
+            let why = sw.fit_note.as_deref().unwrap_or("not enough sizes to fit");
+            format!("Hockney fit: none, {why}\n")
+        }
+    }
 }
 
 /// The sweep as CSV, one row per size, with a header row.
@@ -284,5 +293,24 @@ mod tests {
         assert!((first[1] - 8.0 / 4e-6 / 1_048_576.0).abs() < 1e-3);
         assert!((first[2] - 4e-6).abs() < 1e-12);
         assert!(sweep_summary(&s).contains("Hockney fit (best trials): r∞"));
+    }
+
+    #[test]
+    fn the_fit_line_says_how_many_sizes_it_set_aside() {
+        assert!(!sweep_fit(&sweep()).contains("set aside"));
+        // the same curve with one size at ten times its time
+        let pts = [1u64, 2, 3, 4, 6, 8, 12, 16]
+            .iter()
+            .map(|&b| {
+                let t = 3e-6 + b as f64 / 1e6;
+                let t = if b == 6 { 10.0 * t } else { t };
+                SweepPoint::from_trials(b, 30, &[t]).unwrap()
+            })
+            .collect();
+        let line = sweep_fit(&SweepResult::new(false, pts, false));
+        assert!(
+            line.ends_with(", 1 size set aside as disturbed\n"),
+            "{line}"
+        );
     }
 }

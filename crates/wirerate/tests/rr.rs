@@ -679,3 +679,65 @@ fn rr_and_sweep_json_follow_the_schema() {
     bad["sweep"]["points"][0]["one_way_mean_us"] = serde_json::json!("fast");
     assert!(!validator.is_valid(&bad));
 }
+
+/// An np.out of `points` (bytes, one-way seconds) in NetPIPE's columns, the time in full.
+fn np_out(points: &[(u64, f64)]) -> String {
+    points
+        .iter()
+        .map(|&(n, t)| format!("{n:>10} {:>14.6} {t:e}\n", n as f64 * 8.0 / t / 1_048_576.0))
+        .collect()
+}
+
+#[test]
+fn sweep_fit_reads_an_np_out_by_the_sweeps_own_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let fit_of = |name: &str, text: &str| -> Value {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = run(&["sweep", "--fit", path.to_str().unwrap(), "--json"], LIMIT);
+        assert!(out.status.success(), "{}", stderr(&out));
+        json(&out)
+    };
+    // a known curve: r∞ 40 Gbit/s, t0 2.5 µs (n½ 12 500 B), from 1 B to 8 MiB
+    let sizes = [1u64, 16, 256, 1024, 4096, 16384, 65536, 1 << 20, 8 << 20];
+    let curve: Vec<(u64, f64)> = sizes
+        .iter()
+        .map(|&n| (n, 2.5e-6 + n as f64 / 5e9))
+        .collect();
+    let j = fit_of("curve.out", &np_out(&curve));
+    let fit = &j["fit"];
+    assert!((f(&fit["r_inf_bps"]) / 4e10 - 1.0).abs() < 0.01, "{j}");
+    assert!((f(&fit["t0_us"]) / 2.5 - 1.0).abs() < 0.01, "{j}");
+    assert!(
+        (f(&fit["n_half_bytes"]) / 12_500.0 - 1.0).abs() < 0.01,
+        "{j}"
+    );
+    assert_eq!(j["sizes"], 9);
+    // a sweep's own best trials, read back from NetPIPE's columns, give the sweep's own fit
+    let sw = sweep_json(&["--max", "256K"]);
+    let points: Vec<(u64, f64)> = sw["sweep"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["bytes"].as_u64().unwrap(), f(&p["one_way_min_us"]) / 1e6))
+        .collect();
+    let back = fit_of("sweep.out", &np_out(&points));
+    match (sw["sweep"]["fit"].as_object(), back["fit"].as_object()) {
+        (Some(a), Some(b)) => {
+            for k in ["r_inf_bps", "t0_us", "n_half_bytes"] {
+                assert!((f(&a[k]) / f(&b[k]) - 1.0).abs() < 0.01, "{k}: {a:?} {b:?}");
+            }
+        }
+        (None, None) => assert!(back["fit_note"].is_string(), "{back}"),
+        (a, b) => panic!("the sweep's fit {a:?} and --fit's {b:?} differ"),
+    }
+    // what is not an np.out is a usage error in one line
+    let bad = dir.path().join("bad.out");
+    std::fs::write(&bad, "1 2 0.1\nsome words\n").unwrap();
+    for path in [bad, dir.path().join("missing.out")] {
+        let out = run(&["sweep", "--fit", path.to_str().unwrap()], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let e = stderr(&out);
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    }
+}

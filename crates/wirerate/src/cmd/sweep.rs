@@ -45,8 +45,10 @@ least 3 messages each), NetPIPE's defaults; the sweep stops early after a trial 
 40 × the point time. A line per size goes to stderr while it runs (text format).\n\n\
 Latency is one-way (fields one_way_*_us): half a ping-pong's round trip, or with --stream \
 the time per message. Throughput is bytes × 8 ÷ one-way time. Hockney's fit and the \
-netpipe format use each size's best trial (NetPIPE's rule); a fit whose n½ lies outside the \
-sizes measured is not given, and the output says why.\n\n\
+netpipe format use each size's best trial (NetPIPE's rule); the fit sets aside sizes far off \
+the curve the others draw (a busy machine slowed them) and says how many; a fit whose n½ lies \
+outside the sizes measured is not given, and the output says why. --fit FILE fits an np.out \
+file (NetPIPE's or --format netpipe's) by the same rule, without a test.\n\n\
 Sizes take K, M as powers of 1024 (8M = 8388608 bytes).\n\n\
 Exit status: 0 success, 1 the test failed, 2 bad usage."
 )]
@@ -85,6 +87,10 @@ pub struct Args {
     /// Output format
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// Fit Hockney's model to an np.out file (NetPIPE's, or --format netpipe) by the sweep's
+    /// own rule and print it (text or --json); no test runs
+    #[arg(long, value_name = "FILE")]
+    pub fit: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -145,13 +151,41 @@ impl Observer for Progress {
     }
 }
 
+/// `--fit FILE`: Hockney's fit of an np.out file, the sweep's rule on another tool's figures.
+fn fit_file(path: &std::path::Path, format: Format) -> anyhow::Result<ExitCode> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return usage(format!("--fit {}: {e}", path.display())),
+    };
+    let points = match wirerate_core::sweep::parse_netpipe(&text) {
+        Ok(p) => p,
+        Err(e) => return usage(format!("--fit {}: {e}", path.display())),
+    };
+    let sw = wirerate_core::sweep::SweepResult::new(false, points, false);
+    let mut out = crate::exit::stdout();
+    match format {
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "fit": sw.fit, "fit_note": sw.fit_note, "sizes": sw.points.len() })
+        )?,
+        Format::Text => write!(out, "{}", latency::sweep_fit(&sw))?,
+        Format::Csv | Format::Netpipe => return usage("--fit prints text or JSON"),
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let spec = spec_from(&a)?;
     let format = match (a.json, a.csv, a.format) {
         (true, _, _) => Format::Json,
         (_, true, _) => Format::Csv,
         (_, _, f) => f.unwrap_or(Format::Text),
     };
+    if let Some(path) = &a.fit {
+        return fit_file(path, format);
+    }
+    let spec = spec_from(&a)?;
     let mut store = open_store(&a.store)?;
     let t = target_for(&a.net)?;
     if format == Format::Text {
