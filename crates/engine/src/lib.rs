@@ -28,6 +28,7 @@ pub mod logline;
 mod mmsg;
 pub mod net;
 pub mod pool;
+pub mod qdisc_watch;
 pub mod rpm_probe;
 pub mod rr;
 pub mod server;

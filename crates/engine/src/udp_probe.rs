@@ -43,6 +43,8 @@ pub(crate) fn serve(sock: UdpSocket, shared: Arc<Shared>) {
             .shutdown
             .is_some_and(|f| f.load(Ordering::SeqCst))
     };
+    // the TOS the socket's replies carry now (0: unmarked)
+    let mut marked = 0u8;
     while !stop() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
@@ -52,10 +54,21 @@ pub(crate) fn serve(sock: UdpSocket, shared: Arc<Shared>) {
             .active()
             .as_ref()
             .filter(|a| same_host(a.peer_ip, from.ip()))
-            .map(|a| a.token);
-        if let Some(reply) = udp_probe::answer(&buf[..n], session.as_ref(), recv_ns, clock_ns()) {
+            .map(|a| (a.token, a.probe_tos));
+        let token = session.map(|s| s.0);
+        if let Some(reply) = udp_probe::answer(&buf[..n], token.as_ref(), recv_ns, clock_ns()) {
+            mark(&sock, &mut marked, session.and_then(|s| s.1));
             let _ = sock.send_to(&reply, from);
         }
+    }
+}
+
+/// Sets the socket's TOS to the running test's class for probe answers (unmarked: 0) where
+/// it carries another: one socket answers every test's probes, one test at a time.
+fn mark(sock: &UdpSocket, marked: &mut u8, want: Option<u8>) {
+    let want = want.unwrap_or(0);
+    if *marked != want && crate::net::set_tos(&socket2::SockRef::from(sock), want).is_ok() {
+        *marked = want;
     }
 }
 

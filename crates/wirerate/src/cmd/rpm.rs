@@ -6,17 +6,15 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::owd::{self, OneWay, Stamps};
-use wirerate_core::qdisc::{PhaseQdisc, QdiscReading};
 use wirerate_core::result::Interval;
 use wirerate_core::rpm::{self, LatencyStats, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
 use wirerate_core::rr::{RrMode, RrSpec};
 use wirerate_core::spec::{Direction, End, Flow, TestKind};
 use wirerate_core::{Protocol, RunResult, TestSpec};
+use wirerate_engine::qdisc_watch::QdiscWatch;
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
 use wirerate_engine::udp_probe::UdpProbeLog;
 use wirerate_engine::Observer;
@@ -75,9 +73,11 @@ pub struct Args {
     /// [default: unmarked]
     #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
     pub dscp: Option<(u8, u8)>,
-    /// DSCP class of the latency probes (this side's packets, from the SYN on)
-    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
-    pub probe_dscp: Option<u8>,
+    /// DSCP class of the latency probes: this side's packets from the SYN on, and the
+    /// server's answers (its UDP replies, the bytes it echoes); UP/DOWN marks the answers
+    /// with DOWN [default: unmarked]
+    #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
+    pub probe_dscp: Option<(u8, u8)>,
     /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -102,7 +102,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         probe_rate_hz: a.probe_rate,
         load_dscp: a.dscp.map(|d| d.0),
         load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
-        probe_dscp: a.probe_dscp,
+        probe_dscp: a.probe_dscp.map(|d| d.0),
+        probe_dscp_down: a.probe_dscp.filter(|d| d.1 != d.0).map(|d| d.1),
     };
     if let Err(e) = s.validate() {
         return usage(e);
@@ -116,6 +117,7 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
         protocol: Protocol::Tcp,
         tos: s.load_dscp.map(wirerate_core::dscp::tos),
         server_tos: s.load_dscp_down.map(wirerate_core::dscp::tos),
+        rpm_server: Some(s.server_asks(phase)),
         end: End::Time { seconds: s.phase_s },
         ..Default::default()
     };
@@ -277,60 +279,6 @@ fn udp_counted(log: &UdpProbeLog, warmup_s: f64) -> (Vec<Sample>, Vec<Stamps>) {
         .unzip()
 }
 
-/// Readings of the client's egress qdisc this often during a loaded phase.
-const QDISC_EVERY: Duration = Duration::from_millis(200);
-
-/// The client's egress qdisc on the route's interface, read before, during (every
-/// [`QDISC_EVERY`]) and after a phase.
-struct QdiscWatch {
-    iface: String,
-    before: QdiscReading,
-    stop: Arc<AtomicBool>,
-    during: std::thread::JoinHandle<Vec<(f64, QdiscReading)>>,
-}
-
-impl QdiscWatch {
-    /// None where no interface holds the route to `addr` or `tc` does not answer.
-    fn start(addr: SocketAddr) -> Option<QdiscWatch> {
-        let iface = wirerate_probe::iface::interface_for(addr.ip())?;
-        let before = wirerate_probe::qdisc::read(&iface)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (name, flag) = (iface.clone(), stop.clone());
-        let during = std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let mut v = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                if let Some(r) = wirerate_probe::qdisc::read(&name) {
-                    v.push((t0.elapsed().as_secs_f64(), r));
-                }
-                std::thread::sleep(QDISC_EVERY);
-            }
-            v
-        });
-        Some(QdiscWatch {
-            iface,
-            before,
-            stop,
-            during,
-        })
-    }
-
-    /// The phase's figures, readings of the warm-up left out.
-    fn finish(self, warmup_s: f64) -> Option<PhaseQdisc> {
-        self.stop.store(true, Ordering::Relaxed);
-        let during: Vec<QdiscReading> = self
-            .during
-            .join()
-            .ok()?
-            .into_iter()
-            .filter(|(at, _)| *at >= warmup_s)
-            .map(|(_, r)| r)
-            .collect();
-        let after = wirerate_probe::qdisc::read(&self.iface)?;
-        Some(PhaseQdisc::of(&self.iface, &self.before, &during, &after))
-    }
-}
-
 /// Runs one phase; its result and figures, or why it failed.
 fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Result<PhaseRun> {
     let spec = phase_spec(phase, s, parallel);
@@ -342,7 +290,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
         prober: None,
     };
     let watch = (phase != Phase::Idle)
-        .then(|| QdiscWatch::start(t.addr))
+        .then(|| QdiscWatch::start(t.addr.ip()))
         .flatten();
     // the server frees its slot a moment after the previous phase's reports
     let run = execute(t, &spec, &mut obs, Duration::from_secs(5));
@@ -367,6 +315,12 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     if phase != Phase::Idle {
         figures.sender_unsent_bytes = unsent(&result);
         figures.qdisc = qdisc;
+        // read by the server toward this host, sent in its report
+        figures.server_qdisc = result
+            .evidence
+            .server
+            .as_ref()
+            .and_then(|e| e.egress_qdisc.clone());
     }
     let (udp, stamps) = udp_counted(&log.udp, warmup);
     figures.udp = LatencyStats::of(&udp);

@@ -346,6 +346,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
         stream_intervals: a.parallel > 1,
         tos: a.habits.tos,
         server_tos: None,
+        rpm_server: None,
         server_cpu: a.habits.affinity.and_then(|c| c.server),
         gso: a.gso,
         gro: a.gro,
