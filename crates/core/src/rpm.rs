@@ -233,6 +233,14 @@ pub struct PhaseResult {
     /// without the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_qdisc: Option<crate::qdisc::PhaseQdisc>,
+    /// Every UDP probe's round trip as `[seconds from the phase's start, ms]`, warm-up
+    /// included: the UDP latency over time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_series: Vec<[f64; 2]>,
+    /// The one-way delay each counted UDP probe met above the base, as `[seconds from the
+    /// phase's start, up ms, down ms]` (`crate::owd::series`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_way_series: Vec<[f64; 3]>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -448,6 +456,8 @@ pub fn phase_result(
         one_way: None,
         qdisc: None,
         server_qdisc: None,
+        udp_series: Vec::new(),
+        one_way_series: Vec::new(),
     }
 }
 
@@ -458,7 +468,7 @@ pub fn median_bytes(mut v: Vec<u64>) -> Option<u64> {
 }
 
 /// Samples as `[at_s, ms]` pairs, rounded to the microsecond, in time order.
-fn series(v: &[Sample]) -> Vec<[f64; 2]> {
+pub fn series(v: &[Sample]) -> Vec<[f64; 2]> {
     let round = |x: f64| (x * 1e3).round() / 1e3;
     let mut out: Vec<[f64; 2]> = v
         .iter()

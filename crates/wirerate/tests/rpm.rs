@@ -233,6 +233,8 @@ fn embedded_server_text_report_and_history_kind() {
         "Latency through the phases",
         "Connect times, idle against loaded",
         "Throughput and RPM per phase",
+        "UDP round trips through the phases",
+        "One-way delay added, each direction",
     ] {
         assert!(page.contains(title), "{title} missing");
     }

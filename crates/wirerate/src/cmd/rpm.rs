@@ -262,6 +262,8 @@ struct PhaseRun {
     figures: PhaseResult,
     errors: Vec<String>,
     stamps: Vec<Stamps>,
+    /// When each of `stamps` was sent, seconds from the phase's start.
+    sent_at: Vec<f64>,
 }
 
 /// The UDP probes' round trips and stamps, from the end of the warm-up on.
@@ -325,21 +327,26 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     let (udp, stamps) = udp_counted(&log.udp, warmup);
     figures.udp = LatencyStats::of(&udp);
     figures.udp_failed = log.udp.failed;
+    // over time, every probe (the warm-up's too), as the connect times
+    figures.udp_series = rpm::series(&udp_counted(&log.udp, f64::NEG_INFINITY).0);
     Ok(PhaseRun {
         result,
         figures,
         errors,
         stamps,
+        sent_at: udp.iter().map(|s| s.at_s).collect(),
     })
 }
 
-/// Each phase's one-way delays, from a base fitted over all phases' UDP probes.
-fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>]) {
+/// Each phase's one-way delays, from a base fitted over all phases' UDP probes (`sent_at`:
+/// each phase's probes' times in it).
+fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>], sent_at: &[Vec<f64>]) {
     let all: Vec<Stamps> = stamps.iter().flatten().copied().collect();
     let mut added = owd::added_ms(&all).into_iter();
-    for (p, s) in phases.iter_mut().zip(stamps) {
+    for ((p, s), at) in phases.iter_mut().zip(stamps).zip(sent_at) {
         let mine: Vec<(f64, f64)> = added.by_ref().take(s.len()).collect();
         p.one_way = OneWay::of(&mine);
+        p.one_way_series = owd::series(at, &mine);
     }
 }
 
@@ -355,6 +362,7 @@ pub fn measure(
     let mut phases = Vec::new();
     let mut errors = Vec::new();
     let mut stamps = Vec::new();
+    let mut sent_at = Vec::new();
     let mut last = None;
     for phase in Phase::ALL {
         let run = run_phase(t, phase, s, parallel)?;
@@ -366,9 +374,10 @@ pub fn measure(
         );
         phases.push(run.figures);
         stamps.push(run.stamps);
+        sent_at.push(run.sent_at);
         last = Some(run.result);
     }
-    one_way(&mut phases, &stamps);
+    one_way(&mut phases, &stamps, &sent_at);
     let Some(mut result) = last else {
         anyhow::bail!("no phase ran");
     };
