@@ -241,6 +241,11 @@ pub struct PhaseResult {
     /// phase's start, up ms, down ms]` (`crate::owd::series`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_way_series: Vec<[f64; 3]>,
+    /// Seconds from the phase's start until its throughput was stable ([`ramp_up_s`]); the
+    /// phase's latency is counted from this or the warm-up, whichever is later. None in the
+    /// idle phase, or where throughput never settled (then the warm-up alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_s: Option<f64>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -458,7 +463,33 @@ pub fn phase_result(
         server_qdisc: None,
         udp_series: Vec::new(),
         one_way_series: Vec::new(),
+        ramp_up_s: None,
     }
+}
+
+/// Intervals a moving average of throughput spans, and how many consecutive averages must
+/// agree, for [`ramp_up_s`].
+pub const RAMP_WINDOW: usize = 4;
+/// How far each of those averages may lie from their mean: 5 %.
+pub const RAMP_TOLERANCE: f64 = 0.05;
+
+/// When a loaded phase's throughput became stable, as the draft's saturation rule has it: the
+/// end of the first interval at which the moving averages of goodput over the last
+/// [`RAMP_WINDOW`] intervals, at it and at the [`RAMP_WINDOW`] − 1 intervals before it, all
+/// lie within [`RAMP_TOLERANCE`] of their mean. `goodput`: each interval's end (seconds from
+/// the phase's start) and its goodput over every flow, in time order. None: never stable.
+pub fn ramp_up_s(goodput: &[(f64, f64)]) -> Option<f64> {
+    let k = RAMP_WINDOW;
+    let averages: Vec<f64> = goodput
+        .windows(k)
+        .map(|w| w.iter().map(|x| x.1).sum::<f64>() / k as f64)
+        .collect();
+    // averages[j] spans intervals j to j + k - 1
+    let j = averages.windows(k).position(|m| {
+        let mean = m.iter().sum::<f64>() / k as f64;
+        mean > 0.0 && m.iter().all(|x| (x - mean).abs() <= RAMP_TOLERANCE * mean)
+    })?;
+    goodput.get(j + 2 * k - 2).map(|x| x.0)
 }
 
 /// The median of byte counts (the lower middle of an even count); None for none.

@@ -502,3 +502,31 @@ fn an_empty_server_qdisc_is_named_beside_the_path() {
     assert!(!r.verdict.contains("server egress"), "{}", r.verdict);
     assert_eq!(r.queueing.unwrap().server_queue_ms, None);
 }
+
+#[test]
+fn ramp_up_ends_when_four_moving_averages_agree_within_five_percent() {
+    // slow start: 0.1 s intervals doubling from 1 to 16 Mbit/s, then 20 give or take 2 %
+    let mut g: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0]
+        .iter()
+        .chain([20.0, 20.4, 19.6, 20.2, 19.8, 20.0, 20.3, 19.7, 20.0].iter())
+        .enumerate()
+        .map(|(i, m)| ((i + 1) as f64 * 0.1, m * 1e6))
+        .collect();
+    // averages from intervals 5-8 on: 19.0, 20.05, 20.0, 19.9 Mbit/s, each within 5 % of
+    // their mean (19.74): stable at the end of interval 11, 1.1 s; the one before still
+    // holds 16.1 (the 16 Mbit/s interval and the 8 before it)
+    let at = ramp_up_s(&g).unwrap();
+    assert!((at - 1.1).abs() < 1e-9, "{at}");
+    // a rate that keeps climbing never settles
+    for (i, x) in g.iter_mut().enumerate() {
+        x.1 = 1e6 * 1.1f64.powi(i as i32);
+    }
+    assert_eq!(ramp_up_s(&g), None);
+    // too few intervals, or nothing moved
+    assert_eq!(ramp_up_s(&g[..6]), None);
+    let zeros: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 0.0)).collect();
+    assert_eq!(ramp_up_s(&zeros), None);
+    // steady from the start: the earliest possible, the seventh interval's end
+    let flat: Vec<(f64, f64)> = (1..=10).map(|i| (f64::from(i) * 0.1, 5e6)).collect();
+    assert!((ramp_up_s(&flat).unwrap() - 0.7).abs() < 1e-9);
+}

@@ -107,8 +107,11 @@ fn qdisc_table(
 
 /// One line as a phase ends.
 pub fn phase_line(p: &PhaseResult) -> String {
+    let ramp = p
+        .ramp_up_s
+        .map_or_else(String::new, |s| format!("  ramp-up {s:.1} s"));
     format!(
-        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence)",
+        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence){ramp}",
         p.phase.name(),
         rate(p.download_bps),
         rate(p.upload_bps),
@@ -225,6 +228,12 @@ mod tests {
             &[tc(1000, 0)],
             &tc(0, 1),
         ));
+        both.ramp_up_s = Some(1.3);
+        assert!(
+            phase_line(&both).ends_with("ramp-up 1.3 s"),
+            "{}",
+            phase_line(&both)
+        );
         let r = summarize(vec![
             phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
             both,

@@ -100,6 +100,11 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     let ow_idle = &phase(&deep, "idle")["one_way"];
     for name in ["idle", "download", "upload", "bidir"] {
         eprintln!("one-way, deep {name}: {}", phase(&deep, name)["one_way"]);
+        eprintln!(
+            "ramp-up, {name}: deep {}, shallow {}",
+            phase(&deep, name)["ramp_up_s"],
+            phase(&shallow, name)["ramp_up_s"]
+        );
     }
     eprintln!("verdict, deep: {}", deep["verdict"]);
     let (up, down) = (f(&ow["up_p90_ms"]), f(&ow["down_p90_ms"]));
@@ -170,7 +175,8 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
         (Some("wr0"), Some("tbf"), &Value::Bool(true)),
         "{sq}"
     );
-    assert!(f(&sq["median_backlog_bytes"]) >= 100e3, "{sq}");
+    // the download fills it as fast as the client's window grows: four runs, 129-258 KB
+    assert!(f(&sq["median_backlog_bytes"]) >= 60e3, "{sq}");
     let shallow_sq = &phase(&shallow, "download")["server_qdisc"];
     assert!(f(&shallow_sq["peak_backlog_bytes"]) <= 60e3, "{shallow_sq}");
     // the upload phase leaves the server's queue to its ACKs
@@ -238,12 +244,13 @@ fn lab_rpm_a_deep_queue_at_the_server_is_named_in_its_qdisc() {
         "{sq}"
     );
     // a standing backlog at the server's egress, the client's own near empty
-    assert!(f(&sq["median_backlog_bytes"]) >= 100e3, "{sq}");
+    assert!(f(&sq["median_backlog_bytes"]) >= 60e3, "{sq}");
     assert!(f(&down["qdisc"]["peak_backlog_bytes"]) <= 30e3, "{down}");
     // the worst phase loads the download's direction; its queue is named in the server
     let q = &r["queueing"];
     assert!(q["phase"] == "download" || q["phase"] == "bidir", "{q}");
-    assert!(f(&q["server_queue_ms"]) >= 40.0, "{q}");
+    // two runs: 56 and 103 ms
+    assert!(f(&q["server_queue_ms"]) >= 25.0, "{q}");
     let v = r["verdict"].as_str().unwrap();
     assert!(
         v.contains("in the server's qdisc, a standing backlog: wr0's tbf qdisc holds"),

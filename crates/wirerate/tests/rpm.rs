@@ -107,6 +107,15 @@ fn four_phases_load_probe_and_follow_the_schemas() {
         }
         if name != "idle" {
             assert_stats(&ph["loaded_rtt"], name);
+            // throughput settles within the phase (seven 0.1 s intervals at the earliest),
+            // or is said never to have
+            let ramp = &ph["ramp_up_s"];
+            assert!(
+                ramp.is_null() || (0.69..=1.5).contains(&f(ramp)),
+                "{name}: ramp-up {ramp}"
+            );
+        } else {
+            assert!(ph["ramp_up_s"].is_null(), "{ph}");
         }
         // the client's egress qdisc: loopback has none (noqueue), said so rather than zeros
         let q = &ph["qdisc"];

@@ -55,8 +55,9 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub time: f64,
-    /// Seconds at the start of each loaded phase not counted (the load ramps up)
-    /// [default: 1, at most a quarter of -t]
+    /// Seconds at the start of each loaded phase not counted (the load ramps up); counting
+    /// starts later where throughput is not yet stable (its moving average over 4 intervals
+    /// within 5 %, 4 times in a row: the phase's ramp-up) [default: 1, at most a quarter of -t]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup: Option<f64>,
     /// Latency probes a second of each kind: TCP (each a new connection) and UDP (1 to 50)
@@ -203,6 +204,20 @@ fn loaded_rtt(r: &RunResult) -> Vec<Sample> {
         .collect()
 }
 
+/// Each interval's end and goodput over every flow (both directions summed in the
+/// bidirectional phase), warm-up included, in time order: what the ramp-up is read from.
+fn goodput_steps(r: &RunResult) -> Vec<(f64, f64)> {
+    // the two sides' intervals of one tick end within a few ms of each other
+    let tick = |end_s: f64| (end_s / r.spec.interval_s.max(1e-3)).round() as i64;
+    let mut by_tick: std::collections::BTreeMap<i64, (f64, f64)> = Default::default();
+    for iv in r.intervals.iter().filter(|iv| iv.stream.is_none()) {
+        let e = by_tick.entry(tick(iv.end_s)).or_insert((iv.end_s, 0.0));
+        e.0 = e.0.max(iv.end_s);
+        e.1 += iv.bps;
+    }
+    by_tick.into_values().collect()
+}
+
 /// The median over counted intervals of what the loaded senders had written but not sent.
 fn unsent(r: &RunResult) -> Option<u64> {
     let v = r
@@ -300,10 +315,15 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     let log = obs.prober.take().map(Prober::finish).unwrap_or_default();
     let qdisc = watch.and_then(|w| w.finish(s.warmup_s));
     let (result, errors) = run?;
+    // a loaded phase counts from its warm-up's end or from when its throughput was stable,
+    // whichever is later
+    let ramp_up = (phase != Phase::Idle)
+        .then(|| rpm::ramp_up_s(&goodput_steps(&result)))
+        .flatten();
     let warmup = if phase == Phase::Idle {
         0.0
     } else {
-        s.warmup_s
+        s.warmup_s.max(ramp_up.unwrap_or(0.0))
     };
     let samples = samples_of(&log, loaded_rtt(&result));
     let mut figures = rpm::phase_result(
@@ -315,6 +335,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
         log.failed,
     );
     if phase != Phase::Idle {
+        figures.ramp_up_s = ramp_up;
         figures.sender_unsent_bytes = unsent(&result);
         figures.qdisc = qdisc;
         // read by the server toward this host, sent in its report
