@@ -114,6 +114,10 @@ pub struct HostEvidence {
     pub irqs: Vec<IrqDelta>,
     /// The NIC's own statistics (`ethtool -S`, read with the ioctl), per interface.
     pub nic: Vec<NicStats>,
+    /// This host's egress qdisc toward the peer over the test, where the test asked for it
+    /// (an rpm phase's server: `TestSpec::rpm_server`); None where not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_qdisc: Option<crate::qdisc::PhaseQdisc>,
 }
 
 /// One core's busy time over the window, each share 0–100 of that core's time.

@@ -113,6 +113,21 @@ pub fn added_ms(stamps: &[Stamps]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Probes' added delays as `[at_s, up ms, down ms]`, rounded to the microsecond, in time
+/// order: `at_s[i]` is when probe `i` of `added` was sent. Probes with a non-finite value
+/// are left out.
+pub fn series(at_s: &[f64], added: &[(f64, f64)]) -> Vec<[f64; 3]> {
+    let round = |x: f64| (x * 1e3).round() / 1e3;
+    let mut out: Vec<[f64; 3]> = at_s
+        .iter()
+        .zip(added)
+        .filter(|(t, (u, d))| t.is_finite() && u.is_finite() && d.is_finite())
+        .map(|(t, (u, d))| [round(*t), round(*u), round(*d)])
+        .collect();
+    out.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    out
+}
+
 /// A phase's added one-way delay per direction (ms over the test's base).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OneWay {

@@ -85,3 +85,12 @@ fn a_probe_with_a_broken_time_is_left_out() {
     // one probe: its own base
     assert_eq!(added_ms(&p[..1]), vec![(0.0, 0.0)]);
 }
+
+#[test]
+fn the_series_pairs_each_probe_time_with_its_added_delays() {
+    // probe 1 met 40 ms upstream; probe 2's stamps were not finite
+    let added = [(0.01234, 0.02), (40.0004, 0.1), (f64::NAN, f64::NAN)];
+    let s = series(&[2.5, 0.5, 1.0], &added);
+    assert_eq!(s, vec![[0.5, 40.0, 0.1], [2.5, 0.012, 0.02]]);
+    assert!(series(&[], &added).is_empty());
+}

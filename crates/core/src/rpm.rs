@@ -39,6 +39,24 @@ pub struct RpmSpec {
     /// `load_dscp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_dscp_down: Option<u8>,
+    /// DSCP of the server's answers to the probes where it differs from `probe_dscp`
+    /// (`--probe-dscp UP/DOWN`); without it the answers carry `probe_dscp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_dscp_down: Option<u8>,
+}
+
+/// What an rpm phase asks of the server besides serving its streams (`TestSpec::rpm_server`;
+/// a server that does not know the field serves the streams alone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpmServer {
+    /// The TOS byte of the server's answers to latency probes beside the test: its UDP
+    /// probe replies and the bytes it echoes on a TCP probe connection. None: unmarked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_tos: Option<u8>,
+    /// The server reads its egress qdisc toward the client over the test and reports it
+    /// (`HostEvidence::egress_qdisc`).
+    #[serde(default)]
+    pub egress_qdisc: bool,
 }
 
 /// The most foreign probes per second of each kind (TCP, UDP) an rpm run may send: both
@@ -67,11 +85,25 @@ impl RpmSpec {
             .into_iter()
             .chain(self.probe_dscp)
             .chain(self.load_dscp_down)
+            .chain(self.probe_dscp_down)
             .any(|d| d > 63)
         {
             return Err("a DSCP is 0 to 63".into());
         }
         Ok(())
+    }
+
+    /// What each phase asks of the server beside its streams: its answers to the probes
+    /// carry the probes' class server → client, and it reads its egress qdisc in the loaded
+    /// phases.
+    pub fn server_asks(&self, phase: Phase) -> RpmServer {
+        RpmServer {
+            probe_tos: self
+                .probe_dscp_down
+                .or(self.probe_dscp)
+                .map(crate::dscp::tos),
+            egress_qdisc: phase != Phase::Idle,
+        }
     }
 }
 
@@ -196,6 +228,24 @@ pub struct PhaseResult {
     /// not read (idle phase, no `tc`, no interface found).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qdisc: Option<crate::qdisc::PhaseQdisc>,
+    /// The server host's egress qdisc toward the client over the phase (read by the server,
+    /// sent in its report); None where not read (idle phase, no `tc` there, a server
+    /// without the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_qdisc: Option<crate::qdisc::PhaseQdisc>,
+    /// Every UDP probe's round trip as `[seconds from the phase's start, ms]`, warm-up
+    /// included: the UDP latency over time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_series: Vec<[f64; 2]>,
+    /// The one-way delay each counted UDP probe met above the base, as `[seconds from the
+    /// phase's start, up ms, down ms]` (`crate::owd::series`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_way_series: Vec<[f64; 3]>,
+    /// Seconds from the phase's start until its throughput was stable ([`ramp_up_s`]); the
+    /// phase's latency is counted from this or the warm-up, whichever is later. None in the
+    /// idle phase, or where throughput never settled (then the warm-up alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_s: Option<f64>,
 }
 
 /// The standing queue the load revealed, from the worst loaded phase.
@@ -228,6 +278,12 @@ pub struct Queueing {
     pub host_qdisc: Option<crate::qdisc::PhaseQdisc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_queue_ms: Option<f64>,
+    /// The server's egress qdisc toward the client in that phase, and the time its median
+    /// backlog adds at the phase's download rate: a standing queue in the server host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_qdisc: Option<crate::qdisc::PhaseQdisc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_queue_ms: Option<f64>,
 }
 
 /// The whole run.
@@ -404,7 +460,36 @@ pub fn phase_result(
         udp_failed: 0,
         one_way: None,
         qdisc: None,
+        server_qdisc: None,
+        udp_series: Vec::new(),
+        one_way_series: Vec::new(),
+        ramp_up_s: None,
     }
+}
+
+/// Intervals a moving average of throughput spans, and how many consecutive averages must
+/// agree, for [`ramp_up_s`].
+pub const RAMP_WINDOW: usize = 4;
+/// How far each of those averages may lie from their mean: 5 %.
+pub const RAMP_TOLERANCE: f64 = 0.05;
+
+/// When a loaded phase's throughput became stable, as the draft's saturation rule has it: the
+/// end of the first interval at which the moving averages of goodput over the last
+/// [`RAMP_WINDOW`] intervals, at it and at the [`RAMP_WINDOW`] − 1 intervals before it, all
+/// lie within [`RAMP_TOLERANCE`] of their mean. `goodput`: each interval's end (seconds from
+/// the phase's start) and its goodput over every flow, in time order. None: never stable.
+pub fn ramp_up_s(goodput: &[(f64, f64)]) -> Option<f64> {
+    let k = RAMP_WINDOW;
+    let averages: Vec<f64> = goodput
+        .windows(k)
+        .map(|w| w.iter().map(|x| x.1).sum::<f64>() / k as f64)
+        .collect();
+    // averages[j] spans intervals j to j + k - 1
+    let j = averages.windows(k).position(|m| {
+        let mean = m.iter().sum::<f64>() / k as f64;
+        mean > 0.0 && m.iter().all(|x| (x - mean).abs() <= RAMP_TOLERANCE * mean)
+    })?;
+    goodput.get(j + 2 * k - 2).map(|x| x.0)
 }
 
 /// The median of byte counts (the lower middle of an even count); None for none.
@@ -414,7 +499,7 @@ pub fn median_bytes(mut v: Vec<u64>) -> Option<u64> {
 }
 
 /// Samples as `[at_s, ms]` pairs, rounded to the microsecond, in time order.
-fn series(v: &[Sample]) -> Vec<[f64; 2]> {
+pub fn series(v: &[Sample]) -> Vec<[f64; 2]> {
     let round = |x: f64| (x * 1e3).round() / 1e3;
     let mut out: Vec<[f64; 2]> = v
         .iter()
@@ -465,6 +550,11 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
                         .qdisc
                         .as_ref()
                         .and_then(|q| q.standing_ms(p.upload_bps.unwrap_or(0.0))),
+                    server_qdisc: p.server_qdisc.clone(),
+                    server_queue_ms: p
+                        .server_qdisc
+                        .as_ref()
+                        .and_then(|q| q.standing_ms(p.download_bps.unwrap_or(0.0))),
                 })
             })
             .max_by(|a, b| a.added_ms.total_cmp(&b.added_ms))
@@ -504,34 +594,55 @@ pub fn rating(rpm: f64) -> &'static str {
     }
 }
 
-/// Where a phase's queue builds: where its one-way delays put it, or else the egress of the
-/// loaded direction's sender side of the bottleneck.
+/// Where a phase's queue builds: in a host's own qdisc where one holds a standing backlog,
+/// else where its one-way delays put it, or else the egress of the loaded direction's sender
+/// side of the bottleneck.
 fn where_queued(q: &Queueing) -> String {
-    if let (true, Some(h)) = (host_queued(q), &q.host_qdisc) {
-        return format!("in the sending host: {}", h.words(host_rate(q)));
+    let client = q.host_qdisc.as_ref().filter(|_| host_queued(q));
+    let server = q.server_qdisc.as_ref().filter(|_| server_queued(q));
+    let (client_rate, server_rate) = (
+        backlog_rate(q.host_queue_ms, q.host_qdisc.as_ref()),
+        backlog_rate(q.server_queue_ms, q.server_qdisc.as_ref()),
+    );
+    match (client, server) {
+        (Some(c), Some(s)) => {
+            return format!(
+                "in both hosts' qdiscs, standing backlogs: the client's {}; the server's {}",
+                c.words(client_rate),
+                s.words(server_rate)
+            )
+        }
+        (Some(c), None) => return format!("in the sending host: {}", c.words(client_rate)),
+        (None, Some(s)) => {
+            return format!(
+                "in the server's qdisc, a standing backlog: {}",
+                s.words(server_rate)
+            )
+        }
+        (None, None) => {}
     }
-    let host = q
-        .host_qdisc
-        .as_ref()
-        .map(|h| format!(" (client egress: {})", h.words(host_rate(q))))
-        .unwrap_or_default();
+    let mut hosts = String::new();
+    if let Some(h) = &q.host_qdisc {
+        hosts.push_str(&format!(" (client egress: {})", h.words(client_rate)));
+    }
+    if let Some(h) = &q.server_qdisc {
+        hosts.push_str(&format!(" (server egress: {})", h.words(server_rate)));
+    }
     if let Some(d) = q.direction {
-        return format!("{}, by the one-way delays{host}", d.words());
+        return format!("{}, by the one-way delays{hosts}", d.words());
     }
     let path = match q.phase {
         Phase::Download => "on the path server to client",
         Phase::Upload => "on the path client to server",
         Phase::Bidir | Phase::Idle => "on the path, one way or both",
     };
-    format!("{path}{host}")
+    format!("{path}{hosts}")
 }
 
-/// The client's upload rate in the queue's phase, as its egress qdisc's backlog time used.
-fn host_rate(q: &Queueing) -> f64 {
-    match (
-        q.host_queue_ms,
-        q.host_qdisc.as_ref().and_then(|h| h.median_backlog_bytes),
-    ) {
+/// The rate a qdisc's standing time was taken at (its median backlog over that time); 0
+/// where unknown.
+fn backlog_rate(ms: Option<f64>, q: Option<&crate::qdisc::PhaseQdisc>) -> f64 {
+    match (ms, q.and_then(|h| h.median_backlog_bytes)) {
         (Some(ms), Some(b)) if ms > 0.0 => b as f64 * 8.0 / (ms / 1000.0),
         _ => 0.0,
     }
@@ -540,6 +651,12 @@ fn host_rate(q: &Queueing) -> f64 {
 /// A standing backlog in the client's own egress qdisc: the queue is in the sending host.
 pub fn host_queued(q: &Queueing) -> bool {
     q.host_queue_ms.is_some_and(|ms| ms >= QUEUE_NOTICE_MS)
+}
+
+/// A standing backlog in the server's egress qdisc toward the client: the queue is in the
+/// server host, before the path.
+pub fn server_queued(q: &Queueing) -> bool {
+    q.server_queue_ms.is_some_and(|ms| ms >= QUEUE_NOTICE_MS)
 }
 
 /// What waits in the sending host, when it is worth a mention (over 5 ms at the rate).
@@ -587,7 +704,8 @@ fn verdict(
     };
     let mut advice = Vec::new();
     // a queue that still leaves the path highly responsive needs no change
-    if path_queue && rpm < HIGH_RPM && !q.is_some_and(host_queued) {
+    let in_a_host = q.is_some_and(|q| host_queued(q) || server_queued(q));
+    if path_queue && rpm < HIGH_RPM && !in_a_host {
         advice.push(
             "shorten the queue at the bottleneck: an AQM (fq_codel or cake) there, a smaller \
              buffer, or senders that pace (fq with bbr)",
@@ -597,6 +715,12 @@ fn verdict(
         advice.push(
             "the queue is in this host's qdisc: an AQM there (fq_codel or cake) or fq with \
              senders that pace (bbr), a smaller txqueuelen or qdisc limit, TCP_NOTSENT_LOWAT",
+        );
+    }
+    if q.is_some_and(server_queued) {
+        advice.push(
+            "the queue is in the server's qdisc: an AQM there (fq_codel or cake) or fq with \
+             senders that pace (bbr), a smaller txqueuelen or qdisc limit",
         );
     }
     if q.and_then(|q| q.sender_ms)

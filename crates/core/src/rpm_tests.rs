@@ -162,6 +162,7 @@ fn spec_bounds() {
         load_dscp: Some(46),
         probe_dscp: None,
         load_dscp_down: Some(8),
+        probe_dscp_down: None,
     };
     assert!(ok.validate().is_ok());
     for bad in [
@@ -185,9 +186,43 @@ fn spec_bounds() {
             probe_dscp: Some(64),
             ..ok.clone()
         },
+        RpmSpec {
+            probe_dscp_down: Some(64),
+            ..ok.clone()
+        },
     ] {
         assert!(bad.validate().is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn the_server_answers_probes_in_their_class_down_and_reads_its_qdisc_under_load() {
+    let s = RpmSpec {
+        phase_s: 5.0,
+        warmup_s: 1.0,
+        probe_rate_hz: 20.0,
+        load_dscp: Some(8),
+        probe_dscp: Some(40),
+        load_dscp_down: Some(46),
+        probe_dscp_down: None,
+    };
+    // CS5 (40) both ways is TOS 0xa0; the load's own classes do not mark the probes
+    let idle = s.server_asks(Phase::Idle);
+    assert_eq!((idle.probe_tos, idle.egress_qdisc), (Some(0xa0), false));
+    for p in [Phase::Download, Phase::Upload, Phase::Bidir] {
+        assert!(s.server_asks(p).egress_qdisc, "{p:?}");
+    }
+    // CS5/EF: the answers carry EF (0xb8)
+    let split = RpmSpec {
+        probe_dscp_down: Some(46),
+        ..s.clone()
+    };
+    assert_eq!(split.server_asks(Phase::Upload).probe_tos, Some(0xb8));
+    let unmarked = RpmSpec {
+        probe_dscp: None,
+        ..s
+    };
+    assert_eq!(unmarked.server_asks(Phase::Idle).probe_tos, None);
 }
 
 #[test]
@@ -371,4 +406,127 @@ fn noqueue_is_no_qdisc_not_zeros() {
     // a qdisc replaced in between (counters restart) gives no delta
     let pq = crate::qdisc::PhaseQdisc::of("wr0", &reading("tbf", 0, 9), &[], &reading("tbf", 0, 3));
     assert_eq!((pq.drops, pq.median_backlog_bytes), (None, None));
+}
+
+/// A download phase 100 ms over idle at 8 Mbit/s, with the server's egress qdisc `server`
+/// and the client's `client`.
+fn download_with_qdiscs(
+    server: Option<crate::qdisc::PhaseQdisc>,
+    client: Option<crate::qdisc::PhaseQdisc>,
+) -> RpmResult {
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 101.0, 4.0),
+        ..Default::default()
+    };
+    let mut down = phase_result(Phase::Download, 4.0, 0.0, &loaded, (Some(8e6), None), 0);
+    down.server_qdisc = server;
+    down.qdisc = client;
+    summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        down,
+    ])
+}
+
+#[test]
+fn a_standing_backlog_in_the_server_qdisc_puts_a_download_queue_there() {
+    let during: Vec<_> = [80_000, 95_000, 120_000]
+        .iter()
+        .map(|b| reading("tbf", *b, 0))
+        .collect();
+    let pq = crate::qdisc::PhaseQdisc::of(
+        "eth1",
+        &reading("tbf", 0, 3),
+        &during,
+        &reading("tbf", 0, 10),
+    );
+    // the client's own qdisc is empty: the ACKs alone leave by it
+    let client = crate::qdisc::PhaseQdisc::of(
+        "wr0",
+        &reading("fq_codel", 0, 0),
+        &[reading("fq_codel", 0, 0)],
+        &reading("fq_codel", 0, 0),
+    );
+    let r = download_with_qdiscs(Some(pq), Some(client));
+    let q = r.queueing.as_ref().unwrap();
+    // 95 000 bytes at the download's 8 Mbit/s: 95 ms in the server's qdisc
+    assert_eq!(q.server_queue_ms, Some(95.0));
+    assert_eq!(q.host_queue_ms, None);
+    assert!(server_queued(q) && !host_queued(q));
+    assert!(
+        r.verdict
+            .contains("in the server's qdisc, a standing backlog: eth1's tbf qdisc holds"),
+        "{}",
+        r.verdict
+    );
+    assert!(r.verdict.contains("dropped 7 packets"), "{}", r.verdict);
+    assert!(!r.verdict.contains("sending host"), "{}", r.verdict);
+    let advice = r.advice.clone().unwrap();
+    assert!(advice.contains("the server's qdisc"), "{advice}");
+    assert!(!advice.contains("at the bottleneck"), "{advice}");
+    // the same backlog in the JSON, with its time
+    let doc = serde_json::to_value(&r).unwrap();
+    assert_eq!(doc["queueing"]["server_queue_ms"], 95.0);
+    assert_eq!(
+        doc["phases"][1]["server_qdisc"]["median_backlog_bytes"],
+        95_000
+    );
+}
+
+#[test]
+fn an_empty_server_qdisc_is_named_beside_the_path() {
+    let pq = crate::qdisc::PhaseQdisc::of(
+        "eth1",
+        &reading("fq_codel", 0, 0),
+        &[reading("fq_codel", 0, 0), reading("fq_codel", 1500, 0)],
+        &reading("fq_codel", 0, 0),
+    );
+    let r = download_with_qdiscs(Some(pq), None);
+    assert!(
+        r.verdict.contains("on the path server to client"),
+        "{}",
+        r.verdict
+    );
+    assert!(
+        r.verdict
+            .contains("(server egress: eth1's fq_codel qdisc holds 0 B"),
+        "{}",
+        r.verdict
+    );
+    assert!(r.advice.unwrap().contains("at the bottleneck"));
+    // a server that does not read its qdisc: nothing said of it
+    let r = download_with_qdiscs(None, None);
+    assert!(!r.verdict.contains("server egress"), "{}", r.verdict);
+    assert_eq!(r.queueing.unwrap().server_queue_ms, None);
+}
+
+#[test]
+fn ramp_up_ends_when_four_moving_averages_agree_within_five_percent() {
+    // slow start: 0.1 s intervals doubling from 1 to 16 Mbit/s, then 20 give or take 2 %
+    let mut g: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0]
+        .iter()
+        .chain([20.0, 20.4, 19.6, 20.2, 19.8, 20.0, 20.3, 19.7, 20.0].iter())
+        .enumerate()
+        .map(|(i, m)| ((i + 1) as f64 * 0.1, m * 1e6))
+        .collect();
+    // averages from intervals 5-8 on: 19.0, 20.05, 20.0, 19.9 Mbit/s, each within 5 % of
+    // their mean (19.74): stable at the end of interval 11, 1.1 s; the one before still
+    // holds 16.1 (the 16 Mbit/s interval and the 8 before it)
+    let at = ramp_up_s(&g).unwrap();
+    assert!((at - 1.1).abs() < 1e-9, "{at}");
+    // a rate that keeps climbing never settles
+    for (i, x) in g.iter_mut().enumerate() {
+        x.1 = 1e6 * 1.1f64.powi(i as i32);
+    }
+    assert_eq!(ramp_up_s(&g), None);
+    // too few intervals, or nothing moved
+    assert_eq!(ramp_up_s(&g[..6]), None);
+    let zeros: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 0.0)).collect();
+    assert_eq!(ramp_up_s(&zeros), None);
+    // steady from the start: the earliest possible, the seventh interval's end
+    let flat: Vec<(f64, f64)> = (1..=10).map(|i| (f64::from(i) * 0.1, 5e6)).collect();
+    assert!((ramp_up_s(&flat).unwrap() - 0.7).abs() < 1e-9);
 }

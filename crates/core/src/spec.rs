@@ -148,6 +148,10 @@ pub struct TestSpec {
     /// `tos` on both sides (a server from before the field uses `tos` on both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_tos: Option<u8>,
+    /// What an rpm phase asks of the server beside its streams: the class of its answers to
+    /// latency probes, its egress qdisc read over the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm_server: Option<crate::rpm::RpmServer>,
     /// The CPU the server's stream threads are pinned to (`-A N,M`: M).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
@@ -269,6 +273,7 @@ impl Default for TestSpec {
             stream_intervals: false,
             tos: None,
             server_tos: None,
+            rpm_server: None,
             server_cpu: None,
             gso: false,
             gro: false,

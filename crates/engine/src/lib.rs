@@ -20,6 +20,7 @@ mod kind;
 mod mmsg;
 pub mod net;
 pub mod pool;
+pub mod qdisc_watch;
 pub mod rpm_probe;
 pub mod rr;
 pub mod side;

@@ -39,8 +39,9 @@ impl Drop for Slot {
     }
 }
 
-/// Serves a probe connection on a thread of its own (the caller may be the listener).
-pub fn serve_detached(sock: TcpStream, idle: Duration) -> Result<(), String> {
+/// Serves a probe connection on a thread of its own (the caller may be the listener); its
+/// answers carry `tos` (the running test's class for probe answers).
+pub fn serve_detached(sock: TcpStream, idle: Duration, tos: Option<u8>) -> Result<(), String> {
     if SERVED.fetch_add(1, Ordering::Relaxed) >= MAX_PROBES_SERVED {
         SERVED.fetch_sub(1, Ordering::Relaxed);
         return Err(format!(
@@ -52,6 +53,9 @@ pub fn serve_detached(sock: TcpStream, idle: Duration) -> Result<(), String> {
         .name("wr-probe".into())
         .spawn(move || {
             let _slot = slot;
+            if let Some(tos) = tos {
+                let _ = crate::net::set_tos(&socket2::SockRef::from(&sock), tos);
+            }
             serve(sock, idle);
         })
         .map(drop)

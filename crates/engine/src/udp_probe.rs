@@ -32,25 +32,36 @@ pub fn bind_server(local: SocketAddr) -> io::Result<UdpSocket> {
 }
 
 /// Answers probes that carry the running test's token and come from its client's address,
-/// until `stop` says so. `active` is the running test: its client's address (when known)
-/// and its token.
+/// until `stop` says so. `active` is the running test: its client's address (when known),
+/// its token and the TOS its probe answers carry.
 pub fn serve(
     sock: UdpSocket,
     stop: impl Fn() -> bool,
-    active: impl Fn() -> Option<(Option<IpAddr>, Token)>,
+    active: impl Fn() -> Option<(Option<IpAddr>, Token, Option<u8>)>,
 ) {
     let mut buf = [0u8; 2 * PROBE_LEN];
+    // the TOS the socket's replies carry now (0: unmarked)
+    let mut marked = 0u8;
     while !stop() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
         let recv_ns = clock_ns();
-        let session = active()
-            .filter(|(peer_ip, _)| same_host(*peer_ip, from.ip()))
-            .map(|(_, token)| token);
-        if let Some(reply) = udp_probe::answer(&buf[..n], session.as_ref(), recv_ns, clock_ns()) {
+        let session = active().filter(|(peer_ip, _, _)| same_host(*peer_ip, from.ip()));
+        let token = session.map(|s| s.1);
+        if let Some(reply) = udp_probe::answer(&buf[..n], token.as_ref(), recv_ns, clock_ns()) {
+            mark(&sock, &mut marked, session.and_then(|s| s.2));
             let _ = sock.send_to(&reply, from);
         }
+    }
+}
+
+/// Sets the socket's TOS to the running test's class for probe answers (unmarked: 0) where
+/// it carries another: one socket answers every test's probes, one test at a time.
+fn mark(sock: &UdpSocket, marked: &mut u8, want: Option<u8>) {
+    let want = want.unwrap_or(0);
+    if *marked != want && crate::net::set_tos(&socket2::SockRef::from(sock), want).is_ok() {
+        *marked = want;
     }
 }
 

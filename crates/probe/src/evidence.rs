@@ -133,6 +133,7 @@ impl EvidenceWindow {
                     Some(ethtool::nic_delta(names, b, a))
                 })
                 .collect(),
+            egress_qdisc: None,
         }
     }
 

@@ -66,18 +66,24 @@ fn one_way_table(out: &mut String, r: &RpmResult) {
     }
 }
 
-/// The client's egress qdisc per loaded phase: backlog median/peak, drops, requeues,
-/// overlimits; "no qdisc" for a device without one. Nothing where no phase read it.
-fn qdisc_table(out: &mut String, r: &RpmResult) {
+/// A host's egress qdisc per loaded phase (`host`: client or server; `of` picks its
+/// figures): backlog median/peak, drops, requeues, overlimits; "no qdisc" for a device
+/// without one. Nothing where no phase read it.
+fn qdisc_table(
+    out: &mut String,
+    r: &RpmResult,
+    host: &str,
+    of: fn(&PhaseResult) -> Option<&wirerate_core::qdisc::PhaseQdisc>,
+) {
     let read: Vec<_> = r
         .phases
         .iter()
-        .filter_map(|p| Some((p.phase, p.qdisc.as_ref()?)))
+        .filter_map(|p| Some((p.phase, of(p)?)))
         .collect();
     let Some((_, first)) = read.first() else {
         return;
     };
-    let _ = writeln!(out, "\nclient egress qdisc on {}:", first.interface);
+    let _ = writeln!(out, "\n{host} egress qdisc on {}:", first.interface);
     let count = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
     let bytes = |x: Option<u64>| x.map_or_else(|| "-".into(), wirerate_core::units::format_bytes);
     for (phase, q) in read {
@@ -101,8 +107,11 @@ fn qdisc_table(out: &mut String, r: &RpmResult) {
 
 /// One line as a phase ends.
 pub fn phase_line(p: &PhaseResult) -> String {
+    let ramp = p
+        .ramp_up_s
+        .map_or_else(String::new, |s| format!("  ramp-up {s:.1} s"));
     format!(
-        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence)",
+        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence){ramp}",
         p.phase.name(),
         rate(p.download_bps),
         rate(p.upload_bps),
@@ -151,7 +160,8 @@ fn table(r: &RpmResult) -> String {
         );
     }
     one_way_table(&mut out, r);
-    qdisc_table(&mut out, r);
+    qdisc_table(&mut out, r, "client", |p| p.qdisc.as_ref());
+    qdisc_table(&mut out, r, "server", |p| p.server_qdisc.as_ref());
     let _ = writeln!(out, "(latencies in ms)");
     let _ = writeln!(
         out,
@@ -211,6 +221,19 @@ mod tests {
             &[tc(2048, 5), tc(4096, 6)],
             &tc(0, 12),
         ));
+        // the server's: 1 000 B at 10 Mbit/s is under a millisecond, no standing queue
+        both.server_qdisc = Some(wirerate_core::qdisc::PhaseQdisc::of(
+            "wr0",
+            &tc(0, 0),
+            &[tc(1000, 0)],
+            &tc(0, 1),
+        ));
+        both.ramp_up_s = Some(1.3);
+        assert!(
+            phase_line(&both).ends_with("ramp-up 1.3 s"),
+            "{}",
+            phase_line(&both)
+        );
         let r = summarize(vec![
             phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
             both,
@@ -241,6 +264,11 @@ mod tests {
         assert!(t.contains("client egress qdisc on eth0:"), "{t}");
         assert!(
             t.contains("both     fq_codel backlog p50 2.00 KiB peak 4.00 KiB  drops 7"),
+            "{t}"
+        );
+        assert!(t.contains("server egress qdisc on wr0:"), "{t}");
+        assert!(
+            t.contains("(server egress: wr0's fq_codel qdisc holds"),
             "{t}"
         );
     }

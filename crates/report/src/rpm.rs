@@ -43,7 +43,26 @@ fn offsets(phases: &[PhaseResult]) -> Vec<f64> {
 }
 
 pub fn figures(r: &RpmResult, id: &str) -> Vec<Figure> {
-    vec![over_time(r, id), distribution(r, id), per_phase(r, id)]
+    let mut f = vec![over_time(r, id), distribution(r, id), per_phase(r, id)];
+    // results from before the UDP probes' series have neither
+    f.extend(udp_over_time(r, id));
+    f.extend(one_way_over_time(r, id));
+    f
+}
+
+/// A vertical line where each phase after the first begins.
+fn phase_lines(r: &RpmResult, starts: &[f64]) -> Vec<RefLine> {
+    starts
+        .iter()
+        .zip(&r.phases)
+        .skip(1)
+        .map(|(at, p)| RefLine {
+            value: *at,
+            label: p.phase.name().into(),
+            vertical: true,
+            color: "#999999",
+        })
+        .collect()
 }
 
 fn over_time(r: &RpmResult, id: &str) -> Figure {
@@ -69,17 +88,7 @@ fn over_time(r: &RpmResult, id: &str) -> Figure {
             );
         }
     }
-    let lines = starts
-        .iter()
-        .zip(&r.phases)
-        .skip(1)
-        .map(|(at, p)| RefLine {
-            value: *at,
-            label: p.phase.name().into(),
-            vertical: true,
-            color: "#999999",
-        })
-        .collect();
+    let lines = phase_lines(r, &starts);
     let chart = XyChart {
         title: "Latency through the phases".into(),
         desc: "Each probe's TCP connect time (points) and the loaded connections' smoothed \
@@ -158,7 +167,6 @@ fn distribution(r: &RpmResult, id: &str) -> Figure {
         y_from_zero: true,
         x_from_zero: true,
     };
-    let ms = |v: f64| format!("{v:.2}");
     let rows = r
         .phases
         .iter()
@@ -273,6 +281,150 @@ fn per_phase(r: &RpmResult, id: &str) -> Figure {
     }
 }
 
+fn ms(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+/// The UDP probes' round trips through the phases (points per phase, as the connect times),
+/// with their statistics per phase; None where no phase kept them.
+fn udp_over_time(r: &RpmResult, id: &str) -> Option<Figure> {
+    if r.phases.iter().all(|p| p.udp_series.is_empty()) {
+        return None;
+    }
+    let starts = offsets(&r.phases);
+    let series = r
+        .phases
+        .iter()
+        .zip(&starts)
+        .enumerate()
+        .map(|(i, (p, at))| {
+            let pts = p.udp_series.iter().map(|[t, ms]| (at + t, *ms)).collect();
+            Series::new(format!("{} UDP", p.phase.name()), pts, Mark::Points, i)
+        })
+        .collect();
+    let chart = XyChart {
+        title: "UDP round trips through the phases".into(),
+        desc: "Each UDP probe's round trip (a datagram to the server's port and its reply), \
+               phase after phase"
+            .into(),
+        x_name: "time since the start (s)".into(),
+        y_name: "round trip (ms)".into(),
+        y2_name: None,
+        series,
+        lines: phase_lines(r, &starts),
+        y_from_zero: true,
+        x_from_zero: true,
+    };
+    let rows = r
+        .phases
+        .iter()
+        .map(|p| {
+            let u = p.udp.as_ref();
+            vec![
+                Cell::text(p.phase.name()),
+                Cell::num(u.map(|u| u.samples as f64), |v| format!("{v:.0}")),
+                Cell::num(u.map(|u| u.p50_ms), ms),
+                Cell::num(u.map(|u| u.p90_ms), ms),
+                Cell::num(u.map(|u| u.p99_ms), ms),
+                Cell::num(Some(p.udp_failed as f64), |v| format!("{v:.0}")),
+            ]
+        })
+        .collect();
+    let cid = format!("{id}-rpm-udp");
+    Some(Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption: "No handshake and no retransmission: a UDP probe waits in the same queues \
+                  as the load's packets, or is lost (unanswered)."
+            .into(),
+        notes: vec![],
+        table: Table {
+            caption: "UDP round trips per phase, counted samples (data-value: ms)".into(),
+            head: vec![
+                "phase".into(),
+                "probes".into(),
+                "p50".into(),
+                "p90".into(),
+                "p99".into(),
+                "unanswered".into(),
+            ],
+            rows,
+        },
+    })
+}
+
+/// The delay each UDP probe met above its direction's base, upstream and downstream,
+/// through the phases; None where no phase kept it.
+fn one_way_over_time(r: &RpmResult, id: &str) -> Option<Figure> {
+    if r.phases.iter().all(|p| p.one_way_series.is_empty()) {
+        return None;
+    }
+    let starts = offsets(&r.phases);
+    let way = |k: usize| -> Vec<(f64, f64)> {
+        r.phases
+            .iter()
+            .zip(&starts)
+            .flat_map(|(p, at)| p.one_way_series.iter().map(move |v| (at + v[0], v[k])))
+            .collect()
+    };
+    let chart = XyChart {
+        title: "One-way delay added, each direction".into(),
+        desc: "The delay each UDP probe met above its direction's base (each host's clock, \
+               offset and drift fitted out): client to server and server to client"
+            .into(),
+        x_name: "time since the start (s)".into(),
+        y_name: "added one-way delay (ms)".into(),
+        y2_name: None,
+        series: vec![
+            Series::new("upstream (client to server)", way(1), Mark::Points, 0),
+            Series::new("downstream (server to client)", way(2), Mark::Points, 1),
+        ],
+        lines: phase_lines(r, &starts),
+        y_from_zero: true,
+        x_from_zero: true,
+    };
+    let rows = r
+        .phases
+        .iter()
+        .map(|p| {
+            let w = p.one_way.as_ref();
+            vec![
+                Cell::text(p.phase.name()),
+                Cell::num(w.map(|w| w.samples as f64), |v| format!("{v:.0}")),
+                Cell::num(w.map(|w| w.up_p50_ms), ms),
+                Cell::num(w.map(|w| w.up_p90_ms), ms),
+                Cell::num(w.map(|w| w.down_p50_ms), ms),
+                Cell::num(w.map(|w| w.down_p90_ms), ms),
+            ]
+        })
+        .collect();
+    let cid = format!("{id}-rpm-owd");
+    let caption = r.queueing.as_ref().and_then(|q| q.direction).map_or_else(
+        || "Neither direction's added delay reached 5 ms in the worst phase.".to_string(),
+        |d| format!("The worst phase's queue sits {}.", d.words()),
+    );
+    Some(Figure {
+        svg: chart.svg(&cid),
+        id: cid,
+        title: chart.title,
+        caption,
+        notes: vec![],
+        table: Table {
+            caption: "Added one-way delay per phase, counted samples (data-value: ms)".into(),
+            head: vec![
+                "phase".into(),
+                "probes".into(),
+                "up p50".into(),
+                "up p90".into(),
+                "down p50".into(),
+                "down p90".into(),
+            ],
+            rows,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,5 +468,56 @@ mod tests {
         assert!(f[1].caption.contains("49.0 ms"), "{}", f[1].caption);
         assert_eq!(f[2].table.rows.len(), 2);
         assert!(describe(&r).contains("RPM"));
+    }
+
+    #[test]
+    fn udp_round_trips_and_one_way_delays_are_charted_through_the_phases() {
+        let idle = PhaseSamples {
+            connect: at(8, 1.0),
+            ..Default::default()
+        };
+        let mut phases = vec![
+            phase_result(Phase::Idle, 2.0, 0.0, &idle, (None, None), 0),
+            phase_result(Phase::Upload, 2.0, 0.5, &idle, (None, Some(2e7)), 0),
+        ];
+        phases[0].udp_series = vec![[0.1, 0.3], [0.6, 0.4]];
+        phases[1].udp_series = vec![[0.2, 80.0], [0.7, 90.0], [1.2, 95.0]];
+        phases[1].udp = wirerate_core::rpm::LatencyStats::of(&at(3, 90.0));
+        phases[1].udp_failed = 4;
+        let added = [(78.0, 0.2), (88.5, 0.1)];
+        phases[1].one_way_series = wirerate_core::owd::series(&[0.7, 1.2], &added);
+        phases[1].one_way = wirerate_core::owd::OneWay::of(&added);
+        let r = summarize(phases);
+        let f = figures(&r, "x");
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "x-rpm-time",
+                "x-rpm-cdf",
+                "x-rpm-phases",
+                "x-rpm-udp",
+                "x-rpm-owd"
+            ]
+        );
+        // every UDP probe a point, the upload's after the idle phase's 2 s
+        assert_eq!(f[3].svg.matches("<circle").count(), 5, "{}", f[3].svg);
+        assert!(f[3].svg.contains("upload UDP"), "{}", f[3].svg);
+        assert_eq!(f[3].table.rows.len(), 2);
+        // each probe twice: up and down
+        assert_eq!(f[4].svg.matches("<circle").count(), 4, "{}", f[4].svg);
+        assert!(f[4].svg.contains("downstream (server to client)"));
+        assert!(
+            f[4].caption.contains("upstream (client to server)"),
+            "{}",
+            f[4].caption
+        );
+        // a result without the series (stored before them) keeps its three charts
+        let mut old = r.clone();
+        for p in &mut old.phases {
+            p.udp_series.clear();
+            p.one_way_series.clear();
+        }
+        assert_eq!(figures(&old, "x").len(), 3);
     }
 }

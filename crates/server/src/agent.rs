@@ -359,6 +359,7 @@ fn claim_slot<'a>(shared: &'a Shared, spec: &TestSpec) -> Result<SlotGuard<'a>, 
         iperf3: None,
         crr: None,
         peer_ip: None,
+        probe_tos: None,
     });
     drop(slot);
     Ok(SlotGuard::new(shared))

@@ -129,6 +129,7 @@ pub(crate) fn handle_conn(
             iperf3: Some(Route { cookie, tx }),
             crr: None,
             peer_ip: ip,
+            probe_tos: None,
         });
     }
     shared.record(

@@ -124,6 +124,9 @@ pub(crate) struct Active {
     /// The running test's client: its data streams (and CRR connections) arrive in bursts
     /// from this address and are not held to the per-address pending limit.
     pub(crate) peer_ip: Option<IpAddr>,
+    /// The TOS of the answers to latency probes beside the running test (its spec's
+    /// `rpm_server`); None: unmarked.
+    pub(crate) probe_tos: Option<u8>,
 }
 
 /// The listener's accept queue (the kernel caps it at net.core.somaxconn).
@@ -257,7 +260,12 @@ fn serve_udp_probes(sock: std::net::UdpSocket, shared: &Shared) {
                 .shutdown
                 .is_some_and(|f| f.load(Ordering::SeqCst))
         },
-        || shared.active().as_ref().map(|a| (a.peer_ip, a.token)),
+        || {
+            shared
+                .active()
+                .as_ref()
+                .map(|a| (a.peer_ip, a.token, a.probe_tos))
+        },
     );
 }
 
@@ -609,8 +617,10 @@ fn start_tls(
 /// that session's control connection (as UDP streams must): a token seen on the path does
 /// not let another host join a test.
 fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), String> {
-    let (tx, crr, client) = match &*shared.active() {
-        Some(a) if token_eq(&a.token, &hello.token) => (a.tx.clone(), a.crr.clone(), a.peer_ip),
+    let (tx, crr, client, probe_tos) = match &*shared.active() {
+        Some(a) if token_eq(&a.token, &hello.token) => {
+            (a.tx.clone(), a.crr.clone(), a.peer_ip, a.probe_tos)
+        }
         _ => return Err("wrong or stale session token".into()),
     };
     let from = sock.peer_addr().ok().map(|a| a.ip().to_canonical());
@@ -618,7 +628,7 @@ fn route_data(hello: DataHello, sock: TcpStream, shared: &Shared) -> Result<(), 
         return Err("the session's token from another address than its client's".into());
     }
     if hello.stream_id == wirerate_proto::data::PROBE_STREAM_ID {
-        return wirerate_engine::rpm_probe::serve_detached(sock, shared.cfg.idle);
+        return wirerate_engine::rpm_probe::serve_detached(sock, shared.cfg.idle, probe_tos);
     }
     if let Some(route) = crr.filter(|r| r.running.load(Ordering::Relaxed)) {
         serve_crr(sock, &route, &hello, shared.cfg.idle);
@@ -705,6 +715,7 @@ fn control(
             iperf3: None,
             crr: None,
             peer_ip: ctl.sock.peer_addr().ok().map(|a| a.ip()),
+            probe_tos: None,
         });
     }
     let mut ev = Event::new(Kind::Connection, Some(who.into())).decided(Decision::Accepted, None);
@@ -772,6 +783,8 @@ struct Running {
     threads: Option<usize>,
     /// Stops the server's UDP senders when the client's reports stop (`-u -R`, `--bidir`).
     breaker: Option<wirerate_proto::feedback::Breaker>,
+    /// The egress qdisc toward the client, read where the spec asks (an rpm phase).
+    qdisc: Option<wirerate_engine::qdisc_watch::QdiscWatch>,
 }
 
 impl Running {
@@ -856,6 +869,7 @@ fn run_session(
         admission: None,
         threads: shared.cfg.threads,
         breaker: None,
+        qdisc: None,
         note: TestNote {
             user: pre.user,
             ..Default::default()
@@ -977,7 +991,8 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         }
         if side.is_done() {
             if let Some(side) = run.side.take() {
-                let report = side.finish();
+                let mut report = side.finish();
+                egress_qdisc(run, &mut report);
                 // a stream that gave up for want of progress: the peer is stuck or gone, and
                 // waiting for its report would hold the slot another idle timeout
                 let mut errors = report.streams.iter().filter_map(|s| s.error.as_deref());
@@ -994,6 +1009,19 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
     /// The client is told the error alone; the workers stop when `Running` is dropped.
     fn abort_reason(&self, e: &EngineError) -> String {
         e.to_string()
+    }
+}
+
+/// The egress qdisc toward the client over the test, into the report's evidence (the
+/// warm-up's readings left out), where the spec asked for it.
+fn egress_qdisc(run: &mut Running, report: &mut SideReport) {
+    let warmup_s = run.spec.as_ref().map_or(0.0, |s| s.omit_s);
+    if let Some(w) = run.qdisc.take() {
+        let q = w.finish(warmup_s);
+        report
+            .evidence
+            .get_or_insert_with(Default::default)
+            .egress_qdisc = q;
     }
 }
 
@@ -1042,6 +1070,15 @@ fn on_event(
                     a.crr = Some(route.clone());
                 }
                 run.crr = Some(route);
+            }
+            if let Some(asks) = spec.rpm_server {
+                if let Some(a) = shared.active().as_mut() {
+                    a.probe_tos = asks.probe_tos;
+                }
+                run.qdisc = run
+                    .peer_ip
+                    .filter(|_| asks.egress_qdisc)
+                    .and_then(wirerate_engine::qdisc_watch::QdiscWatch::start);
             }
             // this side's data sockets carry the server's class (`server_tos`)
             let tos = spec.tos_of(Side::Server);

@@ -276,6 +276,7 @@ fn near_the_cap_new_connections_are_refused_at_random() {
         iperf3: None,
         crr: None,
         peer_ip: Some(tester),
+        probe_tos: None,
     });
     let streams: Vec<Pending> = (0..50)
         .map(|_| shared.claim_pending(Some(tester)).unwrap())

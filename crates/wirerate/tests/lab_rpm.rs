@@ -100,6 +100,11 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     let ow_idle = &phase(&deep, "idle")["one_way"];
     for name in ["idle", "download", "upload", "bidir"] {
         eprintln!("one-way, deep {name}: {}", phase(&deep, name)["one_way"]);
+        eprintln!(
+            "ramp-up, {name}: deep {}, shallow {}",
+            phase(&deep, name)["ramp_up_s"],
+            phase(&shallow, name)["ramp_up_s"]
+        );
     }
     eprintln!("verdict, deep: {}", deep["verdict"]);
     let (up, down) = (f(&ow["up_p90_ms"]), f(&ow["down_p90_ms"]));
@@ -157,8 +162,102 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     );
     let shallow_qd = &phase(&shallow, "upload")["qdisc"];
     assert!(f(&shallow_qd["peak_backlog_bytes"]) <= 60e3, "{shallow_qd}");
+    // the download's queue is the tbf on the server's wr0, toward the client: the server
+    // reads it and sends it in its report
+    let sq = &phase(&deep, "download")["server_qdisc"];
+    eprintln!("server qdisc, deep download: {sq}");
+    eprintln!(
+        "server qdisc, shallow download: {}",
+        phase(&shallow, "download")["server_qdisc"]
+    );
+    assert_eq!(
+        (sq["interface"].as_str(), sq["kind"].as_str(), &sq["queued"]),
+        (Some("wr0"), Some("tbf"), &Value::Bool(true)),
+        "{sq}"
+    );
+    // the download fills it as fast as the client's window grows: four runs, 129-258 KB
+    assert!(f(&sq["median_backlog_bytes"]) >= 60e3, "{sq}");
+    let shallow_sq = &phase(&shallow, "download")["server_qdisc"];
+    assert!(f(&shallow_sq["peak_backlog_bytes"]) <= 60e3, "{shallow_sq}");
+    // the upload phase leaves the server's queue to its ACKs
+    let up_sq = &phase(&deep, "upload")["server_qdisc"];
+    assert!(f(&up_sq["median_backlog_bytes"]) <= 30e3, "{up_sq}");
     if deep["queueing"]["phase"] != "download" {
         assert!(dv.contains("in the sending host: wr0's tbf qdisc"), "{dv}");
         assert!(f(&deep["queueing"]["host_queue_ms"]) >= 150.0, "{deep}");
     }
+}
+
+/// Gives `host`'s tbf on `wr0` a queue of `limit` bytes, its rate and bucket kept (the lab
+/// gives both ends the same queue).
+fn set_queue(lab: &Lab, host: &str, limit: u64) {
+    let out = lab.exec(host, &["tc", "-j", "qdisc", "show", "dev", "wr0"]);
+    let now: Value = serde_json::from_slice(&out.stdout).expect("tc -j");
+    let opts = &now[0]["options"];
+    let (rate, burst) = (f(&opts["rate"]) * 8.0, f(&opts["burst"]));
+    let args = [
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        "wr0",
+        "root",
+        "tbf",
+        "rate",
+        &format!("{rate:.0}bit"),
+        "burst",
+        &format!("{burst:.0}"),
+        "limit",
+        &limit.to_string(),
+        "overhead",
+        &wirerate_lab::spec::TBF_OVERHEAD_BYTES.to_string(),
+        "mpu",
+        &wirerate_lab::spec::TBF_MPU_BYTES.to_string(),
+    ];
+    let out = lab.exec(host, &args);
+    assert!(
+        out.status.success(),
+        "tc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn lab_rpm_a_deep_queue_at_the_server_is_named_in_its_qdisc() {
+    if skip_unless_root("lab_rpm_a_deep_queue_at_the_server_is_named_in_its_qdisc") {
+        return;
+    }
+    // 400 ms at the server's egress toward the client (host a), 10 ms (25 KB) at the
+    // client's: only the download's direction queues deep
+    let lab = Lab::up("rq", &["--rate", "20M", "--buffer", "400ms"]);
+    set_queue(&lab, "b", 25_000);
+    let r = rpm_across(&lab);
+    let down = phase(&r, "download");
+    eprintln!("server qdisc, download: {}", down["server_qdisc"]);
+    eprintln!("client qdisc, download: {}", down["qdisc"]);
+    eprintln!("one-way, download: {}", down["one_way"]);
+    eprintln!("verdict: {}", r["verdict"]);
+    let sq = &down["server_qdisc"];
+    assert_eq!(
+        (sq["interface"].as_str(), sq["kind"].as_str()),
+        (Some("wr0"), Some("tbf")),
+        "{sq}"
+    );
+    // a standing backlog at the server's egress, the client's own near empty
+    assert!(f(&sq["median_backlog_bytes"]) >= 60e3, "{sq}");
+    assert!(f(&down["qdisc"]["peak_backlog_bytes"]) <= 30e3, "{down}");
+    // the worst phase loads the download's direction; its queue is named in the server
+    let q = &r["queueing"];
+    assert!(q["phase"] == "download" || q["phase"] == "bidir", "{q}");
+    // two runs: 56 and 103 ms
+    assert!(f(&q["server_queue_ms"]) >= 25.0, "{q}");
+    let v = r["verdict"].as_str().unwrap();
+    assert!(
+        v.contains("in the server's qdisc, a standing backlog: wr0's tbf qdisc holds"),
+        "{v}"
+    );
+    assert!(
+        r["advice"].as_str().unwrap().contains("the server's qdisc"),
+        "{r}"
+    );
 }

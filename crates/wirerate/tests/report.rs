@@ -482,6 +482,81 @@ fn rr_and_sweep_runs_get_their_own_charts_and_show() {
     assert!(!text.contains("goodput"), "{text}");
 }
 
+/// An rpm run over loopback (1 s phases, one flow each way), its JSON document in `path`.
+fn rpm_json(path: &Path) -> Value {
+    let fx = fixture();
+    let args = ["rpm", "-t", "1", "-P", "1", "--json", "--no-store"];
+    let out = ok(wr(&fx.db, &args), "an rpm run");
+    std::fs::write(path, &out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_rpm_run_charts_its_udp_round_trips_and_one_way_delays() {
+    let fx = fixture();
+    let file = fx.dir.join("rpm.json");
+    let doc = rpm_json(&file);
+    let page = fx.dir.join("rpm.html");
+    ok(
+        wr(
+            &fx.db,
+            &[
+                "report",
+                file.to_str().unwrap(),
+                "-o",
+                page.to_str().unwrap(),
+            ],
+        ),
+        "report of an rpm run",
+    );
+    let html = read(&page);
+    let ids = chart_ids(&html);
+    let id = |suffix: &str| {
+        ids.iter()
+            .find(|i| i.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {suffix} chart: {ids:?}"))
+            .clone()
+    };
+    let (udp, owd) = (id("-rpm-udp"), id("-rpm-owd"));
+    // the tables hold the stored figures exactly: each phase's UDP percentiles and its
+    // added delay each way
+    let (udp_values, owd_values) = (table_values(&html, &udp), table_values(&html, &owd));
+    for ph in doc["rpm"]["phases"].as_array().unwrap() {
+        for k in ["samples", "p50_ms", "p90_ms", "p99_ms"] {
+            let v = f(&ph["udp"][k]);
+            assert!(udp_values.contains(&v), "{k} {v} not in {udp_values:?}");
+        }
+        for k in ["up_p50_ms", "up_p90_ms", "down_p50_ms", "down_p90_ms"] {
+            let v = f(&ph["one_way"][k]);
+            assert!(owd_values.contains(&v), "{k} {v} not in {owd_values:?}");
+        }
+    }
+    // a point per UDP probe kept, and one each way per counted probe
+    let chart = |cid: &str| {
+        let start = html
+            .find(&format!("<figure class=\"chart\" id=\"{cid}\""))
+            .unwrap();
+        let fig = &html[start..];
+        fig[..fig.find("</figure>").unwrap()].to_string()
+    };
+    let count = |k: &str| -> usize {
+        doc["rpm"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[k].as_array().map_or(0, Vec::len))
+            .sum()
+    };
+    assert!(count("udp_series") >= 8, "{doc}");
+    assert_eq!(chart(&udp).matches("<circle").count(), count("udp_series"));
+    assert_eq!(
+        chart(&owd).matches("<circle").count(),
+        2 * count("one_way_series")
+    );
+    assert!(html.contains("One-way delay added, each direction"));
+    assert_self_contained(&html);
+}
+
 #[test]
 fn bad_operands_are_one_line_errors() {
     let fx = fixture();
@@ -715,6 +790,43 @@ mod browser {
         let ids = chart_ids(&read(&page));
         assert!(ids.iter().any(|i| i.ends_with("-rr-cdf")), "{ids:?}");
         assert!(ids.iter().any(|i| i.ends_with("-sweep-latency")), "{ids:?}");
+        let dom = headless(&browser, &page, &["--dump-dom"]);
+        let text = String::from_utf8_lossy(&dom.stdout);
+        assert!(
+            text.contains(&format!("data-charts-ready=\"{}\"", ids.len())),
+            "the page's script did not run; stderr: {}",
+            stderr(&dom)
+        );
+        assert_eq!(console(&dom), Vec::<String>::new());
+    }
+
+    #[test]
+    fn chromium_draws_an_rpm_report_without_a_console_message() {
+        let Some(browser) = chromium() else {
+            eprintln!("SKIPPED: chromium is not installed");
+            return;
+        };
+        let fx = fixture();
+        let file = fx.dir.join("browser-rpm.json");
+        rpm_json(&file);
+        let page = fx.dir.join("browser-rpm.html");
+        let args = [
+            "report",
+            file.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ];
+        ok(wr(&fx.db, &args), "report of an rpm run");
+        let ids = chart_ids(&read(&page));
+        for suffix in [
+            "-rpm-time",
+            "-rpm-cdf",
+            "-rpm-phases",
+            "-rpm-udp",
+            "-rpm-owd",
+        ] {
+            assert!(ids.iter().any(|i| i.ends_with(suffix)), "{suffix}: {ids:?}");
+        }
         let dom = headless(&browser, &page, &["--dump-dom"]);
         let text = String::from_utf8_lossy(&dom.stdout);
         assert!(

@@ -107,6 +107,15 @@ fn four_phases_load_probe_and_follow_the_schemas() {
         }
         if name != "idle" {
             assert_stats(&ph["loaded_rtt"], name);
+            // throughput settles within the phase (seven 0.1 s intervals at the earliest),
+            // or is said never to have
+            let ramp = &ph["ramp_up_s"];
+            assert!(
+                ramp.is_null() || (0.69..=1.5).contains(&f(ramp)),
+                "{name}: ramp-up {ramp}"
+            );
+        } else {
+            assert!(ph["ramp_up_s"].is_null(), "{ph}");
         }
         // the client's egress qdisc: loopback has none (noqueue), said so rather than zeros
         let q = &ph["qdisc"];
@@ -233,6 +242,8 @@ fn embedded_server_text_report_and_history_kind() {
         "Latency through the phases",
         "Connect times, idle against loaded",
         "Throughput and RPM per phase",
+        "UDP round trips through the phases",
+        "One-way delay added, each direction",
     ] {
         assert!(page.contains(title), "{title} missing");
     }
@@ -451,4 +462,163 @@ fn tc_answers() -> bool {
         .args(["-s", "-j", "qdisc", "show", "dev", "lo"])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// What a probe beside a running test saw of the server's answers: the TOS byte its UDP
+/// replies arrived with (IP_RECVTOS), and `ss`'s view of the server's end of a TCP probe
+/// connection held open.
+#[derive(Debug, Default)]
+struct Answers {
+    udp_tos: Vec<u8>,
+    tcp_server_side: String,
+}
+
+/// Starts a thread that probes the session once its token is known.
+struct ProbeOnce {
+    port: u16,
+    seen: Option<std::thread::JoinHandle<Answers>>,
+}
+
+impl wirerate_control::Observer for ProbeOnce {
+    fn session(&mut self, token: &[u8; 16]) {
+        let (port, token) = (self.port, *token);
+        self.seen = Some(std::thread::spawn(move || Answers {
+            udp_tos: udp_reply_tos(port, token),
+            tcp_server_side: tcp_probe_as_ss_sees_it(port, token),
+        }));
+    }
+}
+
+/// The TOS of each UDP probe reply, read from the datagram's IP_TOS control message.
+fn udp_reply_tos(port: u16, token: [u8; 16]) -> Vec<u8> {
+    use socket2::{Domain, MaybeUninitSlice, MsgHdrMut, Socket, Type};
+    use std::mem::MaybeUninit;
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+    s.set_recv_tos(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let server: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    s.connect(&server.into()).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        s.send(&udp_probe(token)).unwrap();
+        let mut data = [MaybeUninit::new(0u8); 128];
+        let mut control = [MaybeUninit::new(0u8); 64];
+        let mut bufs = [MaybeUninitSlice::new(&mut data)];
+        let mut msg = MsgHdrMut::new()
+            .with_buffers(&mut bufs)
+            .with_control(&mut control);
+        if s.recvmsg(&mut msg, 0).is_err() {
+            continue;
+        }
+        let len = msg.control_len();
+        // SAFETY: every byte of `control` was initialized (to 0) before the call
+        let control: Vec<u8> = control[..len]
+            .iter()
+            .map(|b| unsafe { b.assume_init() })
+            .collect();
+        if let Some(tos) = cmsg_tos(&control) {
+            seen.push(tos);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    seen
+}
+
+/// The IP_TOS control message's byte in a recvmsg control buffer (struct cmsghdr: length,
+/// level, type, then the data, each message aligned to the length's size).
+fn cmsg_tos(control: &[u8]) -> Option<u8> {
+    let (head, word) = (
+        std::mem::size_of::<libc::cmsghdr>(),
+        std::mem::size_of::<usize>(),
+    );
+    let mut at = 0;
+    while at + head <= control.len() {
+        let len = usize::from_ne_bytes(control[at..at + word].try_into().ok()?);
+        let level = i32::from_ne_bytes(control[at + word..at + word + 4].try_into().ok()?);
+        let kind = i32::from_ne_bytes(control[at + word + 4..at + word + 8].try_into().ok()?);
+        if len < head {
+            return None;
+        }
+        if level == libc::IPPROTO_IP && kind == libc::IP_TOS {
+            return control.get(at + head).copied();
+        }
+        at += len.div_ceil(word) * word;
+    }
+    None
+}
+
+/// A TCP probe connection held open after its first answer, and what `ss` says of the
+/// server's end of it (its TOS among the rest); empty without `ss`.
+fn tcp_probe_as_ss_sees_it(port: u16, token: [u8; 16]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(&probe_opening(token)).unwrap();
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).expect("the probe's answer");
+    let mine = s.local_addr().unwrap().port();
+    let filter = format!("( sport = :{port} and dport = :{mine} )");
+    std::process::Command::new("ss")
+        .args(["-tnH", "--tos", "state", "established", &filter])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default()
+}
+
+/// A one-second test against `port` whose spec asks the server for `asks`, probed beside.
+fn probed_test(
+    port: u16,
+    asks: Option<wirerate_core::rpm::RpmServer>,
+) -> (Answers, wirerate_control::ClientOutcome) {
+    use wirerate_core::spec::{End, TestSpec};
+    let spec = TestSpec {
+        end: End::Time { seconds: 1.0 },
+        rpm_server: asks,
+        ..Default::default()
+    };
+    let mut obs = ProbeOnce { port, seen: None };
+    let addr = ([127, 0, 0, 1], port).into();
+    let cfg = wirerate_control::ClientConfig::default();
+    let outcome = wirerate_control::run_test(addr, &spec, &cfg, &mut obs).expect("the test");
+    let seen = obs.seen.take().expect("a session token").join().unwrap();
+    (seen, outcome)
+}
+
+#[test]
+fn the_servers_probe_answers_carry_the_class_down_and_its_qdisc_comes_back() {
+    let srv = ServerProc::start(&[]);
+    // EF (46) is TOS 0xb8
+    let asks = wirerate_core::rpm::RpmServer {
+        probe_tos: Some(0xb8),
+        egress_qdisc: true,
+    };
+    let (marked, outcome) = probed_test(srv.port, Some(asks));
+    eprintln!("answers to probes marked EF: {marked:?}");
+    assert!(marked.udp_tos.len() >= 3, "{marked:?}");
+    assert!(marked.udp_tos.iter().all(|t| *t == 0xb8), "{marked:?}");
+    if !marked.tcp_server_side.is_empty() {
+        assert!(marked.tcp_server_side.contains("tos:0xb8"), "{marked:?}");
+    }
+    // the server read its egress toward the client: loopback, which has no qdisc
+    let qdisc = outcome
+        .remote
+        .evidence
+        .as_ref()
+        .and_then(|e| e.egress_qdisc.clone());
+    if tc_answers() {
+        let q = qdisc.expect("the server's egress qdisc");
+        assert_eq!((q.interface.as_str(), q.queued), ("lo", false), "{q:?}");
+    }
+    // the next test asks for nothing: the same socket's replies go unmarked again, and no
+    // qdisc is read
+    let (plain, outcome) = probed_test(srv.port, None);
+    assert!(plain.udp_tos.len() >= 3, "{plain:?}");
+    assert!(plain.udp_tos.iter().all(|t| *t == 0), "{plain:?}");
+    if !plain.tcp_server_side.is_empty() {
+        assert!(!plain.tcp_server_side.contains("tos:0xb8"), "{plain:?}");
+    }
+    let evidence = outcome.remote.evidence.unwrap_or_default();
+    assert_eq!(evidence.egress_qdisc, None);
+    srv.stop();
 }

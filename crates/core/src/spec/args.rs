@@ -195,6 +195,7 @@ impl TestArgs {
             stream_intervals: parallel > 1,
             tos: self.tos,
             server_tos: None,
+            rpm_server: None,
             server_cpu: self.server_cpu,
             gso: self.gso,
             gro: self.gro,

@@ -6,18 +6,16 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_control::Observer;
 use wirerate_core::owd::{self, OneWay, Stamps};
-use wirerate_core::qdisc::{PhaseQdisc, QdiscReading};
 use wirerate_core::result::Interval;
 use wirerate_core::rpm::{self, LatencyStats, Phase, PhaseResult, PhaseSamples, RpmSpec, Sample};
 use wirerate_core::rr::{RrMode, RrSpec};
 use wirerate_core::spec::{Direction, End, Flow, TestKind};
 use wirerate_core::{Protocol, RunResult, TestSpec};
+use wirerate_engine::qdisc_watch::QdiscWatch;
 use wirerate_engine::rpm_probe::{ProbeLog, Prober};
 use wirerate_engine::udp_probe::UdpProbeLog;
 
@@ -57,8 +55,9 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub time: f64,
-    /// Seconds at the start of each loaded phase not counted (the load ramps up)
-    /// [default: 1, at most a quarter of -t]
+    /// Seconds at the start of each loaded phase not counted (the load ramps up); counting
+    /// starts later where throughput is not yet stable (its moving average over 4 intervals
+    /// within 5 %, 4 times in a row: the phase's ramp-up) [default: 1, at most a quarter of -t]
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup: Option<f64>,
     /// Latency probes a second of each kind: TCP (each a new connection) and UDP (1 to 50)
@@ -75,9 +74,11 @@ pub struct Args {
     /// [default: unmarked]
     #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
     pub dscp: Option<(u8, u8)>,
-    /// DSCP class of the latency probes (this side's packets, from the SYN on)
-    #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
-    pub probe_dscp: Option<u8>,
+    /// DSCP class of the latency probes: this side's packets from the SYN on, and the
+    /// server's answers (its UDP replies, the bytes it echoes); UP/DOWN marks the answers
+    /// with DOWN [default: unmarked]
+    #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
+    pub probe_dscp: Option<(u8, u8)>,
     /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -102,7 +103,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         probe_rate_hz: a.probe_rate,
         load_dscp: a.dscp.map(|d| d.0),
         load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
-        probe_dscp: a.probe_dscp,
+        probe_dscp: a.probe_dscp.map(|d| d.0),
+        probe_dscp_down: a.probe_dscp.filter(|d| d.1 != d.0).map(|d| d.1),
     };
     if let Err(e) = s.validate() {
         return usage(e);
@@ -116,6 +118,7 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
         protocol: Protocol::Tcp,
         tos: s.load_dscp.map(wirerate_core::dscp::tos),
         server_tos: s.load_dscp_down.map(wirerate_core::dscp::tos),
+        rpm_server: Some(s.server_asks(phase)),
         end: End::Time { seconds: s.phase_s },
         ..Default::default()
     };
@@ -201,6 +204,20 @@ fn loaded_rtt(r: &RunResult) -> Vec<Sample> {
         .collect()
 }
 
+/// Each interval's end and goodput over every flow (both directions summed in the
+/// bidirectional phase), warm-up included, in time order: what the ramp-up is read from.
+fn goodput_steps(r: &RunResult) -> Vec<(f64, f64)> {
+    // the two sides' intervals of one tick end within a few ms of each other
+    let tick = |end_s: f64| (end_s / r.spec.interval_s.max(1e-3)).round() as i64;
+    let mut by_tick: std::collections::BTreeMap<i64, (f64, f64)> = Default::default();
+    for iv in r.intervals.iter().filter(|iv| iv.stream.is_none()) {
+        let e = by_tick.entry(tick(iv.end_s)).or_insert((iv.end_s, 0.0));
+        e.0 = e.0.max(iv.end_s);
+        e.1 += iv.bps;
+    }
+    by_tick.into_values().collect()
+}
+
 /// The median over counted intervals of what the loaded senders had written but not sent.
 fn unsent(r: &RunResult) -> Option<u64> {
     let v = r
@@ -260,6 +277,8 @@ struct PhaseRun {
     figures: PhaseResult,
     errors: Vec<String>,
     stamps: Vec<Stamps>,
+    /// When each of `stamps` was sent, seconds from the phase's start.
+    sent_at: Vec<f64>,
 }
 
 /// The UDP probes' round trips and stamps, from the end of the warm-up on.
@@ -277,60 +296,6 @@ fn udp_counted(log: &UdpProbeLog, warmup_s: f64) -> (Vec<Sample>, Vec<Stamps>) {
         .unzip()
 }
 
-/// Readings of the client's egress qdisc this often during a loaded phase.
-const QDISC_EVERY: Duration = Duration::from_millis(200);
-
-/// The client's egress qdisc on the route's interface, read before, during (every
-/// [`QDISC_EVERY`]) and after a phase.
-struct QdiscWatch {
-    iface: String,
-    before: QdiscReading,
-    stop: Arc<AtomicBool>,
-    during: std::thread::JoinHandle<Vec<(f64, QdiscReading)>>,
-}
-
-impl QdiscWatch {
-    /// None where no interface holds the route to `addr` or `tc` does not answer.
-    fn start(addr: SocketAddr) -> Option<QdiscWatch> {
-        let iface = wirerate_probe::iface::interface_for(addr.ip())?;
-        let before = wirerate_probe::qdisc::read(&iface)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (name, flag) = (iface.clone(), stop.clone());
-        let during = std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let mut v = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                if let Some(r) = wirerate_probe::qdisc::read(&name) {
-                    v.push((t0.elapsed().as_secs_f64(), r));
-                }
-                std::thread::sleep(QDISC_EVERY);
-            }
-            v
-        });
-        Some(QdiscWatch {
-            iface,
-            before,
-            stop,
-            during,
-        })
-    }
-
-    /// The phase's figures, readings of the warm-up left out.
-    fn finish(self, warmup_s: f64) -> Option<PhaseQdisc> {
-        self.stop.store(true, Ordering::Relaxed);
-        let during: Vec<QdiscReading> = self
-            .during
-            .join()
-            .ok()?
-            .into_iter()
-            .filter(|(at, _)| *at >= warmup_s)
-            .map(|(_, r)| r)
-            .collect();
-        let after = wirerate_probe::qdisc::read(&self.iface)?;
-        Some(PhaseQdisc::of(&self.iface, &self.before, &during, &after))
-    }
-}
-
 /// Runs one phase; its result and figures, or why it failed.
 fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Result<PhaseRun> {
     let spec = phase_spec(phase, s, parallel);
@@ -342,7 +307,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
         prober: None,
     };
     let watch = (phase != Phase::Idle)
-        .then(|| QdiscWatch::start(t.addr))
+        .then(|| QdiscWatch::start(t.addr.ip()))
         .flatten();
     // the server frees its slot a moment after the previous phase's reports
     let run = execute(t, &spec, &mut obs, Duration::from_secs(5));
@@ -350,10 +315,15 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     let log = obs.prober.take().map(Prober::finish).unwrap_or_default();
     let qdisc = watch.and_then(|w| w.finish(s.warmup_s));
     let (result, errors) = run?;
+    // a loaded phase counts from its warm-up's end or from when its throughput was stable,
+    // whichever is later
+    let ramp_up = (phase != Phase::Idle)
+        .then(|| rpm::ramp_up_s(&goodput_steps(&result)))
+        .flatten();
     let warmup = if phase == Phase::Idle {
         0.0
     } else {
-        s.warmup_s
+        s.warmup_s.max(ramp_up.unwrap_or(0.0))
     };
     let samples = samples_of(&log, loaded_rtt(&result));
     let mut figures = rpm::phase_result(
@@ -365,27 +335,39 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
         log.failed,
     );
     if phase != Phase::Idle {
+        figures.ramp_up_s = ramp_up;
         figures.sender_unsent_bytes = unsent(&result);
         figures.qdisc = qdisc;
+        // read by the server toward this host, sent in its report
+        figures.server_qdisc = result
+            .evidence
+            .server
+            .as_ref()
+            .and_then(|e| e.egress_qdisc.clone());
     }
     let (udp, stamps) = udp_counted(&log.udp, warmup);
     figures.udp = LatencyStats::of(&udp);
     figures.udp_failed = log.udp.failed;
+    // over time, every probe (the warm-up's too), as the connect times
+    figures.udp_series = rpm::series(&udp_counted(&log.udp, f64::NEG_INFINITY).0);
     Ok(PhaseRun {
         result,
         figures,
         errors,
         stamps,
+        sent_at: udp.iter().map(|s| s.at_s).collect(),
     })
 }
 
-/// Each phase's one-way delays, from a base fitted over all phases' UDP probes.
-fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>]) {
+/// Each phase's one-way delays, from a base fitted over all phases' UDP probes (`sent_at`:
+/// each phase's probes' times in it).
+fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>], sent_at: &[Vec<f64>]) {
     let all: Vec<Stamps> = stamps.iter().flatten().copied().collect();
     let mut added = owd::added_ms(&all).into_iter();
-    for (p, s) in phases.iter_mut().zip(stamps) {
+    for ((p, s), at) in phases.iter_mut().zip(stamps).zip(sent_at) {
         let mine: Vec<(f64, f64)> = added.by_ref().take(s.len()).collect();
         p.one_way = OneWay::of(&mine);
+        p.one_way_series = owd::series(at, &mine);
     }
 }
 
@@ -401,6 +383,7 @@ pub fn measure(
     let mut phases = Vec::new();
     let mut errors = Vec::new();
     let mut stamps = Vec::new();
+    let mut sent_at = Vec::new();
     let mut last = None;
     for phase in Phase::ALL {
         let run = run_phase(t, phase, s, parallel)?;
@@ -412,9 +395,10 @@ pub fn measure(
         );
         phases.push(run.figures);
         stamps.push(run.stamps);
+        sent_at.push(run.sent_at);
         last = Some(run.result);
     }
-    one_way(&mut phases, &stamps);
+    one_way(&mut phases, &stamps, &sent_at);
     let Some(mut result) = last else {
         anyhow::bail!("no phase ran");
     };
