@@ -1,8 +1,6 @@
 //! The checks both backends' tests make in the same words: SQLite (`store.rs`) and
 //! PostgreSQL (`pg.rs`) keep the same promises.
 
-#![allow(dead_code)]
-
 use wirerate_core::{synth, RunResult};
 use wirerate_store::{RunFilter, Store};
 

@@ -1,7 +1,7 @@
 //! The store's promises: round trip, WAL, no duplicate on retry, filters, refusal of what it
 //! cannot read.
 
-mod shared;
+use crate::shared;
 
 use wirerate_core::synth as common;
 

@@ -48,7 +48,7 @@ fn spawn_writer(db: &Path, start: u64) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash_writer_child",
+            "crash::crash_writer_child",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -68,7 +68,7 @@ fn kill_after(mut child: Child, acks: usize) -> Vec<(u64, i64)> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let parse = |line: std::io::Result<String>| -> Option<(u64, i64)> {
         let line = line.unwrap();
-        // the harness may print "test crash_writer_child ... " on the first line's start
+        // the harness may print "test crash::crash_writer_child ... " on the first line's start
         let at = line.find("ack ")?;
         let mut f = line[at + 4..].split_whitespace();
         Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-mod shared;
+use crate::shared;
 
 use wirerate_core::synth as common;
 use wirerate_store::{RunFilter, Store, StoreError};
