@@ -327,6 +327,7 @@ fn open_loop_shows_a_server_stall_that_closed_loop_hides() {
 
 #[test]
 fn sweep_follows_the_schedule_in_every_format() {
+    let _heavy = common::heavy();
     let args = |fmt: &'static str| {
         vec![
             "sweep",
@@ -381,6 +382,7 @@ fn sweep_follows_the_schedule_in_every_format() {
 
 #[test]
 fn stream_sweep_against_a_server() {
+    let _heavy = common::heavy();
     let srv = ServerProc::start(&[]);
     let p = srv.port.to_string();
     let out = run(
@@ -412,6 +414,8 @@ fn stream_sweep_against_a_server() {
 
 /// A short sweep (2 ms trials) on the embedded server; its JSON document.
 fn sweep_json(extra: &[&str]) -> Value {
+    // a trial 40 times its point time long ends a sweep early: a loaded host cuts it short
+    let _heavy = common::heavy();
     let mut a = vec!["sweep", "--point-time", "0.002", "--trials", "2"];
     a.extend_from_slice(extra);
     a.extend_from_slice(&["--json", "--no-store"]);
@@ -459,6 +463,7 @@ fn sweep_perturbation_measures_the_sizes_around_each_step() {
 
 #[test]
 fn sweep_prints_a_progress_line_per_size_on_stderr() {
+    let _heavy = common::heavy();
     let out = run(
         &[
             "sweep",
@@ -637,6 +642,7 @@ fn server_frees_itself_from_a_silent_rr_client() {
 
 #[test]
 fn rr_and_sweep_json_follow_the_schema() {
+    let _heavy = common::heavy();
     let schema: Value =
         serde_json::from_str(include_str!("../../../../schema/result.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
