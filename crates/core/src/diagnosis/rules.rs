@@ -59,6 +59,10 @@ pub const HEAVY_LOSS: f64 = 0.01;
 /// Both ends on one host (loopback) and the host busy over all cores from this share:
 /// the CPU is the limit even when no single thread is (our own margin, like the core rule).
 pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
+/// ... or from this share when a stream thread waited for a CPU at least
+/// [`STARVED_WAIT_PERCENT`] of its window: the cores were contended, if not all full
+/// (measured: ends apart on a loaded 2-core host, 88-89 % busy, waited 9-48 %).
+pub const SHARED_HOST_BUSY_WAITED_PERCENT: f64 = 75.0;
 /// Two ends on one host take turns when each runs under this share of a core (measured:
 /// see docs/diagnosis.md, "Where the thresholds come from") ...
 pub const TURN_RUN_PERCENT: f64 = 70.0;

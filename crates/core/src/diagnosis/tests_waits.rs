@@ -363,3 +363,28 @@ fn ends_pinned_to_different_cpus_or_one_end_pinned_are_not_one_core() {
     let d = diagnose(&r);
     assert_ne!(d.bottleneck, Bottleneck::TurnTaking, "{d:#?}");
 }
+
+#[test]
+fn a_host_short_of_full_whose_ends_waited_for_a_cpu_is_named_contended() {
+    // measured here with the ends apart (`-A 0,1`) beside builds: the host 88-89 % busy,
+    // under the 90 % rule, the ends waiting 9-48 % for a CPU: once not determined
+    let r = loopback(88.0, end(43.0, 26.0, 3_000), end(34.0, 36.0, 2_000));
+    let d = diagnose(&r);
+    assert_eq!(d.bottleneck, Bottleneck::HostCpu, "{d:#?}");
+    assert!(
+        d.verdict.contains(
+            "the host's cores were contended (88 % busy over all cores, and a stream thread \
+             waited for a CPU 36 % of its window)"
+        ),
+        "{}",
+        d.verdict
+    );
+    assert_eq!(d.evidence[0].threshold, Some(75.0), "{d:#?}");
+    // without the waits, 88 % stays a near miss
+    let r = loopback(88.0, end(60.0, 5.0, 3_000), end(55.0, 8.0, 2_000));
+    let d = diagnose(&r);
+    assert!(
+        has_candidate(&d, Bottleneck::HostCpu).is_none_or(|s| s < 0.5),
+        "{d:#?}"
+    );
+}
