@@ -43,6 +43,7 @@ fn side_of(report: &StreamReport) -> StreamSide {
         run_s: report.sched.map(|s| s.run_s),
         wait_s: report.sched.map(|s| s.wait_s),
         sleeps: report.sched.and_then(|s| s.sleeps),
+        pinned_cpu: report.sched.and_then(|s| s.pinned_cpu),
         worker: report.worker,
     }
 }

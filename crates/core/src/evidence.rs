@@ -211,6 +211,10 @@ pub struct SchedTimes {
     /// each one a wait inside a socket call. None where the kernel does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sleeps: Option<u64>,
+    /// The one CPU the thread was allowed to run on (its affinity held one: `-A`, or a
+    /// process started under `taskset -c N`); None when it could run on more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cpu: Option<u32>,
 }
 
 /// TCP_INFO of a flow's senders over one interval, summed or combined over its streams.

@@ -366,6 +366,11 @@ pub struct StreamSide {
     /// each one a wait inside a socket call, for a full send buffer or for data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sleeps: Option<u64>,
+    /// The one CPU the stream thread was allowed to run on (its affinity held one: `-A`,
+    /// `taskset -c N`); absent when it could run on more. Two ends on one host pinned to
+    /// one CPU take it in turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cpu: Option<u32>,
     /// The data worker that served this end (its number on its side) when the stream shared
     /// one; `user_s` and `sys_s` are then its even share of the worker's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]

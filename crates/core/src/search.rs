@@ -165,7 +165,25 @@ pub struct Confidence {
     /// 56 %, three at each 77 %; None when no rate passed.
     #[serde(default)]
     pub level_percent: Option<f64>,
+    /// How far the path's capacity moved between the trials at the boundary: the most any
+    /// of them received over the least a failing one received ([`capacity_spread`]). None
+    /// when no trial at the boundary failed (nothing measured the capacity).
+    #[serde(default)]
+    pub capacity_spread: Option<f64>,
+    /// The answer's grade: low when the capacity moved more than [`STABLE_SPREAD`] between
+    /// trials (the maximum is not stable there) or the search ended at its trial limit;
+    /// else high from a [`Confidence::level_percent`] of 75 %, medium from 50 %, low below.
+    #[serde(default)]
+    pub grade: Option<Grade>,
 }
+
+/// A search's grade, in the words the diagnosis uses.
+pub type Grade = crate::diagnosis::Confidence;
+
+/// The spread of capacity between trials within which a search's answer stands: a stable
+/// path's trials at the boundary differ by the bisection's resolution (1 %) and the loss
+/// of a failing trial; 5 % is also how closely two searches of a stable path agree.
+pub const STABLE_SPREAD: f64 = 1.05;
 
 /// One less the chance of at least `agree` heads in `n` tosses of a fair coin: how sure
 /// `agree` trials of `n` agreeing make their rate's verdict, as a share.
@@ -401,6 +419,24 @@ impl RateSearch {
             .collect()
     }
 
+    /// The trials at the boundary: those at the rate found and at the lowest failing rate,
+    /// and those that contradict the bracket (a failure at or below the rate found, a pass
+    /// at or above the lowest failing rate). Paced trials whose sender reached the rate only.
+    fn boundary(&self, found: Option<&Rate>, fail: Option<&Rate>) -> Vec<&Step> {
+        let (lo, hi) = (found.map(|r| r.bps), fail.map(|r| r.bps));
+        self.steps
+            .iter()
+            .filter(|s| {
+                let Some(o) = s.offered_bps else { return false };
+                let reached = s.sent_bps.is_none_or(|x| x >= UNREACHED * o);
+                let at_end = Some(o) == lo || Some(o) == hi;
+                let contradicts = (!s.pass && lo.is_some_and(|l| o <= l))
+                    || (s.pass && hi.is_some_and(|h| o >= h));
+                reached && (at_end || contradicts)
+            })
+            .collect()
+    }
+
     /// The bracket around the result, each end's trials and the spread at the rate found.
     pub fn confidence(&self) -> Confidence {
         let found = self.pass();
@@ -418,11 +454,15 @@ impl RateSearch {
                 * fail.map_or(1.0, |f| sign_confidence(f.bad, f.good + f.bad));
             ends * 100.0
         });
+        let spread = capacity_spread(&self.boundary(found, fail));
+        let confirmed = found.is_some() && self.plan() == Next::Done;
         Confidence {
+            grade: level.map(|l| grade(l, confirmed, spread)),
+            capacity_spread: spread,
             lowest_fail_bps: fail.map(|r| r.bps),
             trials: found.map_or(0, |r| r.good + r.bad),
             passed: found.map_or(0, |r| r.good),
-            confirmed: found.is_some() && self.plan() == Next::Done,
+            confirmed,
             goodput: Summary::of(&goodputs),
             sent: Summary::of(&sent),
             loss_median_percent: median_loss(&at_found),
@@ -432,6 +472,36 @@ impl RateSearch {
             fail_loss_median_percent: median_loss(&at_fail),
             level_percent: level,
         }
+    }
+}
+
+/// How far capacity moved between `trials`: the most any of them received (the path
+/// carried at least that then) over the least a failing one received (a failing trial's
+/// receiver got what the path carried). None without a failing trial.
+pub fn capacity_spread(trials: &[&Step]) -> Option<f64> {
+    let least = trials
+        .iter()
+        .filter(|s| !s.pass)
+        .map(|s| s.goodput_bps)
+        .filter(|g| g.is_finite() && *g > 0.0)
+        .min_by(f64::total_cmp)?;
+    let most = trials
+        .iter()
+        .map(|s| s.goodput_bps)
+        .filter(|g| g.is_finite())
+        .fold(least, f64::max);
+    Some(most / least)
+}
+
+/// The grade of an answer from its sign-test level, whether the search ended by its rule,
+/// and the capacity's spread between trials.
+fn grade(level_percent: f64, confirmed: bool, spread: Option<f64>) -> Grade {
+    if !confirmed || spread.is_some_and(|s| s > STABLE_SPREAD) || level_percent < 50.0 {
+        Grade::Low
+    } else if level_percent < 75.0 {
+        Grade::Medium
+    } else {
+        Grade::High
     }
 }
 

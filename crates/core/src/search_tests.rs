@@ -302,3 +302,70 @@ fn on_a_path_that_passes_at_random_the_found_rates_cluster_and_stay_consistent()
         trials[trials.len() / 2]
     );
 }
+
+/// Runs a search against a path whose capacity at trial `i` is `cap(i)`: a trial loses what
+/// it offered above it, and its receiver gets the rest.
+fn on_capacity(cap: impl Fn(usize) -> f64) -> RateSearch {
+    drive(Some(60e9), 60e9, |i, r| {
+        let c = cap(i);
+        if r > c {
+            (r - c) / r * 100.0
+        } else {
+            0.0
+        }
+    })
+}
+
+#[test]
+fn a_stable_capacity_grades_the_answer_by_its_trials_and_says_no_spread() {
+    let s = on_capacity(|_| 20e9);
+    let c = s.confidence();
+    let r = s.result().unwrap();
+    assert!(r <= 20e9 && r > 19.6e9, "{r}");
+    // the failing trials at the boundary received the capacity, the passing ones their rate
+    let spread = c.capacity_spread.expect("a trial at the boundary failed");
+    assert!((1.0..=STABLE_SPREAD).contains(&spread), "{spread}");
+    // two or three agreeing trials at each end: a medium grade, not a low one
+    assert_eq!(c.grade, Some(Grade::Medium), "{c:?}");
+}
+
+#[test]
+fn a_capacity_that_moves_between_trials_is_named_and_graded_low() {
+    // a loopback whose capacity halves on some trials (another program took the CPU):
+    // 40 Gbit/s on most, 19 on every third
+    let s = on_capacity(|i| if i % 3 == 2 { 19e9 } else { 40e9 });
+    let c = s.confidence();
+    assert!(s.result().is_some(), "{s:?}");
+    let spread = c.capacity_spread.expect("a trial at the boundary failed");
+    assert!(spread > 1.5, "{spread}: {c:?}\n{:?}", s.steps);
+    assert_eq!(c.grade, Some(Grade::Low), "{c:?}");
+    // a stubbed sequence at the boundary: passes at 35 Gbit/s, a failure there that
+    // received 16.7, a failure at 35.4 that received 35.2
+    let at = |offered: f64, got: f64, pass: bool| Step {
+        offered_bps: Some(offered),
+        sent_bps: Some(offered),
+        goodput_bps: got,
+        loss_percent: if pass {
+            0.0
+        } else {
+            100.0 * (1.0 - got / offered)
+        },
+        pass,
+        phase: Phase::Search,
+    };
+    let steps = [
+        at(35e9, 35e9, true),
+        at(35e9, 16.7e9, false),
+        at(35e9, 35e9, true),
+        at(35.4e9, 35.2e9, false),
+    ];
+    let spread = capacity_spread(&steps.iter().collect::<Vec<_>>()).unwrap();
+    assert!((spread - 35.2 / 16.7).abs() < 1e-9, "{spread}");
+    // nothing failed: nothing measured the capacity
+    assert_eq!(capacity_spread(&[&steps[0], &steps[2]]), None);
+    // the same rule grades: within the spread and confirmed by the counts, not low
+    assert_eq!(grade(80.0, true, Some(1.02)), Grade::High);
+    assert_eq!(grade(80.0, true, Some(2.1)), Grade::Low);
+    assert_eq!(grade(80.0, false, Some(1.0)), Grade::Low);
+    assert_eq!(grade(56.25, true, None), Grade::Medium);
+}

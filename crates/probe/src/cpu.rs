@@ -15,6 +15,8 @@ pub struct ThreadTimes {
     pub wait_s: Option<f64>,
     /// Times the thread went to sleep (voluntary context switches, [`crate::sched`]).
     pub sleeps: Option<u64>,
+    /// The one CPU the thread may run on, when its affinity holds one ([`crate::sched`]).
+    pub pinned_cpu: Option<u32>,
 }
 
 impl ThreadTimes {
@@ -30,6 +32,7 @@ impl ThreadTimes {
             run_s,
             wait_s,
             sleeps: crate::sched::thread_sleeps(),
+            pinned_cpu: crate::sched::thread_pinned_cpu(),
             ..ThreadTimes::cpu_now()
         }
     }
@@ -51,6 +54,7 @@ impl ThreadTimes {
             run_s: None,
             wait_s: None,
             sleeps: None,
+            pinned_cpu: None,
         }
     }
 
@@ -65,6 +69,8 @@ impl ThreadTimes {
                 .sleeps
                 .zip(earlier.sleeps)
                 .map(|(a, b)| a.saturating_sub(b)),
+            // where the thread was allowed to run at the end of the window
+            pinned_cpu: self.pinned_cpu,
         }
     }
 
@@ -76,6 +82,7 @@ impl ThreadTimes {
                 run_s,
                 wait_s,
                 sleeps: self.sleeps,
+                pinned_cpu: self.pinned_cpu,
             })
     }
 }

@@ -18,9 +18,41 @@ pub fn parse_voluntary_switches(status: &str) -> Option<u64> {
     })
 }
 
+/// The one CPU the calling thread may run on, when its affinity holds exactly one; None
+/// when it may run on more or the kernel does not say.
+pub fn thread_pinned_cpu() -> Option<u32> {
+    parse_pinned_cpu(&std::fs::read_to_string("/proc/thread-self/status").ok()?)
+}
+
+/// The single CPU of a `status` file's `Cpus_allowed_list` ("3", or "3-3"); None for a list
+/// of more ("0-1", "0,2").
+pub fn parse_pinned_cpu(status: &str) -> Option<u32> {
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+        .trim();
+    match list.split_once('-') {
+        Some((a, b)) if a == b => a.parse().ok(),
+        Some(_) => None,
+        None => list.parse().ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_allowed_cpu_is_read_as_pinned() {
+        let status = |list: &str| {
+            format!("Name:\twr-sender-0\nCpus_allowed:\t1\nCpus_allowed_list:\t{list}\n")
+        };
+        assert_eq!(parse_pinned_cpu(&status("0")), Some(0));
+        assert_eq!(parse_pinned_cpu(&status("3-3")), Some(3));
+        assert_eq!(parse_pinned_cpu(&status("0-1")), None);
+        assert_eq!(parse_pinned_cpu(&status("0,2")), None);
+        assert_eq!(parse_pinned_cpu("Name:\tx\n"), None);
+    }
 
     #[test]
     fn voluntary_switches_are_read_by_name() {

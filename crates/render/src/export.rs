@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use wirerate_core::diagnosis::Bottleneck;
-use wirerate_core::search::{Confidence, Step};
+use wirerate_core::search::{Confidence, Step, STABLE_SPREAD};
 use wirerate_core::units::format_bps;
 use wirerate_core::{RunResult, TestSpec};
 
@@ -183,11 +183,20 @@ fn find_max_text(f: &FindMaxResult<'_>) -> String {
                 median(c.fail_loss_median_percent)
             );
         }
-        if let Some(level) = c.level_percent {
+        if let Some(spread) = c.capacity_spread.filter(|s| *s > STABLE_SPREAD) {
             let _ = writeln!(
                 s,
-                "  confidence {level:.0} % that the limit lies {} (a sign test of the trials \
-                 at each end)",
+                "  capacity varied {spread:.1}× between trials; the maximum is not stable here"
+            );
+        }
+        if let Some(level) = c.level_percent {
+            let grade = c.grade.map_or(String::new(), |g| {
+                format!(" {}", crate::text::confidence_word(g))
+            });
+            let _ = writeln!(
+                s,
+                "  confidence{grade}: {level:.0} % that the limit lies {} (a sign test of the \
+                 trials at each end)",
                 if c.lowest_fail_bps.is_some() {
                     "between the two"
                 } else {

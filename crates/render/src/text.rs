@@ -560,7 +560,12 @@ fn interval_changes(intervals: &[Interval]) -> String {
 
 /// The diagnosis's confidence in a word.
 pub(crate) fn confidence(d: &Diagnosis) -> &'static str {
-    match d.confidence {
+    confidence_word(d.confidence)
+}
+
+/// A confidence in a word (a verdict's, a find-max search's).
+pub(crate) fn confidence_word(c: Confidence) -> &'static str {
+    match c {
         Confidence::High => "high",
         Confidence::Medium => "medium",
         Confidence::Low => "low",

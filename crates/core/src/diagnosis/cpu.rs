@@ -3,9 +3,9 @@
 
 use super::rules::{
     item, ramp, Fig, Finding, CORE_RULE_THREAD_PERCENT, CORE_SATURATED_PERCENT, IDLE_CORE_PERCENT,
-    QUOTA_USED_RATIO, SHARED_HOST_BUSY_PERCENT, SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT,
-    STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT, SYMPTOM_SCORE, THREAD_FULL_PERCENT,
-    THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
+    QUOTA_USED_RATIO, SHARED_HOST_BUSY_PERCENT, SHARED_HOST_BUSY_WAITED_PERCENT,
+    SOFTIRQ_CORE_BUSY_PERCENT, SOFTIRQ_SHARE_PERCENT, STARVED_DEMAND_PERCENT, STARVED_WAIT_PERCENT,
+    SYMPTOM_SCORE, THREAD_FULL_PERCENT, THREAD_SATURATED_PERCENT, THROTTLED_PERCENT,
 };
 use super::text::pct;
 use super::view::{self, percent, thread_load, Host, ThreadLoad};
@@ -209,7 +209,15 @@ pub(super) fn host(r: &RunResult) -> Option<Finding> {
         .as_ref()
         .and_then(|c| c.system_percent)
         .filter(|p| p.is_finite())?;
-    let mut score = ramp(busy, SHARED_HOST_BUSY_PERCENT, 99.0).min(0.75);
+    // a stream thread that waited for a CPU a fifth of its window lowers the bar: the
+    // cores were contended even where they were not all full
+    let waited = super::waits::longest_queue(r) >= STARVED_WAIT_PERCENT;
+    let threshold = if waited {
+        SHARED_HOST_BUSY_WAITED_PERCENT
+    } else {
+        SHARED_HOST_BUSY_PERCENT
+    };
+    let mut score = ramp(busy, threshold, 99.0).min(0.75);
     // a saturated stream thread that no other work kept waiting made the host busy
     // itself: the host is then its symptom, not a second cause
     let saturated = [true, false]
@@ -222,14 +230,20 @@ pub(super) fn host(r: &RunResult) -> Option<Finding> {
     if score <= 0.0 {
         return None;
     }
-    let mut f = Finding::new(
-        Bottleneck::HostCpu,
-        score,
+    let head = if busy >= SHARED_HOST_BUSY_PERCENT {
         format!(
             "every core of the host was busy ({} over all cores)",
             pct(busy)
-        ),
-    );
+        )
+    } else {
+        format!(
+            "the host's cores were contended ({} busy over all cores, and a stream thread \
+             waited for a CPU {} of its window)",
+            pct(busy),
+            pct(super::waits::longest_queue(r))
+        )
+    };
+    let mut f = Finding::new(Bottleneck::HostCpu, score, head);
     f.evidence.push(item(
         Bottleneck::HostCpu,
         "client",
@@ -237,14 +251,19 @@ pub(super) fn host(r: &RunResult) -> Option<Finding> {
         Fig {
             value: busy,
             unit: "percent",
-            threshold: Some(SHARED_HOST_BUSY_PERCENT),
+            threshold: Some(threshold),
         },
         "/proc/stat",
         format!(
-            "client and server (one host): {} busy over all cores (saturated from {}); \
+            "client and server (one host): {} busy over all cores (saturated from {}{}); \
              the stream threads are only part of it",
             pct(busy),
-            pct(SHARED_HOST_BUSY_PERCENT)
+            pct(threshold),
+            if waited {
+                " when a stream thread waited a fifth of its window for a CPU"
+            } else {
+                ""
+            }
         ),
     ));
     // each end's split of its window (run, waiting for a CPU, asleep) where the scheduler

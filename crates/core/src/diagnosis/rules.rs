@@ -59,6 +59,10 @@ pub const HEAVY_LOSS: f64 = 0.01;
 /// Both ends on one host (loopback) and the host busy over all cores from this share:
 /// the CPU is the limit even when no single thread is (our own margin, like the core rule).
 pub const SHARED_HOST_BUSY_PERCENT: f64 = 90.0;
+/// ... or from this share when a stream thread waited for a CPU at least
+/// [`STARVED_WAIT_PERCENT`] of its window: the cores were contended, if not all full
+/// (measured: ends apart on a loaded 2-core host, 88-89 % busy, waited 9-48 %).
+pub const SHARED_HOST_BUSY_WAITED_PERCENT: f64 = 75.0;
 /// Two ends on one host take turns when each runs under this share of a core (measured:
 /// see docs/diagnosis.md, "Where the thresholds come from") ...
 pub const TURN_RUN_PERCENT: f64 = 70.0;
@@ -69,6 +73,11 @@ pub const TURN_ASLEEP_FULL: f64 = 35.0;
 /// ... and the host is at least this busy over all cores: not idle, so the ends had work
 /// to do and waited on each other, not on a quiet network.
 pub const TURN_HOST_BUSY_PERCENT: f64 = 50.0;
+/// Two ends pinned to one CPU take it in turns: each one's wait for it is the other's run.
+/// They are its main users from this share of it between them (score 0.7; 1 from
+/// [`ONE_CORE_FULL`]): below, other work held the core more than the test did.
+pub const ONE_CORE_SHARE_PERCENT: f64 = 50.0;
+pub const ONE_CORE_FULL: f64 = 80.0;
 /// An interface that carried more than this many times the test's bytes (beyond
 /// [`PACKET_HEADER_ALLOWANCE`] a packet) carried other traffic too.
 pub const OTHER_TRAFFIC_RATIO: f64 = 2.0;
@@ -151,7 +160,7 @@ impl Analysis {
             .fold(0.0, f64::max)
     }
 
-    fn cap(&mut self, b: Bottleneck, to: f64) {
+    pub(super) fn cap(&mut self, b: Bottleneck, to: f64) {
         for f in self.findings.iter_mut().filter(|f| f.bottleneck == b) {
             f.score = f.score.min(to);
         }
@@ -239,6 +248,7 @@ pub fn diagnose(r: &RunResult) -> Diagnosis {
     }
     udp::pacing(r, &mut a);
     reconcile(&mut a);
+    waits::on_one_core(r, &mut a);
     waits::note(r, &mut a);
     traffic::note(r, &mut a);
     queue::note(r, &mut a);

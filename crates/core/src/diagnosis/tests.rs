@@ -68,6 +68,7 @@ pub(super) fn side(cpu_s: f64) -> StreamSide {
         wait_s: Some(0.1),
         sleeps: None,
         worker: None,
+        pinned_cpu: None,
     }
 }
 

@@ -5,8 +5,9 @@
 //! waits for a CPU.
 
 use super::rules::{
-    item, ramp, Analysis, Fig, Finding, STARVED_WAIT_PERCENT, SUPPORT_SCORE, TURN_ASLEEP_FULL,
-    TURN_ASLEEP_PERCENT, TURN_HOST_BUSY_PERCENT, TURN_RUN_PERCENT,
+    item, ramp, Analysis, Fig, Finding, ONE_CORE_FULL, ONE_CORE_SHARE_PERCENT,
+    STARVED_WAIT_PERCENT, SUPPORT_SCORE, SYMPTOM_SCORE, TURN_ASLEEP_FULL, TURN_ASLEEP_PERCENT,
+    TURN_HOST_BUSY_PERCENT, TURN_RUN_PERCENT,
 };
 use super::text::{micros, pct};
 use super::view::{self, percent, Host};
@@ -25,6 +26,8 @@ pub(super) struct EndWaits {
     pub sleeps_per_s: Option<f64>,
     /// The mean length of one sleep, microseconds.
     pub mean_sleep_us: Option<f64>,
+    /// The one CPU the end was allowed to run on.
+    pub cpu: Option<u32>,
 }
 
 /// The split of one end with a thread of its own; None for a shared data worker or where
@@ -46,6 +49,7 @@ pub(super) fn end_waits(s: &StreamSide) -> Option<EndWaits> {
         asleep,
         sleeps_per_s: sleeps.map(|n| n as f64 / s.seconds),
         mean_sleep_us: sleeps.map(|n| asleep_s / n as f64 * 1e6),
+        cpu: s.pinned_cpu,
     })
 }
 
@@ -146,6 +150,9 @@ pub(super) fn turn_taking(r: &RunResult) -> Option<Finding> {
     {
         return None;
     }
+    if let Some(f) = one_core(r) {
+        return Some(f);
+    }
     let busy = r
         .summary
         .cpu
@@ -185,6 +192,111 @@ pub(super) fn turn_taking(r: &RunResult) -> Option<Finding> {
     }
     f.advice = turn_advice(r);
     Some(f)
+}
+
+/// The stream whose two ends were pinned to one CPU, with that CPU.
+fn sharing_a_core(r: &RunResult) -> Option<(Pair<'_>, u32)> {
+    pairs(r).find_map(|p| match (p.tx.cpu, p.rx.cpu) {
+        (Some(a), Some(b)) if a == b => Some((p, a)),
+        _ => None,
+    })
+}
+
+/// The two ends of a stream pinned to one CPU take it in turns: each waits for it on the
+/// run queue while the other runs, whatever the CPU figures of either end say. A verdict
+/// from [`ONE_CORE_SHARE_PERCENT`] of the core run by the two between them.
+fn one_core(r: &RunResult) -> Option<Finding> {
+    let (p, cpu) = sharing_a_core(r)?;
+    let share = p.tx.run + p.rx.run;
+    let score = ramp(share, ONE_CORE_SHARE_PERCENT, ONE_CORE_FULL);
+    if score <= 0.0 {
+        return None;
+    }
+    let head = format!(
+        "both ends were pinned to CPU {cpu} and took it in turns: the sending thread ran \
+         {} of it and waited for it {}, the receiving thread ran {} and waited {}",
+        pct(p.tx.run),
+        pct(p.tx.queue),
+        pct(p.rx.run),
+        pct(p.rx.queue)
+    );
+    let mut f = Finding::new(Bottleneck::TurnTaking, score, head);
+    f.evidence.push(item(
+        Bottleneck::TurnTaking,
+        "client",
+        &format!("share of CPU {cpu} run by the two ends"),
+        Fig {
+            value: share,
+            unit: "percent",
+            threshold: Some(ONE_CORE_SHARE_PERCENT),
+        },
+        "schedstat",
+        format!(
+            "client and server (one host): the two stream threads ran {} of CPU {cpu} \
+             between them, the one CPU each was allowed (its main users from {}): each \
+             one's wait for it was the other's turn",
+            pct(share),
+            pct(ONE_CORE_SHARE_PERCENT)
+        ),
+    ));
+    for (sending, h, w) in [(true, p.tx_host, p.tx), (false, p.rx_host, p.rx)] {
+        f.evidence.push(item(
+            Bottleneck::TurnTaking,
+            h.name(),
+            if sending {
+                "sending thread waiting for its CPU"
+            } else {
+                "receiving thread waiting for its CPU"
+            },
+            Fig {
+                value: w.queue,
+                unit: "percent",
+                threshold: None,
+            },
+            "schedstat",
+            format!("{} (pinned to CPU {cpu})", split_text(h, sending, &w)),
+        ));
+    }
+    f.advice = vec![
+        format!(
+            "the ends on two CPUs (`-A 0,1`, or without `taskset`): pinned to CPU {cpu} \
+             together, each end's turn is the other's wait"
+        ),
+        "the two ends on two hosts: between hosts their turns overlap".into(),
+    ];
+    Some(f)
+}
+
+/// Two ends pinned to one CPU: a thread saturated or starved there, and the host's busy
+/// cores, are the turns seen from one end; they are capped to symptoms, with a note.
+pub(super) fn on_one_core(r: &RunResult, a: &mut Analysis) {
+    if a.score(Bottleneck::TurnTaking) < SUPPORT_SCORE {
+        return;
+    }
+    let Some((_, cpu)) = sharing_a_core(r) else {
+        return;
+    };
+    let mut capped = Vec::new();
+    for b in [
+        Bottleneck::SenderCpu,
+        Bottleneck::ReceiverCpu,
+        Bottleneck::HostCpu,
+    ] {
+        if a.score(b) >= SUPPORT_SCORE {
+            a.cap(b, SYMPTOM_SCORE);
+            capped.push(b.words());
+        }
+    }
+    if !capped.is_empty() {
+        a.note(format!(
+            "{} the turns seen from one end: on CPU {cpu}, which both ends shared, one \
+             end's time on it is the other's wait for it",
+            match capped.len() {
+                1 => format!("{} is", capped[0]),
+                _ => format!("{} are", capped.join(", ")),
+            }
+        ));
+    }
 }
 
 /// Each end's split held to the turn-taking thresholds, and the host's busy share.

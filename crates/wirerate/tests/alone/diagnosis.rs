@@ -115,26 +115,11 @@ fn loopback_default_run_has_a_cpu_or_turns_verdict_and_says_where_each_end_waite
     assert!(doc["evidence"]["server"]["cores"].is_array());
 }
 
-/// Both ends pinned to one core (`-A 0,0`): they take that core in turns, and the verdict
-/// must name a CPU, with each end's wait for it measured. Ten runs of a release build on a
-/// 2-core VM all gave `receiver_cpu` (the receiving thread waited for the core 36–50 % of
-/// its window while the sender held it); with the ends apart (`-A 0,1`) the same host gave
-/// `host_cpu` or no verdict, never a receiver or turns (docs/diagnosis.md). A debug build
-/// gave `sender_cpu`, `receiver_cpu` or `host_cpu`: which CPU class wins moves, that a CPU
-/// is named does not.
-#[test]
-fn both_ends_on_one_core_wait_for_it_and_the_verdict_names_the_cpu() {
-    let _alone = alone();
-    let out = run(
-        &["run", "-t", "2", "-A", "0,0", "--json", "--no-store"],
-        LIMIT_LONG,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = json(&out);
+/// Checks a run whose two ends were pinned to CPU 0: each end's split is measured, the two
+/// ran one core at most between them, one waited for it while the other ran, and the
+/// verdict is the turns on that core (never a starved receiver or a busy host: those are
+/// the turns seen from one end).
+fn assert_turns_on_cpu_0(doc: &Value) {
     let s = &doc["streams"][0];
     let share =
         |end: &str, key: &str| Some(s[end][key].as_f64()? / s[end]["seconds"].as_f64()? * 100.0);
@@ -147,21 +132,110 @@ fn both_ends_on_one_core_wait_for_it_and_the_verdict_names_the_cpu() {
         eprintln!("skipped: this kernel gives no scheduler figures (schedstat)");
         return;
     };
+    for end in ["sender", "receiver"] {
+        assert_eq!(s[end]["pinned_cpu"], 0, "{end}: {}", s[end]);
+    }
     // the two ends together ran one core at most: they were on one
     assert!(tx_run + rx_run <= 110.0, "{tx_run} + {rx_run}: {s}");
     // and one waited for it while the other ran
-    assert!(tx_wait.max(rx_wait) >= 20.0, "{tx_wait}, {rx_wait}: {s}");
-    let b = bottleneck(&doc);
-    println!("one core: {}", diagnosis(&doc));
+    assert!(tx_wait.max(rx_wait) >= 10.0, "{tx_wait}, {rx_wait}: {s}");
+    let d = diagnosis(doc);
+    println!("one core: {tx_run:.0} + {rx_run:.0} % of it run by the ends: {d}");
+    let b = bottleneck(doc);
+    if tx_run + rx_run < 50.0 {
+        // other work held the core more than the test: a CPU verdict, the turns a
+        // candidate at most
+        assert!(
+            ["sender_cpu", "receiver_cpu", "host_cpu", "turn_taking"].contains(&b.as_str()),
+            "{b}: {d}"
+        );
+        return;
+    }
+    assert_eq!(b, "turn_taking", "{d}");
+    let verdict = d["verdict"].as_str().unwrap_or_default();
     assert!(
-        ["sender_cpu", "receiver_cpu", "host_cpu", "turn_taking"].contains(&b.as_str()),
-        "two ends on one core are bound by it, not {b}"
+        verdict.contains("both ends were pinned to CPU 0 and took it in turns"),
+        "{verdict}"
     );
-    let said = evidence_texts(&doc).join("\n");
+    let e = &d["evidence"][0];
+    let value = e["value"].as_f64().unwrap_or_default();
     assert!(
-        said.contains("waited for a CPU") || said.contains("waiting for a CPU"),
-        "{said}"
+        (value - (tx_run + rx_run)).abs() < 0.5,
+        "{e} vs {tx_run} + {rx_run}"
     );
+    assert_eq!(e["threshold"], 50.0, "{e}");
+    let said = evidence_texts(doc).join("\n");
+    assert!(said.contains("waited for a CPU"), "{said}");
+    assert!(said.contains("(pinned to CPU 0)"), "{said}");
+}
+
+/// Runs the binary with `args` after `prefix` (a command that runs it), under the
+/// real-time FIFO policy at priority 1 where the test may set it (`chrt -f 1`): the two ends
+/// are then the main users of their core even on a host busy with other work, and take it
+/// in turns, each running until it sleeps in its socket call (the kernel still leaves 5 %
+/// of each second to other work). Elsewhere they run at the normal policy.
+fn run_favoured(prefix: &[&str], args: &[&str]) -> std::process::Output {
+    let fifo = std::process::Command::new("chrt")
+        .args(["-f", "1", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cmd = if fifo {
+        let mut c = std::process::Command::new("chrt");
+        c.args(["-f", "1"]).args(prefix);
+        c
+    } else if let Some((first, rest)) = prefix.split_first() {
+        let mut c = std::process::Command::new(first);
+        c.args(rest);
+        c
+    } else {
+        return run(args, LIMIT_LONG);
+    };
+    let child = cmd
+        .arg(common::bin())
+        .args(args)
+        .env("WIRERATE_DB", common::test_db())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    common::wait_bounded(child, LIMIT_LONG)
+}
+
+/// Both ends pinned to one core (`-A 0,0`): they take that core in turns. Before the ends'
+/// CPUs were recorded, ten runs of a release build on a 2-core VM all gave `receiver_cpu`
+/// (the receiving thread waited for the core 36–50 % of its window while the sender held
+/// it), and a debug build `sender_cpu` or `host_cpu` too (docs/diagnosis.md).
+#[test]
+fn both_ends_on_one_core_take_it_in_turns_and_the_verdict_names_it() {
+    let _alone = alone();
+    let out = run_favoured(
+        &[],
+        &["run", "-t", "2", "-A", "0,0", "--json", "--no-store"],
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_turns_on_cpu_0(&json(&out));
+}
+
+/// The whole process confined to CPU 0 (`taskset -c 0`, no `-A`): the ends inherit it, and
+/// the verdict is the same.
+#[test]
+fn a_process_confined_to_one_cpu_takes_it_in_turns() {
+    let _alone = alone();
+    let Ok(status) = std::process::Command::new("taskset")
+        .args(["-c", "0", "true"])
+        .status()
+    else {
+        eprintln!("skipped: no taskset here");
+        return;
+    };
+    assert!(status.success(), "taskset -c 0 true: {status}");
+    let out = run_favoured(
+        &["taskset", "-c", "0"],
+        &["run", "-t", "2", "--json", "--no-store"],
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_turns_on_cpu_0(&json(&out));
 }
 
 #[test]

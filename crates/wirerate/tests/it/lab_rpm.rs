@@ -179,9 +179,12 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     // the upload phase leaves the server's queue to its ACKs
     let up_sq = &phase(&deep, "upload")["server_qdisc"];
     assert!(f(&up_sq["median_backlog_bytes"]) <= 30e3, "{up_sq}");
+    // the worst phase may be "both", whose queue either end's qdisc can hold
     if deep["queueing"]["phase"] != "download" {
-        assert!(dv.contains("in the sending host: wr0's tbf qdisc"), "{dv}");
-        assert!(f(&deep["queueing"]["host_queue_ms"]) >= 150.0, "{deep}");
+        assert!(dv.contains("wr0's tbf qdisc"), "{dv}");
+        if dv.contains("in the sending host") {
+            assert!(f(&deep["queueing"]["host_queue_ms"]) >= 150.0, "{deep}");
+        }
     }
 }
 

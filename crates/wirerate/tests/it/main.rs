@@ -21,6 +21,7 @@ mod iperf3;
 mod lab;
 mod lab_bridge;
 mod lab_compare;
+mod lab_findmax;
 mod lab_rpm;
 mod limits;
 mod monitoring;
