@@ -14,6 +14,7 @@ pub mod driver;
 pub mod iperf3;
 pub mod login;
 pub mod tls;
+mod tls_error;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
 pub use login::Login;

@@ -24,8 +24,17 @@ pub struct Cidr {
     prefix: u8,
 }
 
+/// Why a text is not an address range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("'{0}' is not an address range")]
+    NotRange(String),
+    #[error("'{text}': the prefix must be 0 to {max}")]
+    Prefix { text: String, max: u8 },
+}
+
 impl Cidr {
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> Result<Cidr, CidrError> {
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
@@ -33,7 +42,7 @@ impl Cidr {
         let net: IpAddr = addr
             .trim()
             .parse()
-            .map_err(|_| format!("'{s}' is not an address range"))?;
+            .map_err(|_| CidrError::NotRange(s.to_string()))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             Some(p) => p
@@ -41,7 +50,10 @@ impl Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'{s}': the prefix must be 0 to {max}"))?,
+                .ok_or_else(|| CidrError::Prefix {
+                    text: s.to_string(),
+                    max,
+                })?,
             None => max,
         };
         Ok(Cidr { net, prefix })
