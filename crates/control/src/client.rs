@@ -423,7 +423,7 @@ pub fn ask_tls(
         Ok(p) if p.channel == Channel::TlsControl => {
             let conn = tls
                 .connect(&mut sock, deadline)
-                .map_err(EngineError::Setup)?;
+                .map_err(|e| EngineError::Setup(e.to_string()))?;
             Ok(TlsAnswer::Agreed(Control::with_tls(sock, conn)))
         }
         _ => Ok(TlsAnswer::Refused(sock, pre)),

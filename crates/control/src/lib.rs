@@ -16,6 +16,7 @@ mod link;
 pub mod login;
 pub mod measure;
 pub mod tls;
+mod tls_error;
 
 pub use client::{run_test, ClientConfig, ClientOutcome, Observer};
 pub use login::Login;

@@ -76,7 +76,8 @@ pub fn bind_to_tls(
     sess: &mut wirerate_proto::ClientSession,
 ) -> Result<(), wirerate_engine::EngineError> {
     let Some(t) = &ctl.tls else { return Ok(()) };
-    let setup = |e: String| wirerate_engine::EngineError::Setup(format!("TLS exporter: {e}"));
+    let setup =
+        |e: crate::tls::TlsError| wirerate_engine::EngineError::Setup(format!("TLS exporter: {e}"));
     let mut cb = [0u8; 32];
     t.export(CHANNEL_BINDING_LABEL, &mut cb).map_err(setup)?;
     sess.set_channel_binding(cb.to_vec());

@@ -19,6 +19,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 
+pub use crate::tls_error::TlsError;
+
 /// The name in the self-signed certificate and the one clients ask for; never checked.
 const NAME: &str = "wirerate";
 
@@ -36,16 +38,14 @@ pub fn fingerprint(cert: &[u8]) -> String {
 
 /// A fingerprint as a user may write it: hex with or without colons, any case, and an
 /// optional `SHA256:` in front.
-pub fn normalize_fingerprint(s: &str) -> Result<String, String> {
+pub fn normalize_fingerprint(s: &str) -> Result<String, TlsError> {
     let t = s.trim();
     let t = t.strip_prefix("SHA256:").unwrap_or(t);
     let hex: String = t.chars().filter(|c| *c != ':').collect::<String>();
     if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(hex.to_ascii_lowercase())
     } else {
-        Err(format!(
-            "'{s}' is not a SHA-256 fingerprint (64 hex digits)"
-        ))
+        Err(TlsError::NotFingerprint(s.to_string()))
     }
 }
 
@@ -68,19 +68,18 @@ impl std::fmt::Debug for ServerTls {
 
 impl ServerTls {
     /// The operator's certificate (PEM, the server's first) and key (PEM).
-    pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+    pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, TlsError> {
         let certs = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| format!("{}: {e}", cert.display()))?
+            .map_err(TlsError::file(cert))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: {e}", cert.display()))?;
-        let key =
-            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+            .map_err(TlsError::file(cert))?;
+        let key = PrivateKeyDer::from_pem_file(key).map_err(TlsError::file(key))?;
         ServerTls::new(certs, key)
     }
 
     /// The key and certificate in `dir` (`tls-key.pem`, `tls-cert.pem`), made there first
     /// when absent. The key file is readable by its owner only.
-    pub fn load_or_create(dir: &Path) -> Result<ServerTls, String> {
+    pub fn load_or_create(dir: &Path) -> Result<ServerTls, TlsError> {
         let (cert, key) = (dir.join("tls-cert.pem"), dir.join("tls-key.pem"));
         if !cert.exists() || !key.exists() {
             create(dir, &cert, &key)?;
@@ -91,17 +90,15 @@ impl ServerTls {
     fn new(
         certs: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
-    ) -> Result<ServerTls, String> {
-        let leaf = certs
-            .first()
-            .ok_or("the certificate file holds no certificate")?;
+    ) -> Result<ServerTls, TlsError> {
+        let leaf = certs.first().ok_or(TlsError::NoCertificate)?;
         let fingerprint = fingerprint(leaf);
         let config = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
+            .map_err(|e| TlsError::Config(e.into()))?
             .with_no_client_auth()
             .with_single_cert(certs.clone(), key.clone_key())
-            .map_err(|e| format!("the TLS key and certificate: {e}"))?;
+            .map_err(TlsError::KeyAndCertificate)?;
         Ok(ServerTls {
             config: Arc::new(config),
             fingerprint,
@@ -126,27 +123,32 @@ impl ServerTls {
     /// Requires of every client a certificate signed by one of the CA certificates in
     /// `ca` (PEM): mutual TLS. The certificate's subject CN is the client's user. A
     /// certificate that a revocation list of `crls` (PEM, signed by the CA) names is refused.
-    pub fn with_client_ca(mut self, ca: &Path, crls: &[PathBuf]) -> Result<ServerTls, String> {
+    pub fn with_client_ca(mut self, ca: &Path, crls: &[PathBuf]) -> Result<ServerTls, TlsError> {
         use rustls::pki_types::CertificateRevocationListDer;
         let mut revoked = Vec::new();
         for path in crls {
-            let shown = path.display();
             let found = CertificateRevocationListDer::pem_file_iter(path)
-                .map_err(|e| format!("{shown}: {e}"))?
+                .map_err(TlsError::file(path))?
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{shown}: {e}"))?;
+                .map_err(TlsError::file(path))?;
             if found.is_empty() {
-                return Err(format!("{shown}: no certificate revocation list in it"));
+                return Err(TlsError::Empty {
+                    path: path.clone(),
+                    what: "no certificate revocation list in it",
+                });
             }
             revoked.extend(found);
         }
         let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))? {
-            let c = c.map_err(|e| format!("{}: {e}", ca.display()))?;
-            roots.add(c).map_err(|e| format!("{}: {e}", ca.display()))?;
+        for c in CertificateDer::pem_file_iter(ca).map_err(TlsError::file(ca))? {
+            let c = c.map_err(TlsError::file(ca))?;
+            roots.add(c).map_err(TlsError::file(ca))?;
         }
         if roots.is_empty() {
-            return Err(format!("{}: no CA certificate", ca.display()));
+            return Err(TlsError::Empty {
+                path: ca.to_path_buf(),
+                what: "no CA certificate",
+            });
         }
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
@@ -156,28 +158,28 @@ impl ServerTls {
         .allow_unauthenticated()
         .with_crls(revoked)
         .build()
-        .map_err(|e| format!("{}: {e}", ca.display()))?;
+        .map_err(TlsError::file(ca))?;
         let config = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
+            .map_err(|e| TlsError::Config(e.into()))?
             .with_client_cert_verifier(verifier)
             .with_single_cert(self.certs.clone(), self.key.clone_key())
-            .map_err(|e| format!("the TLS key and certificate: {e}"))?;
+            .map_err(TlsError::KeyAndCertificate)?;
         self.config = Arc::new(config);
         self.client_certs = true;
         Ok(self)
     }
 }
 
-fn create(dir: &Path, cert: &Path, key: &Path) -> Result<(), String> {
+fn create(dir: &Path, cert: &Path, key: &Path) -> Result<(), TlsError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let made = rcgen::generate_simple_self_signed(vec![NAME.to_string()])
-        .map_err(|e| format!("making a TLS key: {e}"))?;
+        .map_err(TlsError::file(dir))?;
+    let made =
+        rcgen::generate_simple_self_signed(vec![NAME.to_string()]).map_err(TlsError::MakeKey)?;
     let write = |path: &Path, mode: u32, text: &str| {
         std::fs::OpenOptions::new()
             .write(true)
@@ -186,7 +188,7 @@ fn create(dir: &Path, cert: &Path, key: &Path) -> Result<(), String> {
             .mode(mode)
             .open(path)
             .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(TlsError::file(path))
     };
     write(key, 0o600, &made.key_pair.serialize_pem())?;
     write(cert, 0o644, &made.cert.pem())
@@ -201,9 +203,8 @@ pub fn default_state_dir() -> Option<PathBuf> {
 }
 
 /// Completes the server's side of a handshake by `deadline`.
-pub fn accept(sock: &mut TcpStream, tls: &ServerTls, deadline: Instant) -> Result<Tls, String> {
-    let conn =
-        rustls::ServerConnection::new(tls.config.clone()).map_err(|e| format!("TLS: {e}"))?;
+pub fn accept(sock: &mut TcpStream, tls: &ServerTls, deadline: Instant) -> Result<Tls, TlsError> {
+    let conn = rustls::ServerConnection::new(tls.config.clone()).map_err(TlsError::Connection)?;
     let mut conn = Tls::Server(conn);
     handshake(sock, &mut conn, deadline)?;
     Ok(conn)
@@ -233,7 +234,7 @@ impl std::fmt::Debug for ClientTls {
 }
 
 impl ClientTls {
-    pub fn connect(&self, sock: &mut TcpStream, deadline: Instant) -> Result<Tls, String> {
+    pub fn connect(&self, sock: &mut TcpStream, deadline: Instant) -> Result<Tls, TlsError> {
         let verifier = Pinned {
             pin: self.pin.clone(),
             first_use: self.first_use.clone(),
@@ -242,18 +243,18 @@ impl ClientTls {
         };
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
+            .map_err(|e| TlsError::Config(e.into()))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(verifier));
         let config = match &self.client_cert {
             Some(c) => builder
                 .with_client_auth_cert(c.0.clone(), c.1.clone_key())
-                .map_err(|e| format!("the client certificate: {e}"))?,
+                .map_err(TlsError::ClientCertificate)?,
             None => builder.with_no_client_auth(),
         };
-        let name = ServerName::try_from(NAME).map_err(|e| e.to_string())?;
-        let conn = rustls::ClientConnection::new(Arc::new(config), name)
-            .map_err(|e| format!("TLS: {e}"))?;
+        let name = ServerName::try_from(NAME).map_err(|e| TlsError::Config(e.into()))?;
+        let conn =
+            rustls::ClientConnection::new(Arc::new(config), name).map_err(TlsError::Connection)?;
         let mut conn = Tls::Client(conn);
         handshake(sock, &mut conn, deadline)?;
         Ok(conn)
@@ -261,16 +262,18 @@ impl ClientTls {
 
     /// Presents this certificate (PEM, the client's first) and key (PEM) to a server that
     /// asks for one.
-    pub fn with_client_cert(mut self, cert: &Path, key: &Path) -> Result<ClientTls, String> {
+    pub fn with_client_cert(mut self, cert: &Path, key: &Path) -> Result<ClientTls, TlsError> {
         let certs = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| format!("{}: {e}", cert.display()))?
+            .map_err(TlsError::file(cert))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: {e}", cert.display()))?;
+            .map_err(TlsError::file(cert))?;
         if certs.is_empty() {
-            return Err(format!("{}: no certificate", cert.display()));
+            return Err(TlsError::Empty {
+                path: cert.to_path_buf(),
+                what: "no certificate",
+            });
         }
-        let key =
-            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+        let key = PrivateKeyDer::from_pem_file(key).map_err(TlsError::file(key))?;
         self.client_cert = Some(Arc::new((certs, key)));
         Ok(self)
     }
@@ -414,18 +417,18 @@ impl Tls {
         sock: &mut TcpStream,
         buf: &mut [u8],
         deadline: Instant,
-    ) -> Result<(), String> {
+    ) -> Result<(), TlsError> {
         let mut got = 0;
         while got < buf.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err("timed out".into());
+                return Err(TlsError::ReadTimedOut);
             }
             match self.read_by(sock, &mut buf[got..], deadline) {
-                Ok(0) => return Err("closed".into()),
+                Ok(0) => return Err(TlsError::ReadClosed),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(TlsError::Read(e)),
             }
         }
         Ok(())
@@ -484,12 +487,12 @@ impl Tls {
     }
 
     /// Keying material both ends derive from this session alone (RFC 8446 §7.5).
-    pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), String> {
+    pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), TlsError> {
         let r = match self {
             Tls::Server(c) => c.export_keying_material(&mut *out, label, None).map(|_| ()),
             Tls::Client(c) => c.export_keying_material(&mut *out, label, None).map(|_| ()),
         };
-        r.map_err(|e| e.to_string())
+        r.map_err(TlsError::Export)
     }
 }
 

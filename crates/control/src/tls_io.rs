@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-use super::Tls;
+use super::{Tls, TlsError};
 
 /// Runs a handshake to its end by `deadline`: a total bound, as every read and write waits
 /// only for the time left (a peer that sends its hello a byte at a time gains nothing).
@@ -14,12 +14,11 @@ pub(super) fn handshake(
     sock: &mut TcpStream,
     conn: &mut Tls,
     deadline: Instant,
-) -> Result<(), String> {
-    let timed_out = || "TLS handshake timed out".to_string();
+) -> Result<(), TlsError> {
     let failed = |e: io::Error| match e.kind() {
-        _ if wirerate_engine::net::timed_out(&e) => timed_out(),
-        io::ErrorKind::UnexpectedEof => "TLS handshake: the peer closed".into(),
-        _ => format!("TLS handshake: {e}"),
+        _ if wirerate_engine::net::timed_out(&e) => TlsError::HandshakeTimedOut,
+        io::ErrorKind::UnexpectedEof => TlsError::HandshakeClosed,
+        _ => TlsError::Handshake(e),
     };
     loop {
         match conn {

@@ -4,9 +4,9 @@
 /// The DSCP (0–63) of a class name or number: `BE` (= `CS0`), `BK` (background, = `CS1`
 /// as RRUL uses it), `LE` (lower effort, RFC 8622), `CS0`–`CS7`, `AF11`–`AF43`, `EF`, or a
 /// number 0–63. Case is ignored.
-pub fn parse(s: &str) -> Result<u8, String> {
+pub fn parse(s: &str) -> Result<u8, NotDscp> {
     let up = s.trim().to_ascii_uppercase();
-    let bad = || format!("'{s}' is not a DSCP class: BE, BK, LE, CS0-CS7, AF11-AF43, EF or 0-63");
+    let bad = || NotDscp(s.to_string());
     let v = match up.as_str() {
         "BE" => 0,
         "BK" => 8,
@@ -37,12 +37,17 @@ pub fn parse(s: &str) -> Result<u8, String> {
 
 /// `UP/DOWN` (e.g. `CS1/EF`): the class of the packets client → server, then of those
 /// server → client; one class alone is both.
-pub fn parse_pair(s: &str) -> Result<(u8, u8), String> {
+pub fn parse_pair(s: &str) -> Result<(u8, u8), NotDscp> {
     match s.split_once('/') {
         Some((up, down)) => Ok((parse(up)?, parse(down)?)),
         None => parse(s).map(|c| (c, c)),
     }
 }
+
+/// A text that names no DSCP class.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a DSCP class: BE, BK, LE, CS0-CS7, AF11-AF43, EF or 0-63")]
+pub struct NotDscp(pub String);
 
 /// The TOS byte (IPv4) or traffic class (IPv6) of a DSCP: the DSCP in its upper six bits,
 /// ECN bits clear.

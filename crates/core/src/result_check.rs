@@ -3,44 +3,75 @@
 
 use crate::result::{RunResult, SCHEMA_VERSION};
 
-fn rate(name: &str, v: f64) -> Result<(), String> {
+fn rate(name: &'static str, v: f64) -> Result<(), Implausible> {
     // faster than any link a spec may state is not a measurement
     if v.is_finite() && (0.0..=crate::spec::limits::MAX_LINK_BPS).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{name} {v} is not a possible rate"))
+        Err(Implausible::Rate { name, v })
     }
 }
 
-fn seconds(name: &str, v: f64) -> Result<(), String> {
+fn seconds(name: &'static str, v: f64) -> Result<(), Implausible> {
     if v.is_finite() && (0.0..=10.0 * crate::spec::limits::MAX_SECONDS).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{name} {v} is not a possible duration"))
+        Err(Implausible::Duration { name, v })
     }
+}
+
+/// What makes a result document one no measurement produced; fields are named by path
+/// (`summary.udp.jitter_ms`).
+#[derive(Debug, thiserror::Error)]
+pub enum Implausible {
+    #[error("schema_version {0} is not one this wirerate reads ({SCHEMA_VERSION})")]
+    Schema(u32),
+    #[error("the spec is not valid: {0}")]
+    Spec(#[source] crate::spec::SpecError),
+    /// An rpm run's own settings (their check says why in words).
+    #[error("the spec is not valid: {0}")]
+    Rpm(String),
+    #[error("started_unix_s is not a time")]
+    Started,
+    #[error("{name} {v} is not a possible rate")]
+    Rate { name: &'static str, v: f64 },
+    #[error("{name} {v} is not a possible duration")]
+    Duration { name: &'static str, v: f64 },
+    #[error("loss {0} % is outside 0-100")]
+    Loss(f64),
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("{path}: {len} bytes of text is longer than the {max} allowed")]
+    Text {
+        path: String,
+        len: usize,
+        max: usize,
+    },
+    #[error("{path}: {figure} is outside {lo} to {hi}")]
+    Figure {
+        path: String,
+        figure: String,
+        lo: String,
+        hi: String,
+    },
 }
 
 impl RunResult {
     /// Checks what `history` and `compare` rely on: a known schema, a valid spec, and rates,
     /// times and loss a measurement can produce.
-    pub fn check_plausible(&self) -> Result<(), String> {
+    pub fn check_plausible(&self) -> Result<(), Implausible> {
         if self.schema_version != SCHEMA_VERSION {
-            return Err(format!(
-                "schema_version {} is not one this wirerate reads ({SCHEMA_VERSION})",
-                self.schema_version
-            ));
+            return Err(Implausible::Schema(self.schema_version));
         }
         // an rpm run's phases were ordinary tests: its spec is checked as its last phase's
         let mut spec = self.spec.clone();
         if let crate::spec::TestKind::Rpm(r) = &spec.test {
-            r.validate()
-                .map_err(|e| format!("the spec is not valid: {e}"))?;
+            r.validate().map_err(Implausible::Rpm)?;
             spec.test = crate::spec::TestKind::Stream;
         }
-        spec.validate()
-            .map_err(|e| format!("the spec is not valid: {e}"))?;
+        spec.validate().map_err(Implausible::Spec)?;
         if !(self.started_unix_s.is_finite() && self.started_unix_s >= 0.0) {
-            return Err("started_unix_s is not a time".into());
+            return Err(Implausible::Started);
         }
         let s = &self.summary;
         rate("goodput_bps", s.goodput_bps)?;
@@ -54,7 +85,7 @@ impl RunResult {
         }
         if let Some(u) = &s.udp {
             if !(u.loss_percent.is_finite() && (0.0..=100.0).contains(&u.loss_percent)) {
-                return Err(format!("loss {} % is outside 0-100", u.loss_percent));
+                return Err(Implausible::Loss(u.loss_percent));
             }
         }
         for i in &self.intervals {
@@ -62,7 +93,7 @@ impl RunResult {
             seconds("an interval's start_s", i.start_s)?;
             seconds("an interval's end_s", i.end_s)?;
         }
-        let doc = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        let doc = serde_json::to_value(self).map_err(Implausible::Encode)?;
         let mut path = String::new();
         check_fields(&doc, &mut path)
     }
@@ -116,7 +147,7 @@ fn range_of(key: &str) -> Option<(f64, f64)> {
 
 /// Every field of a result document within bounds: text by length, figures finite and in
 /// the range their names promise. The error names the field (`summary.udp.jitter_ms`).
-fn check_fields(v: &serde_json::Value, path: &mut String) -> Result<(), String> {
+fn check_fields(v: &serde_json::Value, path: &mut String) -> Result<(), Implausible> {
     use serde_json::Value;
     let key = path.rsplit(['.', ']']).next().unwrap_or("");
     match v {
@@ -127,10 +158,11 @@ fn check_fields(v: &serde_json::Value, path: &mut String) -> Result<(), String> 
                 MAX_TEXT_BYTES
             };
             if s.len() > max {
-                return Err(format!(
-                    "{path}: {} bytes of text is longer than the {max} allowed",
-                    s.len()
-                ));
+                return Err(Implausible::Text {
+                    path: path.clone(),
+                    len: s.len(),
+                    max,
+                });
             }
         }
         Value::Number(n) => {
@@ -144,11 +176,12 @@ fn check_fields(v: &serde_json::Value, path: &mut String) -> Result<(), String> 
                         b.to_string()
                     }
                 };
-                return Err(format!(
-                    "{path}: {n} is outside {} to {}",
-                    shown(lo),
-                    shown(hi)
-                ));
+                return Err(Implausible::Figure {
+                    path: path.clone(),
+                    figure: n.to_string(),
+                    lo: shown(lo),
+                    hi: shown(hi),
+                });
             }
         }
         Value::Array(items) => {
@@ -185,16 +218,28 @@ mod tests {
         good.check_plausible().unwrap();
         let mut r = good.clone();
         r.summary.goodput_bps = -5.0;
-        assert!(r.check_plausible().unwrap_err().contains("goodput"));
+        assert!(r
+            .check_plausible()
+            .unwrap_err()
+            .to_string()
+            .contains("goodput"));
         let mut r = good.clone();
         r.summary.goodput_bps = 1e308;
         assert!(r.check_plausible().is_err());
         let mut r = good.clone();
         r.schema_version = 999;
-        assert!(r.check_plausible().unwrap_err().contains("schema_version"));
+        assert!(r
+            .check_plausible()
+            .unwrap_err()
+            .to_string()
+            .contains("schema_version"));
         let mut r = good;
         r.spec.parallel = 0;
-        assert!(r.check_plausible().unwrap_err().contains("parallel"));
+        assert!(r
+            .check_plausible()
+            .unwrap_err()
+            .to_string()
+            .contains("parallel"));
     }
 
     #[test]
@@ -205,25 +250,25 @@ mod tests {
             jitter_ms: Some(1e300),
             ..Default::default()
         });
-        let e = r.check_plausible().unwrap_err();
+        let e = r.check_plausible().unwrap_err().to_string();
         assert!(
             e.starts_with("summary.udp.jitter_ms: 1e+300 is outside 0 to 1e12"),
             "{e}"
         );
         let mut r = good.clone();
         r.env.server.hostname = Some("h".repeat(10 << 20));
-        let e = r.check_plausible().unwrap_err();
+        let e = r.check_plausible().unwrap_err().to_string();
         assert!(e.starts_with("env.server.hostname: 10485760 bytes"), "{e}");
         let mut r = good.clone();
         r.summary.cpu.local.as_mut().unwrap().system_percent = Some(250.0);
-        let e = r.check_plausible().unwrap_err();
+        let e = r.check_plausible().unwrap_err().to_string();
         assert!(e.starts_with("summary.cpu.local.system_percent"), "{e}");
         let mut r = good.clone();
         r.intervals[2].bps = -1.0;
-        assert!(r.check_plausible().unwrap_err().contains("bps"));
+        assert!(r.check_plausible().unwrap_err().to_string().contains("bps"));
         let mut r = good;
         r.summary.tcp.as_mut().unwrap().rtt_us = Some(-3.0);
-        let e = r.check_plausible().unwrap_err();
+        let e = r.check_plausible().unwrap_err().to_string();
         assert!(e.starts_with("summary.tcp.rtt_us: -3"), "{e}");
     }
 }

@@ -286,9 +286,18 @@ fn run_one(plan: &Plan, claim: &Claim, store: &mut Store, cfg: &RunnerConfig) ->
     }
 }
 
-fn resolve(hp: &str) -> Result<SocketAddr, String> {
+fn resolve(hp: &str) -> Result<SocketAddr, ResolveError> {
     hp.to_socket_addrs()
-        .map_err(|e| format!("cannot resolve: {e}"))?
+        .map_err(ResolveError::Lookup)?
         .next()
-        .ok_or_else(|| "no address".to_string())
+        .ok_or(ResolveError::NoAddress)
+}
+
+/// Why an agent's `HOST:PORT` gave no address.
+#[derive(Debug, thiserror::Error)]
+enum ResolveError {
+    #[error("cannot resolve: {0}")]
+    Lookup(#[source] std::io::Error),
+    #[error("no address")]
+    NoAddress,
 }

@@ -54,26 +54,25 @@ impl PathDir {
     }
 
     /// Checks the figures; the error says which and why.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PathError> {
         if self.delay_us > MAX_DELAY_US {
-            return Err(format!(
-                "a delay of {} ms is above 10 s",
-                self.delay_us / 1000
-            ));
+            return Err(PathError::Delay {
+                ms: self.delay_us / 1000,
+            });
         }
         if self.jitter_us > self.delay_us {
-            return Err(format!(
-                "jitter {} µs is more than the delay {} µs it moves",
-                self.jitter_us, self.delay_us
-            ));
+            return Err(PathError::Jitter {
+                jitter_us: self.jitter_us,
+                delay_us: self.delay_us,
+            });
         }
         for (what, v) in [("loss", self.loss), ("reordering", self.reorder)] {
             if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
-                return Err(format!("{what} must be 0 to 100 %"));
+                return Err(PathError::Share(what));
             }
         }
         if self.reorder > 0.0 && self.delay_us == 0 {
-            return Err("reordering sends packets ahead of delayed ones: it needs --delay".into());
+            return Err(PathError::ReorderWithoutDelay);
         }
         Ok(())
     }
@@ -93,7 +92,7 @@ impl PathSpec {
         self.ab.is_plain() && self.ba.is_plain()
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PathError> {
         self.ab.validate()?;
         self.ba.validate()
     }
@@ -101,7 +100,7 @@ impl PathSpec {
 
 /// A duration as users write one: `25ms`, `1.5ms`, `200us`, `0.1s`, or a bare number of
 /// milliseconds. Returns microseconds.
-pub fn parse_duration_us(s: &str) -> Result<u64, String> {
+pub fn parse_duration_us(s: &str) -> Result<u64, PathError> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e3)
@@ -115,27 +114,27 @@ pub fn parse_duration_us(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a duration (25ms, 200us, 0.1s)"))?;
+        .map_err(|_| PathError::NotDuration(s.to_string()))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("'{s}' must be 0 or more"));
+        return Err(PathError::Negative(s.to_string()));
     }
     let us = (v * scale).round();
     if us > MAX_DELAY_US as f64 {
-        return Err(format!("'{s}' is above 10 s"));
+        return Err(PathError::TooLong(s.to_string()));
     }
     Ok(us as u64)
 }
 
 /// A share as users write one: `0.5%` or a bare percentage (`0.5`). Returns 0 to 1.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, PathError> {
     let t = s.trim();
     let num = t.strip_suffix('%').unwrap_or(t);
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a percentage (0.5%)"))?;
+        .map_err(|_| PathError::NotPercent(s.to_string()))?;
     if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
-        return Err(format!("'{s}' must be 0 to 100 %"));
+        return Err(PathError::PercentRange(s.to_string()));
     }
     Ok(v / 100.0)
 }
@@ -143,8 +142,8 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 /// `VALUE` for both directions or `AB/BA` for each: `25ms`, `20ms/5ms`.
 pub fn per_direction<T: Copy>(
     s: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<(T, T), String> {
+    parse: impl Fn(&str) -> Result<T, PathError>,
+) -> Result<(T, T), PathError> {
     match s.split_once('/') {
         Some((ab, ba)) => Ok((parse(ab)?, parse(ba)?)),
         None => {
@@ -152,6 +151,30 @@ pub fn per_direction<T: Copy>(
             Ok((v, v))
         }
     }
+}
+
+/// Why a path's shape, or a value of it as users write one, cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("a delay of {ms} ms is above 10 s")]
+    Delay { ms: u64 },
+    #[error("jitter {jitter_us} µs is more than the delay {delay_us} µs it moves")]
+    Jitter { jitter_us: u64, delay_us: u64 },
+    /// Loss or reordering (named) out of 0 to 1.
+    #[error("{0} must be 0 to 100 %")]
+    Share(&'static str),
+    #[error("reordering sends packets ahead of delayed ones: it needs --delay")]
+    ReorderWithoutDelay,
+    #[error("'{0}' is not a duration (25ms, 200us, 0.1s)")]
+    NotDuration(String),
+    #[error("'{0}' must be 0 or more")]
+    Negative(String),
+    #[error("'{0}' is above 10 s")]
+    TooLong(String),
+    #[error("'{0}' is not a percentage (0.5%)")]
+    NotPercent(String),
+    #[error("'{0}' must be 0 to 100 %")]
+    PercentRange(String),
 }
 
 /// splitmix64: a small, fast, seeded generator; enough for drawing positions and jitter.
@@ -658,11 +681,19 @@ mod tests {
             jitter_us: 2_000,
             ..Default::default()
         };
-        assert!(jitter_over.validate().unwrap_err().contains("jitter"));
+        assert!(jitter_over
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("jitter"));
         let reorder_no_delay = PathDir {
             reorder: 0.01,
             ..Default::default()
         };
-        assert!(reorder_no_delay.validate().unwrap_err().contains("--delay"));
+        assert!(reorder_no_delay
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--delay"));
     }
 }

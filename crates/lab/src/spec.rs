@@ -99,7 +99,7 @@ impl LabSpec {
                 self.buffer_bytes
             )));
         }
-        self.path.validate().map_err(invalid)?;
+        self.path.validate().map_err(|e| invalid(e.to_string()))?;
         if !self.link_delay_us.is_empty() && !self.bridged() {
             return Err(invalid(
                 "--link-delay is for a lab of three or more hosts; two take --delay AB/BA"

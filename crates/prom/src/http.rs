@@ -35,12 +35,12 @@ impl Request {
     }
 
     /// A query parameter given at most once; given twice it is an error.
-    pub fn param(&self, name: &str) -> Result<Option<&str>, String> {
+    pub fn param(&self, name: &str) -> Result<Option<&str>, HttpError> {
         let mut found = self.query.iter().filter(|(k, _)| k == name);
         match (found.next(), found.next()) {
             (Some((_, v)), None) => Ok(Some(v.as_str())),
             (None, _) => Ok(None),
-            (Some(_), Some(_)) => Err(format!("'{name}' is given more than once")),
+            (Some(_), Some(_)) => Err(HttpError::Twice(name.to_string())),
         }
     }
 }
@@ -194,7 +194,7 @@ fn serve_conn(mut sock: TcpStream, handler: &Handler) {
             }
             Ok(_) => Response::text(405, "only GET and HEAD are served")
                 .with_header("Allow", "GET, HEAD"),
-            Err(e) => Response::text(400, e),
+            Err(e) => Response::text(400, e.to_string()),
         },
         Err((status, e)) => Response::text(status, e),
     };
@@ -247,30 +247,30 @@ fn find_end(head: &[u8]) -> Option<usize> {
 }
 
 /// Parses a request head (the lines before the blank one).
-pub fn parse_head(head: &[u8]) -> Result<Request, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
+pub fn parse_head(head: &[u8]) -> Result<Request, HttpError> {
+    let text = std::str::from_utf8(head).map_err(|_| HttpError::HeadNotUtf8)?;
     let mut lines = text.split('\n').map(|l| l.trim_end_matches('\r'));
     let first = lines.next().unwrap_or_default();
     let mut parts = first.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("the request line is not METHOD TARGET VERSION".into());
+        return Err(HttpError::RequestLine);
     };
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("'{version}' is not HTTP/1.x"));
+        return Err(HttpError::Version(version.to_string()));
     }
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err("the method is not a word in capitals".into());
+        return Err(HttpError::Method);
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if !path.starts_with('/') {
-        return Err("the target is not a path".into());
+        return Err(HttpError::Target);
     }
     let mut headers = Vec::new();
     for line in lines.filter(|l| !l.is_empty()) {
         let Some((k, v)) = line.split_once(':') else {
-            return Err("a header line without ':'".into());
+            return Err(HttpError::Header);
         };
         headers.push((k.trim().to_string(), v.trim().to_string()));
     }
@@ -283,7 +283,7 @@ pub fn parse_head(head: &[u8]) -> Result<Request, String> {
 }
 
 /// `a=1&b=x%20y`: the pairs, decoded ('+' is a space).
-pub fn parse_query(q: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_query(q: &str) -> Result<Vec<(String, String)>, HttpError> {
     q.split('&')
         .filter(|p| !p.is_empty())
         .map(|p| {
@@ -294,7 +294,7 @@ pub fn parse_query(q: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 /// Percent-decoding; a bad escape or bytes that are not UTF-8 are errors.
-pub fn decode(s: &str) -> Result<String, String> {
+pub fn decode(s: &str) -> Result<String, HttpError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -304,7 +304,7 @@ pub fn decode(s: &str) -> Result<String, String> {
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("a bad %-escape in '{s}'"))?;
+                .ok_or_else(|| HttpError::Escape(s.to_string()))?;
             out.push(hex);
             i += 3;
         } else {
@@ -312,7 +312,31 @@ pub fn decode(s: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| format!("'{s}' does not decode to UTF-8"))
+    String::from_utf8(out).map_err(|_| HttpError::DecodedNotUtf8(s.to_string()))
+}
+
+/// Why a request is refused with 400, in the words its answer carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    #[error("the request head is not UTF-8")]
+    HeadNotUtf8,
+    #[error("the request line is not METHOD TARGET VERSION")]
+    RequestLine,
+    #[error("'{0}' is not HTTP/1.x")]
+    Version(String),
+    #[error("the method is not a word in capitals")]
+    Method,
+    #[error("the target is not a path")]
+    Target,
+    #[error("a header line without ':'")]
+    Header,
+    #[error("a bad %-escape in '{0}'")]
+    Escape(String),
+    #[error("'{0}' does not decode to UTF-8")]
+    DecodedNotUtf8(String),
+    /// A query parameter given more than once.
+    #[error("'{0}' is given more than once")]
+    Twice(String),
 }
 
 #[cfg(test)]
@@ -345,7 +369,7 @@ mod tests {
             (b"GET /p?a=%ff HTTP/1.1\r\n", "UTF-8"),
             (b"GET /p HTTP/1.1\r\nno colon\r\n", "without ':'"),
         ] {
-            let e = parse_head(head).unwrap_err();
+            let e = parse_head(head).unwrap_err().to_string();
             assert!(e.contains(words), "{e}");
         }
     }
@@ -369,7 +393,11 @@ mod tests {
     #[test]
     fn a_parameter_given_twice_is_an_error() {
         let r = parse_head(b"GET /probe?target=a&target=b HTTP/1.1\r\n").unwrap();
-        assert!(r.param("target").unwrap_err().contains("more than once"));
+        assert!(r
+            .param("target")
+            .unwrap_err()
+            .to_string()
+            .contains("more than once"));
     }
 
     #[test]

@@ -129,35 +129,27 @@ impl Verifier {
         )
     }
 
-    pub fn decode(s: &str) -> Result<Verifier, String> {
-        let rest = s
-            .strip_prefix("SCRAM-SHA-256$")
-            .ok_or("a verifier starts with SCRAM-SHA-256$")?;
-        let (params, keys) = rest
-            .split_once('$')
-            .ok_or("a verifier is SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY")?;
-        let (iter, salt) = params
-            .split_once(':')
-            .ok_or("no salt after the iterations")?;
-        let (stored, server) = keys.split_once(':').ok_or("no ServerKey after StoredKey")?;
+    pub fn decode(s: &str) -> Result<Verifier, VerifierError> {
+        use VerifierError as Bad;
+        let rest = s.strip_prefix("SCRAM-SHA-256$").ok_or(Bad::Prefix)?;
+        let (params, keys) = rest.split_once('$').ok_or(Bad::Shape)?;
+        let (iter, salt) = params.split_once(':').ok_or(Bad::NoSalt)?;
+        let (stored, server) = keys.split_once(':').ok_or(Bad::NoServerKey)?;
         let iterations: u32 = iter
             .parse()
-            .map_err(|_| format!("iteration count '{iter}' is not a number"))?;
+            .map_err(|_| Bad::IterationCount(iter.to_string()))?;
         if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
-            return Err(AuthError::Iterations(iterations).to_string());
+            return Err(AuthError::Iterations(iterations).into());
         }
-        let salt = B64
-            .decode(salt)
-            .map_err(|e| format!("salt is not base64: {e}"))?;
+        let salt = B64.decode(salt).map_err(Bad::SaltBase64)?;
         if salt.is_empty() || salt.len() > 64 {
-            return Err("the salt must be 1 to 64 bytes".into());
+            return Err(Bad::SaltLength);
         }
-        let key = |what: &str, s: &str| -> Result<[u8; 32], String> {
+        let key = |what: &'static str, s: &str| -> Result<[u8; 32], VerifierError> {
             let v = B64
                 .decode(s)
-                .map_err(|e| format!("{what} is not base64: {e}"))?;
-            v.try_into()
-                .map_err(|_| format!("{what} is not 32 bytes (SHA-256)"))
+                .map_err(|source| Bad::KeyBase64 { what, source })?;
+            v.try_into().map_err(|_| Bad::KeyLength(what))
         };
         Ok(Verifier {
             iterations,
@@ -166,6 +158,34 @@ impl Verifier {
             server_key: key("ServerKey", server)?,
         })
     }
+}
+
+/// Why a stored verifier (`SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY`) cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifierError {
+    #[error("a verifier starts with SCRAM-SHA-256$")]
+    Prefix,
+    #[error("a verifier is SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY")]
+    Shape,
+    #[error("no salt after the iterations")]
+    NoSalt,
+    #[error("no ServerKey after StoredKey")]
+    NoServerKey,
+    #[error("iteration count '{0}' is not a number")]
+    IterationCount(String),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error("salt is not base64: {0}")]
+    SaltBase64(#[source] base64::DecodeError),
+    #[error("the salt must be 1 to 64 bytes")]
+    SaltLength,
+    #[error("{what} is not base64: {source}")]
+    KeyBase64 {
+        what: &'static str,
+        source: base64::DecodeError,
+    },
+    #[error("{0} is not 32 bytes (SHA-256)")]
+    KeyLength(&'static str),
 }
 
 /// A user name wirerate accepts: 1 to 64 of letters, digits and `._@-`, so it needs no

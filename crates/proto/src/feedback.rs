@@ -52,7 +52,7 @@ impl Breaker {
     /// Whether the senders, having sent `sent` bytes by `now`, may go on; the error says why
     /// not, for the log and the peer. A sender that has sent nothing since the last progress,
     /// or nothing for the breaker's time (its test is over), is never stopped.
-    pub fn check(&mut self, sent: u64, now: Instant) -> Result<(), String> {
+    pub fn check(&mut self, sent: u64, now: Instant) -> Result<(), Tripped> {
         if sent > self.sent_last {
             self.sent_last = sent;
             self.sending_at = now;
@@ -67,11 +67,20 @@ impl Breaker {
         } else {
             "no report from the client's UDP receivers"
         };
-        Err(format!(
-            "circuit breaker: {what} for {:.1} s; stopped sending to it",
-            quiet.as_secs_f64()
-        ))
+        Err(Tripped {
+            what,
+            quiet_s: quiet.as_secs_f64(),
+        })
     }
+}
+
+/// The breaker stopped the senders: what the client's receivers said (or did not), and for
+/// how long.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("circuit breaker: {what} for {quiet_s:.1} s; stopped sending to it")]
+pub struct Tripped {
+    pub what: &'static str,
+    pub quiet_s: f64,
 }
 
 #[cfg(test)]
@@ -108,7 +117,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = Breaker::new(&spec(), t0);
         assert!(b.check(1 << 20, at(t0, 2999)).is_ok());
-        let e = b.check(1 << 20, at(t0, 3000)).unwrap_err();
+        let e = b.check(1 << 20, at(t0, 3000)).unwrap_err().to_string();
         assert!(e.contains("no report") && e.contains("3.0 s"), "{e}");
         // reports that say nothing new count as none
         b.feedback(5000, 6000, at(t0, 1000));
@@ -116,7 +125,7 @@ mod tests {
             b.feedback(5000, 6000 * s, at(t0, 1000 * s));
         }
         assert!(b.check(1 << 20, at(t0, 3999)).is_ok());
-        let e = b.check(1 << 20, at(t0, 4000)).unwrap_err();
+        let e = b.check(1 << 20, at(t0, 4000)).unwrap_err().to_string();
         assert!(e.contains("nothing new"), "{e}");
     }
 

@@ -27,6 +27,9 @@ pub fn client_frame_limit(spec: &wirerate_core::TestSpec) -> usize {
 pub enum ProtoError {
     #[error("peer is not a wirerate endpoint (bad magic)")]
     BadMagic,
+    /// The server's UDP circuit breaker stopped sending (`crate::feedback::Breaker`).
+    #[error(transparent)]
+    Breaker(#[from] crate::feedback::Tripped),
     /// A server that answered the client's opening with one of iperf3's state bytes.
     #[error("the server answered with iperf3's state byte {0}, so it looks like an iperf3 server: add --iperf3")]
     Iperf3Server(i8),

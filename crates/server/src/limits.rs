@@ -24,8 +24,17 @@ pub struct Cidr {
     prefix: u8,
 }
 
+/// Why a text is not an address range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("'{0}' is not an address range")]
+    NotRange(String),
+    #[error("'{text}': the prefix must be 0 to {max}")]
+    Prefix { text: String, max: u8 },
+}
+
 impl Cidr {
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> Result<Cidr, CidrError> {
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
@@ -33,7 +42,7 @@ impl Cidr {
         let net: IpAddr = addr
             .trim()
             .parse()
-            .map_err(|_| format!("'{s}' is not an address range"))?;
+            .map_err(|_| CidrError::NotRange(s.to_string()))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             Some(p) => p
@@ -41,7 +50,10 @@ impl Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("'{s}': the prefix must be 0 to {max}"))?,
+                .ok_or_else(|| CidrError::Prefix {
+                    text: s.to_string(),
+                    max,
+                })?,
             None => max,
         };
         Ok(Cidr { net, prefix })
@@ -157,39 +169,89 @@ pub struct Limits {
     pub default: Option<Rule>,
 }
 
-fn amount(a: &Amount, what: &str, rule: &str, rate: bool) -> Result<f64, String> {
+fn amount(a: &Amount, what: &'static str, rule: &str, rate: bool) -> Result<f64, LimitsError> {
     let v = match a {
         Amount::Number(n) => *n,
-        Amount::Text(t) if rate => BitRate::parse(t).map(|b| b.0).map_err(|e| e.to_string())?,
-        Amount::Text(t) => Bytes::parse(t)
-            .map(|b| b.0 as f64)
-            .map_err(|e| e.to_string())?,
+        Amount::Text(t) if rate => BitRate::parse(t).map(|b| b.0)?,
+        Amount::Text(t) => Bytes::parse(t).map(|b| b.0 as f64)?,
     };
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(format!("rule '{rule}': {what} must be positive"))
+        Err(LimitsError::rule(rule, RuleProblem::NotPositive(what)))
     }
 }
 
+/// Why a limits file cannot be used; each names its line, its rule or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitsError {
+    #[error("line {line}: {what}")]
+    Toml { line: usize, what: String },
+    #[error("no rules and no [default]; write `rule = []` to mean none")]
+    NoRules,
+    #[error("rule '{rule}': {problem}")]
+    Rule { rule: String, problem: RuleProblem },
+    /// A `max_bytes` or `max_rate` text that is not an amount.
+    #[error(transparent)]
+    Amount(#[from] wirerate_core::units::UnitError),
+    #[error("{}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: larger than 1 MiB", .0.display())]
+    TooLarge(std::path::PathBuf),
+    #[error("{}: {source}", path.display())]
+    InFile {
+        path: std::path::PathBuf,
+        source: Box<LimitsError>,
+    },
+}
+
+impl LimitsError {
+    fn rule(name: &str, problem: RuleProblem) -> LimitsError {
+        LimitsError::Rule {
+            rule: name.to_string(),
+            problem,
+        }
+    }
+}
+
+/// What is wrong with one rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleProblem {
+    #[error("a name is 1 to 64 characters")]
+    Name,
+    #[error("{0}")]
+    From(CidrError),
+    /// `max_duration_s`, `max_bytes` or `max_rate` (named) is zero or less.
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("max_parallel must be at least 1")]
+    Parallel,
+    #[error("third_party_targets: {0}")]
+    Targets(CidrError),
+}
+
 impl RawRule {
-    fn validate(self, fallback: &str) -> Result<Rule, String> {
+    fn validate(self, fallback: &str) -> Result<Rule, LimitsError> {
         let name = self.name.unwrap_or_else(|| fallback.to_string());
+        let bad = |p: RuleProblem| LimitsError::rule(&name, p);
         if name.is_empty() || name.len() > 64 {
-            return Err(format!("rule '{name}': a name is 1 to 64 characters"));
+            return Err(bad(RuleProblem::Name));
         }
         let from = self
             .from
             .iter()
-            .map(|s| Cidr::parse(s).map_err(|e| format!("rule '{name}': {e}")))
+            .map(|s| Cidr::parse(s).map_err(|e| bad(RuleProblem::From(e))))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(d) = self.max_duration_s {
             if !(d.is_finite() && d > 0.0) {
-                return Err(format!("rule '{name}': max_duration_s must be positive"));
+                return Err(bad(RuleProblem::NotPositive("max_duration_s")));
             }
         }
         if self.max_parallel == Some(0) {
-            return Err(format!("rule '{name}': max_parallel must be at least 1"));
+            return Err(bad(RuleProblem::Parallel));
         }
         let max_bytes = self
             .max_bytes
@@ -204,7 +266,7 @@ impl RawRule {
         let third_party_targets = self
             .third_party_targets
             .iter()
-            .map(|s| Cidr::parse(s).map_err(|e| format!("rule '{name}': third_party_targets: {e}")))
+            .map(|s| Cidr::parse(s).map_err(|e| bad(RuleProblem::Targets(e))))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Rule {
             third_party: self.third_party,
@@ -226,19 +288,19 @@ impl RawRule {
 }
 
 impl Limits {
-    pub fn parse(text: &str) -> Result<Limits, String> {
+    pub fn parse(text: &str) -> Result<Limits, LimitsError> {
         let raw: RawFile = toml::from_str(text).map_err(|e| {
             // toml's own text spans lines with a drawing; one line says what and where
             let line = e.span().map_or(0, |s| {
                 text[..s.start.min(text.len())].matches('\n').count() + 1
             });
             let what = e.message().lines().next().unwrap_or("").to_string();
-            format!("line {line}: {what}")
+            LimitsError::Toml { line, what }
         })?;
         if raw.rule.is_none() && raw.default.is_none() {
             // a file emptied by mistake (a failed copy, a truncated write) would lift every
             // limit and every `refuse` at the next SIGHUP
-            return Err("no rules and no [default]; write `rule = []` to mean none".into());
+            return Err(LimitsError::NoRules);
         }
         let rules = raw
             .rule
@@ -251,13 +313,20 @@ impl Limits {
         Ok(Limits { rules, default })
     }
 
-    pub fn load(path: &std::path::Path) -> Result<Limits, String> {
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &std::path::Path) -> Result<Limits, LimitsError> {
+        let file = |source| LimitsError::File {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(file)?;
         if meta.len() > 1 << 20 {
-            return Err(format!("{}: larger than 1 MiB", path.display()));
+            return Err(LimitsError::TooLarge(path.to_path_buf()));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Limits::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = std::fs::read_to_string(path).map_err(file)?;
+        Limits::parse(&text).map_err(|e| LimitsError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
     }
 
     /// The rule that applies to a client, and what it matched ("203.0.113.0/24",

@@ -477,7 +477,7 @@ impl Login<'_> {
         let nonce = match db.nonce() {
             Ok(n) => n,
             Err(e) => {
-                self.shared.log(format_args!("{e}"));
+                self.shared.log(format_args!("{}", e.full()));
                 return None;
             }
         };

@@ -600,7 +600,8 @@ fn start_tls(
     let _ = sock.set_write_timeout(Some(shared.cfg.handshake));
     sock.write_all(&Preamble::new(Channel::TlsControl).emit())
         .map_err(|e| format!("TLS: {e}"))?;
-    let mut conn = wirerate_control::tls::accept(&mut sock, tls, deadline)?;
+    let mut conn =
+        wirerate_control::tls::accept(&mut sock, tls, deadline).map_err(|e| e.to_string())?;
     let mut pre = [0u8; PREAMBLE_LEN];
     conn.read_exact_by(&mut sock, &mut pre, deadline)
         .map_err(|e| format!("no preamble inside TLS: {e}"))?;
@@ -979,7 +980,7 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
         }
         if let (Some(b), false) = (run.breaker.as_mut(), side.is_done()) {
             b.check(side.moved(Role::Sender), now)
-                .map_err(EngineError::Setup)?;
+                .map_err(wirerate_proto::ProtoError::from)?;
         }
         if let (Some(w), false) = (run.watch.as_mut(), side.is_done()) {
             let total = side.moved(Role::Sender) + side.moved(Role::Receiver);

@@ -38,8 +38,8 @@ impl std::fmt::Display for Startups {
 
 impl Startups {
     /// `START:RATE:FULL`, or `FULL` alone (no early drop).
-    pub fn parse(s: &str) -> Result<Startups, String> {
-        let bad = || format!("'{s}' is not START:RATE:FULL (e.g. 100:30:1000) or FULL");
+    pub fn parse(s: &str) -> Result<Startups, StartupsError> {
+        let bad = || StartupsError::Shape(s.to_string());
         let n: Vec<usize> = s
             .split(':')
             .map(|p| p.trim().parse().map_err(|_| bad()))
@@ -55,15 +55,13 @@ impl Startups {
                 rate: u8::try_from(rate)
                     .ok()
                     .filter(|r| *r <= 100)
-                    .ok_or("RATE is a percentage, 0 to 100")?,
+                    .ok_or(StartupsError::Rate)?,
                 full,
             },
             _ => return Err(bad()),
         };
         if st.full == 0 || st.start > st.full {
-            return Err(format!(
-                "'{s}': FULL must be at least 1 and START at most FULL"
-            ));
+            return Err(StartupsError::Order(s.to_string()));
         }
         Ok(st)
     }
@@ -161,6 +159,17 @@ pub(crate) fn roll() -> f64 {
         return 1.0;
     }
     (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Why a `--max-startups` value cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartupsError {
+    #[error("'{0}' is not START:RATE:FULL (e.g. 100:30:1000) or FULL")]
+    Shape(String),
+    #[error("RATE is a percentage, 0 to 100")]
+    Rate,
+    #[error("'{0}': FULL must be at least 1 and START at most FULL")]
+    Order(String),
 }
 
 #[cfg(test)]

@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use wirerate_proto::auth::{check_user, fake_verifier, nonce_text, Verifier, DEFAULT_ITERATIONS};
+use wirerate_engine::EngineError;
+use wirerate_proto::auth::{
+    check_user, fake_verifier, nonce_text, AuthError, Verifier, VerifierError, DEFAULT_ITERATIONS,
+};
 
 use crate::logline::{Event, Kind};
 use wirerate_engine::net::fill_random;
@@ -32,7 +35,7 @@ pub struct Users {
 
 impl Users {
     /// Parses a users file's text; errors name the line.
-    pub fn parse(text: &str) -> Result<Users, String> {
+    pub fn parse(text: &str) -> Result<Users, UsersError> {
         let mut users = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
@@ -42,27 +45,32 @@ impl Users {
             }
             let mut w = line.split_whitespace();
             let (Some(name), Some(verifier), None) = (w.next(), w.next(), w.next()) else {
-                return Err(format!(
-                    "line {n}: expected NAME SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY"
-                ));
+                return Err(UsersError::Shape { line: n });
             };
-            check_user(name).map_err(|e| format!("line {n}: {e}"))?;
-            let v = Verifier::decode(verifier).map_err(|e| format!("line {n}: {e}"))?;
+            check_user(name).map_err(|source| UsersError::User { line: n, source })?;
+            let v = Verifier::decode(verifier)
+                .map_err(|source| UsersError::Verifier { line: n, source })?;
             if users.insert(name.to_string(), v).is_some() {
-                return Err(format!("line {n}: user '{name}' appears twice"));
+                return Err(UsersError::Twice {
+                    line: n,
+                    name: name.to_string(),
+                });
             }
         }
         Ok(Users { users })
     }
 
     /// Reads a users file; errors name the file and the line.
-    pub fn load(path: &Path) -> Result<Users, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Users::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Users, UsersError> {
+        let text = std::fs::read_to_string(path).map_err(UsersError::file(path))?;
+        Users::parse(&text).map_err(|e| UsersError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
     }
 
     /// Like `load`, but a file that does not exist is empty.
-    pub fn load_or_empty(path: &Path) -> Result<Users, String> {
+    pub fn load_or_empty(path: &Path) -> Result<Users, UsersError> {
         if path.exists() {
             Users::load(path)
         } else {
@@ -72,11 +80,10 @@ impl Users {
 
     /// Writes the file readable by its owner only, replacing it whole (a new file renamed
     /// over the old one).
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), UsersError> {
         use std::os::unix::fs::OpenOptionsExt;
-        let err = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+            std::fs::create_dir_all(dir).map_err(UsersError::file(dir))?;
         }
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".new");
@@ -87,11 +94,11 @@ impl Users {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
-            .map_err(|e| err(&tmp, e))?;
+            .map_err(UsersError::file(&tmp))?;
         f.write_all(self.render().as_bytes())
             .and_then(|()| f.sync_all())
-            .map_err(|e| err(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| err(path, e))
+            .map_err(UsersError::file(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(UsersError::file(path))
     }
 
     pub fn render(&self) -> String {
@@ -125,8 +132,8 @@ impl Users {
     }
 
     /// Adds or replaces a user.
-    pub fn set(&mut self, name: &str, v: Verifier) -> Result<(), String> {
-        check_user(name).map_err(|e| e.to_string())?;
+    pub fn set(&mut self, name: &str, v: Verifier) -> Result<(), AuthError> {
+        check_user(name)?;
         self.users.insert(name.to_string(), v);
         Ok(())
     }
@@ -149,9 +156,9 @@ impl Users {
 }
 
 /// A new verifier for `password`: a random 16-byte salt.
-pub fn new_verifier(password: &str, iterations: u32) -> Result<Verifier, String> {
+pub fn new_verifier(password: &str, iterations: u32) -> Result<Verifier, EngineError> {
     let mut salt = [0u8; 16];
-    fill_random(&mut salt).map_err(|e| e.full())?;
+    fill_random(&mut salt)?;
     Ok(Verifier::derive(password, &salt, iterations))
 }
 
@@ -174,7 +181,7 @@ pub struct UserDb {
 
 impl UserDb {
     /// The users of `path`.
-    pub fn load(path: &Path) -> Result<UserDb, String> {
+    pub fn load(path: &Path) -> Result<UserDb, UsersError> {
         let users = Users::load(path)?;
         let mut db = UserDb::new(users)?;
         db.path = Some(path.to_path_buf());
@@ -182,9 +189,9 @@ impl UserDb {
     }
 
     /// These users (no file to reload).
-    pub fn new(users: Users) -> Result<UserDb, String> {
+    pub fn new(users: Users) -> Result<UserDb, UsersError> {
         let mut secret = [0u8; 32];
-        fill_random(&mut secret).map_err(|e| e.full())?;
+        fill_random(&mut secret)?;
         Ok(UserDb {
             path: None,
             users: RwLock::new(Arc::new(users)),
@@ -282,10 +289,45 @@ impl UserDb {
     }
 
     /// A fresh server nonce.
-    pub fn nonce(&self) -> Result<String, String> {
+    pub fn nonce(&self) -> Result<String, EngineError> {
         let mut b = [0u8; 18];
-        fill_random(&mut b).map_err(|e| e.full())?;
+        fill_random(&mut b)?;
         Ok(nonce_text(&b))
+    }
+}
+
+/// Why the users file cannot be read or written; each names the file or its line.
+#[derive(Debug, thiserror::Error)]
+pub enum UsersError {
+    #[error("line {line}: expected NAME SCRAM-SHA-256$ITER:SALT$STOREDKEY:SERVERKEY")]
+    Shape { line: usize },
+    #[error("line {line}: {source}")]
+    User { line: usize, source: AuthError },
+    #[error("line {line}: {source}")]
+    Verifier { line: usize, source: VerifierError },
+    #[error("line {line}: user '{name}' appears twice")]
+    Twice { line: usize, name: String },
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    InFile {
+        path: PathBuf,
+        source: Box<UsersError>,
+    },
+    /// No random bytes for the server's secret.
+    #[error(transparent)]
+    Random(#[from] EngineError),
+}
+
+impl UsersError {
+    fn file(path: &Path) -> impl FnOnce(std::io::Error) -> UsersError + '_ {
+        move |source| UsersError::File {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -390,7 +432,7 @@ mod tests {
                 "line 1",
             ),
         ] {
-            let e = Users::parse(&bad).unwrap_err();
+            let e = Users::parse(&bad).unwrap_err().to_string();
             assert!(e.starts_with(line), "{e}");
         }
         assert!(u

@@ -77,6 +77,12 @@ pub enum StoreError {
     Encode(String),
     #[error("bad PostgreSQL URL {url}: {cause}")]
     BadUrl { url: String, cause: String },
+    /// The URL's `sslrootcert` cannot be trusted.
+    #[error("bad PostgreSQL URL {url}: {source}")]
+    RootCert {
+        url: String,
+        source: crate::pg::RootCertError,
+    },
     #[error("cannot connect to results database {url}: {cause}")]
     Connect { url: String, cause: String },
     #[error("results database {url}: {cause}")]

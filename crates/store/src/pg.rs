@@ -137,9 +137,9 @@ pub fn connect(url: &str) -> Result<Client, StoreError> {
                         sslrootcert=FILE in the URL, or PGSSLROOTCERT"
                     .into(),
             })?;
-        let tls = tls_connector(&root_cert).map_err(|cause| StoreError::BadUrl {
+        let tls = tls_connector(&root_cert).map_err(|source| StoreError::RootCert {
             url: shown.clone(),
-            cause,
+            source,
         })?;
         config.connect(tls)
     } else {
@@ -215,25 +215,46 @@ fn pgpass_match(text: &str, wanted: [&str; 4]) -> Option<String> {
         })
 }
 
+/// Why the CA certificates of `sslrootcert` cannot be trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum RootCertError {
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{path}: not a CA certificate: {source}")]
+    NotCa { path: String, source: rustls::Error },
+    #[error("{0}: no certificate in it")]
+    Empty(String),
+    #[error("{0}")]
+    Versions(#[source] rustls::Error),
+}
+
 /// A TLS connector that trusts the CA certificates of the PEM file `path`.
-fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect, RootCertError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(path).map_err(|e| format!("{path}: {e}"))?;
+    let file = |source| RootCertError::File {
+        path: path.to_string(),
+        source,
+    };
+    let certs = CertificateDer::pem_file_iter(path).map_err(file)?;
     for c in certs {
-        let c = c.map_err(|e| format!("{path}: {e}"))?;
-        roots
-            .add(c)
-            .map_err(|e| format!("{path}: not a CA certificate: {e}"))?;
+        let c = c.map_err(file)?;
+        roots.add(c).map_err(|source| RootCertError::NotCa {
+            path: path.to_string(),
+            source,
+        })?;
     }
     if roots.is_empty() {
-        return Err(format!("{path}: no certificate in it"));
+        return Err(RootCertError::Empty(path.to_string()));
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(RootCertError::Versions)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))

@@ -123,7 +123,7 @@ pub fn run_client(
     cfg: &ClientConfig,
     obs: &mut dyn Observer,
 ) -> Result<ClientOutcome, EngineError> {
-    check_spec(spec).map_err(EngineError::Setup)?;
+    check_spec(spec).map_err(wirerate_proto::iperf3::Iperf3Error::from)?;
     let bind = cfg.bind.map(|ip| SocketAddr::new(ip, 0));
     let sock = connect(addr, bind, None, cfg.connect_timeout)?;
     let cx = Ctx {

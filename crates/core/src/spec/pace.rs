@@ -105,21 +105,35 @@ impl TestSpec {
     /// Whether a timed, paced UDP stream has time for its first datagram: each datagram
     /// goes out when its slot at the rate ends, so a test shorter than one slot would send
     /// nothing. An error says what to change.
-    pub fn check_datagram_fits_time(&self) -> Result<(), String> {
+    pub fn check_datagram_fits_time(&self) -> Result<(), DatagramTooSlow> {
         let (Protocol::Udp, Some(seconds), Some(gap)) =
             (self.protocol, self.send_seconds(), self.pace_gap_s())
         else {
             return Ok(());
         };
         if gap > seconds {
-            return Err(format!(
-                "a {}-byte datagram takes {gap:.2} s at {}, longer than the {seconds} s test: nothing would be sent",
-                self.len_bytes,
-                crate::units::format_bps(self.rate_bps.unwrap_or(0.0))
-            ));
+            return Err(DatagramTooSlow {
+                len_bytes: self.len_bytes,
+                gap_s: gap,
+                rate_bps: self.rate_bps.unwrap_or(0.0),
+                seconds,
+            });
         }
         Ok(())
     }
+}
+
+/// A timed, paced UDP test shorter than the slot of one datagram: it would send nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "a {len_bytes}-byte datagram takes {gap_s:.2} s at {}, longer than the {seconds} s test: nothing would be sent",
+    crate::units::format_bps(*rate_bps)
+)]
+pub struct DatagramTooSlow {
+    pub len_bytes: u64,
+    pub gap_s: f64,
+    pub rate_bps: f64,
+    pub seconds: f64,
 }
 
 #[cfg(test)]
@@ -178,7 +192,8 @@ mod tests {
     fn a_test_shorter_than_one_datagram_slot_is_refused() {
         let e = paced(Protocol::Udp, 65_507, 200e3)
             .check_datagram_fits_time()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("2.62 s") && e.contains("nothing would"), "{e}");
         assert!(paced(Protocol::Udp, 250, 200e3)
             .check_datagram_fits_time()

@@ -21,7 +21,7 @@ mod tests;
 
 pub use client::{ClientEvent, ClientSession};
 pub use map::StreamMap;
-pub use params::{check_spec, params_json, spec_from_params, Params};
+pub use params::{check_spec, params_json, spec_from_params, Inexpressible, Params};
 pub use results::{Results, StreamResults};
 pub use server::{ServerEvent, ServerSession};
 
@@ -100,6 +100,9 @@ pub enum Iperf3Error {
     Closed(&'static str),
     #[error("{0}")]
     Local(String),
+    /// The spec asks for what iperf3's protocol cannot say.
+    #[error(transparent)]
+    Inexpressible(#[from] params::Inexpressible),
 }
 
 /// The 37-byte token an iperf3 client sends first on its control connection and on every

@@ -28,46 +28,72 @@ pub struct Params {
     pub client_version: Option<String>,
 }
 
+/// What iperf3's protocol cannot express of a spec (the user's flag to change is named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Inexpressible {
+    #[error("UDP datagrams for iperf3 must be 16 to 65507 bytes (-l)")]
+    UdpLength,
+    #[error("UDP with --iperf3 needs a rate (-b)")]
+    UdpRate,
+    #[error("--omit is not supported for UDP with --iperf3")]
+    UdpOmit,
+    #[error("iperf3 servers cannot discard received data; drop --discard")]
+    Discard,
+    #[error("iperf3 counts blocks over all streams; use -t or -n with --iperf3")]
+    Blocks,
+    #[error("iperf3 takes whole seconds for --omit")]
+    OmitFraction,
+    #[error("--omit with --iperf3 needs a time-based test (-t)")]
+    OmitUntimed,
+    #[error("iperf3 servers take at most 1 MiB per write (-l)")]
+    Length,
+    #[error("iperf3 servers take at most {MAX_STREAMS} streams")]
+    Streams,
+    #[error("iperf3 servers take an MSS of at most {MAX_MSS} bytes")]
+    Mss,
+    #[error("iperf3 servers take a window of at most 512 MiB")]
+    Window,
+}
+
 /// Whether iperf3's protocol can express this spec. A client checks before connecting.
-pub fn check_spec(spec: &TestSpec) -> Result<(), String> {
+pub fn check_spec(spec: &TestSpec) -> Result<(), Inexpressible> {
+    use Inexpressible as No;
     if spec.protocol == Protocol::Udp {
         if !(super::udp::MIN_DATAGRAM as u64..=super::udp::MAX_DATAGRAM as u64)
             .contains(&spec.len_bytes)
         {
-            return Err("UDP datagrams for iperf3 must be 16 to 65507 bytes (-l)".into());
+            return Err(No::UdpLength);
         }
         if spec.rate_bps.is_none() {
-            return Err("UDP with --iperf3 needs a rate (-b)".into());
+            return Err(No::UdpRate);
         }
         if spec.omit_s > 0.0 {
-            return Err("--omit is not supported for UDP with --iperf3".into());
+            return Err(No::UdpOmit);
         }
     }
     if spec.recv_mode != RecvMode::Copy {
-        return Err("iperf3 servers cannot discard received data; drop --discard".into());
+        return Err(No::Discard);
     }
     if matches!(spec.end, End::Blocks { .. }) {
-        return Err("iperf3 counts blocks over all streams; use -t or -n with --iperf3".into());
+        return Err(No::Blocks);
     }
     if spec.omit_s.fract() != 0.0 {
-        return Err("iperf3 takes whole seconds for --omit".into());
+        return Err(No::OmitFraction);
     }
     if spec.omit_s > 0.0 && !matches!(spec.end, End::Time { .. }) {
-        return Err("--omit with --iperf3 needs a time-based test (-t)".into());
+        return Err(No::OmitUntimed);
     }
     if spec.protocol == Protocol::Tcp && spec.len_bytes > MAX_BLOCKSIZE {
-        return Err("iperf3 servers take at most 1 MiB per write (-l)".into());
+        return Err(No::Length);
     }
     if spec.parallel > MAX_STREAMS {
-        return Err(format!("iperf3 servers take at most {MAX_STREAMS} streams"));
+        return Err(No::Streams);
     }
     if spec.mss_bytes.is_some_and(|m| m > MAX_MSS) {
-        return Err(format!(
-            "iperf3 servers take an MSS of at most {MAX_MSS} bytes"
-        ));
+        return Err(No::Mss);
     }
     if spec.window_bytes.is_some_and(|w| w > MAX_WINDOW) {
-        return Err("iperf3 servers take a window of at most 512 MiB".into());
+        return Err(No::Window);
     }
     Ok(())
 }

@@ -127,7 +127,7 @@ fn read_runs(
 
 /// Refuses a run that no measurement could have produced, or a label no one would type.
 fn check_entry(e: &Entry) -> Result<(), String> {
-    e.result.check_plausible()?;
+    e.result.check_plausible().map_err(|e| e.to_string())?;
     for (name, v) in [("label", &e.label), ("group", &e.group)] {
         if v.as_ref().is_some_and(|s| s.len() > MAX_LABEL_BYTES) {
             return Err(format!("{name}: longer than {MAX_LABEL_BYTES} bytes"));

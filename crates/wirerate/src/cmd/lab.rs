@@ -194,7 +194,10 @@ fn path_spec(a: &UpArgs) -> anyhow::Result<wirerate_lab::path::PathSpec> {
         seed: a.seed,
         ..Default::default()
     };
-    fn flag<T>(name: &str, r: Result<T, String>) -> Result<T, exit::UsageError> {
+    fn flag<T>(
+        name: &str,
+        r: Result<T, wirerate_lab::path::PathError>,
+    ) -> Result<T, exit::UsageError> {
         r.map_err(|e| exit::UsageError(format!("--{name}: {e}")))
     }
     if let Some(v) = &a.delay {

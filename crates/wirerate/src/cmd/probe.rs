@@ -160,8 +160,8 @@ pub struct Probe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused(pub u16, pub String);
 
-fn bad(msg: impl Into<String>) -> Refused {
-    Refused(400, msg.into())
+fn bad(msg: impl ToString) -> Refused {
+    Refused(400, msg.to_string())
 }
 
 /// `true`/`false`, `1`/`0`, `yes`/`no`.

@@ -281,7 +281,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
             return usage("iperf3 servers take one buffer size for both: use -w");
         }
         if let Err(e) = wirerate_proto::iperf3::check_spec(&spec) {
-            return usage(e);
+            return usage(e.to_string());
         }
         let h = &a.habits;
         for (given, flag) in [(h.cport.is_some(), "--cport"), (h.affinity.is_some(), "-A")] {

@@ -200,7 +200,9 @@ fn agent_credentials(a: &Args) -> anyhow::Result<wirerate_server::agent::AgentCr
     })
 }
 
-fn parse_startups(s: &str) -> Result<wirerate_server::startups::Startups, String> {
+fn parse_startups(
+    s: &str,
+) -> Result<wirerate_server::startups::Startups, wirerate_server::startups::StartupsError> {
     wirerate_server::startups::Startups::parse(s)
 }
 
@@ -256,7 +258,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let tls = a.tls.server()?;
     let users = match &a.users {
         Some(path) => {
-            let db = wirerate_server::users::UserDb::load(path).map_err(anyhow::Error::msg)?;
+            let db = wirerate_server::users::UserDb::load(path)?;
             Some(Arc::new(match &tls {
                 Some(t) => db.with_secret(t.lasting_secret(b"unknown users")),
                 None => db,

@@ -112,7 +112,8 @@ impl ClientTlsArgs {
             return Ok(None);
         }
         if let Some(fp) = &self.server_fingerprint {
-            let fp = normalize_fingerprint(fp).map_err(crate::exit::UsageError)?;
+            let fp =
+                normalize_fingerprint(fp).map_err(|e| crate::exit::UsageError(e.to_string()))?;
             return Ok(Some(ClientTls {
                 pin: Some((fp, "the key given with --server-fingerprint".into())),
                 ..Default::default()

@@ -110,7 +110,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 return usage("the password is empty");
             }
             let existed = users.get(&name).is_some();
-            let v = new_verifier(&pw, iterations).map_err(anyhow::Error::msg)?;
+            let v = new_verifier(&pw, iterations)?;
             users.set(&name, v).map_err(anyhow::Error::msg)?;
             users.save(&path).map_err(anyhow::Error::msg)?;
             eprintln!(
