@@ -106,7 +106,7 @@ pub enum LowerError {
     Spec(#[from] SpecError),
     /// One datagram at the asked rate takes longer than the test.
     #[error("{0} (give a smaller -l, a higher -b or a longer -t)")]
-    Unsendable(String),
+    Unsendable(super::pace::DatagramTooSlow),
 }
 
 impl LowerError {
