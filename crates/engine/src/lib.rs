@@ -20,6 +20,7 @@ pub mod dataopts;
 mod driver;
 mod error;
 pub mod guard;
+mod inband;
 mod intervals;
 pub mod iperf3;
 pub mod limits;

@@ -188,6 +188,8 @@ pub struct SideRun {
     sweep_given: usize,
     /// rr: how many flows report intervals (the client's workers).
     rr_flows: usize,
+    /// In-band requests on the loaded flows (`spec.inband_hz`).
+    inband: Option<crate::inband::Inband>,
 }
 
 impl SideRun {
@@ -368,7 +370,20 @@ impl SideRun {
         } else {
             0
         };
+        let inband = spec.inband_hz.and_then(|hz| {
+            let conns = workers
+                .iter()
+                .filter(|w| w.tcp)
+                .filter_map(|w| {
+                    let fd = std::os::fd::AsFd::as_fd(w.sock.as_ref()?);
+                    crate::inband::conn(w.flow, w.id, w.role, fd, &w.counters)
+                })
+                .collect();
+            let secs = spec.send_seconds().unwrap_or(0.0);
+            crate::inband::Inband::start(hz, secs, conns, start)
+        });
         Ok(SideRun {
+            inband,
             spec,
             start,
             workers,
@@ -724,6 +739,7 @@ impl SideRun {
         let cpu = self
             .cpu
             .finish(threads, self.cpu_from.elapsed().as_secs_f64());
+        let inband = self.inband.take().map(|i| i.finish()).unwrap_or_default();
         self.sample_last_tcp(&streams);
         let received = self.received_by_flow(|w| {
             streams
@@ -771,6 +787,7 @@ impl SideRun {
                 .as_ref()
                 .and_then(OpenLoopHistograms::stats),
             sweep: self.sweep.take(),
+            inband,
         }
     }
 }

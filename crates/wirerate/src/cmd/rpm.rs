@@ -78,6 +78,13 @@ pub struct Args {
     /// DSCP class of the latency probes (this side's packets, from the SYN on)
     #[arg(long, value_name = "CLASS", value_parser = wirerate_core::dscp::parse)]
     pub probe_dscp: Option<u8>,
+    /// Socket buffers of the loaded flows (SO_SNDBUF/SO_RCVBUF, both ends); turns
+    /// autotuning off. What a sender's buffer holds, an in-band response waits behind
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = super::run::parse_size)]
+    pub window: Option<u64>,
+    /// The loaded senders' socket buffer alone (SO_SNDBUF)
+    #[arg(long, value_name = "SIZE", value_parser = super::run::parse_size)]
+    pub sndbuf: Option<u64>,
     /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -103,6 +110,8 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         load_dscp: a.dscp.map(|d| d.0),
         load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
         probe_dscp: a.probe_dscp,
+        window_bytes: a.window,
+        sndbuf_bytes: a.sndbuf,
     };
     if let Err(e) = s.validate() {
         return usage(e);
@@ -141,9 +150,15 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
         Phase::Upload => Direction::Forward,
         Phase::Bidir => Direction::Bidir,
     };
+    // in-band requests: the probe rate over each phase's loaded flows, half each way when
+    // both directions load
+    let per_way = if phase == Phase::Bidir { 0.5 } else { 1.0 };
     TestSpec {
         direction,
         parallel,
+        window_bytes: s.window_bytes,
+        sndbuf_bytes: s.sndbuf_bytes,
+        inband_hz: Some(s.probe_rate_hz * per_way),
         // the warm-up is part of the phase: a test's omitted seconds come before its time
         end: End::Time {
             seconds: s.phase_s - s.warmup_s,
@@ -229,7 +244,7 @@ fn rates(phase: Phase, r: &RunResult) -> (Option<f64>, Option<f64>) {
     }
 }
 
-fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
+fn samples_of(log: &ProbeLog, rtt: Vec<Sample>, r: &RunResult) -> PhaseSamples {
     PhaseSamples {
         connect: log
             .samples
@@ -250,6 +265,14 @@ fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
             })
             .collect(),
         loaded_rtt: rtt,
+        inband: r
+            .inband
+            .iter()
+            .map(|x| Sample {
+                at_s: x.at_s,
+                ms: x.ms,
+            })
+            .collect(),
     }
 }
 
@@ -355,7 +378,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     } else {
         s.warmup_s
     };
-    let samples = samples_of(&log, loaded_rtt(&result));
+    let samples = samples_of(&log, loaded_rtt(&result), &result);
     let mut figures = rpm::phase_result(
         phase,
         s.phase_s,

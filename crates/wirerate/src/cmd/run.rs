@@ -356,6 +356,7 @@ pub fn spec_from(a: &Args, path_udp: u64) -> anyhow::Result<TestSpec> {
             && !matches!(end, End::Blocks { .. })
             && a.habits.file.is_none(),
         datagram: (a.len.is_none() && protocol == Protocol::Udp).then_some(datagram),
+        inband_hz: None,
     };
     if let Err(e) = spec.validate() {
         return usage(e.to_string());
