@@ -49,6 +49,17 @@ pub struct RpmSpec {
     pub window_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_bytes: Option<u64>,
+    /// In-band requests on the loaded flows (`crate::inband`), unless `--no-inband`.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub inband: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// The most foreign probes per second of each kind (TCP, UDP) an rpm run may send: both

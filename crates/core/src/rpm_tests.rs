@@ -167,6 +167,7 @@ fn spec_bounds() {
         load_dscp_down: Some(8),
         window_bytes: None,
         sndbuf_bytes: None,
+        inband: true,
     };
     assert!(ok.validate().is_ok());
     for bad in [
