@@ -300,6 +300,11 @@ impl RpmResult {
     pub fn loaded_p50_ms(&self) -> Option<f64> {
         self.headline_phase()?.connect.as_ref().map(|c| c.p50_ms)
     }
+
+    /// Median in-band request/response of the headline phase, ms, as `compare` compares it.
+    pub fn inband_p50_ms(&self) -> Option<f64> {
+        self.headline_phase()?.inband.as_ref().map(|c| c.p50_ms)
+    }
 }
 
 fn headline(phases: &[PhaseResult]) -> Option<&PhaseResult> {

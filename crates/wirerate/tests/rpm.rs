@@ -437,7 +437,7 @@ fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = json(&out);
     let metrics = &doc["metrics"];
-    for key in ["rpm", "loaded_p50_ms", "goodput_bps"] {
+    for key in ["rpm", "loaded_p50_ms", "inband_p50_ms", "goodput_bps"] {
         assert!(metrics[key]["a"].is_object(), "{key}: {doc}");
     }
     let schema: Value =
