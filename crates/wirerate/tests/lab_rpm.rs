@@ -144,7 +144,7 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
     );
     // RPM falls several-fold. Its self part is the in-band request/response, which counts
     // the senders' socket buffers (about 100 ms at 20 Mbit/s with the shallow queue too):
-    // two runs of 5 s phases, 187-204 against 824-890 (with the TCP_INFO RTT as the self
+    // two runs of 5 s phases, 187-204 against 824-877 (with the TCP_INFO RTT as the self
     // part, 288-313 against 3 773-4 303)
     let (d, s) = (f(&deep["rpm"]), f(&shallow["rpm"]));
     assert!(s >= 3.0 * d, "RPM shallow {s} vs deep {d}");
