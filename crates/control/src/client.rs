@@ -282,7 +282,13 @@ impl Handler<ClientSession> for ClientRun<'_> {
                 for iv in report.intervals.iter().skip(self.shown) {
                     self.obs.interval(iv);
                 }
-                sess.local_report(report.clone(), Instant::now());
+                // the in-band notes are joined here, from the server's report: the
+                // timelines stay on this side
+                let wire = SideReport {
+                    inband: Vec::new(),
+                    ..report.clone()
+                };
+                sess.local_report(wire, Instant::now());
                 self.local = Some(report);
             }
         }

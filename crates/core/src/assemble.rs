@@ -121,6 +121,7 @@ pub fn assemble(
         interrupted: ctx.interrupted,
         sweep: None,
         rpm: None,
+        inband: crate::inband::join(&client.inband, &server.inband),
     };
     if let Some(udp) = ctx.udp {
         result.summary.udp = Some(udp);

@@ -10,6 +10,7 @@ pub mod diagnosis;
 pub mod dscp;
 pub mod evidence;
 pub mod facts;
+pub mod inband;
 pub mod latency;
 pub mod metrics;
 pub mod owd;

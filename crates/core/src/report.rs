@@ -85,4 +85,8 @@ pub struct SideReport {
     /// Sweeps, client: the figures of each message size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepSide>,
+    /// In-band requests of the loaded flows (`crate::inband`): what this side noted as
+    /// requester and as responder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inband: Vec<crate::inband::InbandFlow>,
 }

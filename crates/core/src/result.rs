@@ -36,6 +36,10 @@ pub struct RunResult {
     /// Latency under load (`wirerate rpm`): the phases, RPM and the queue they reveal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpm: Option<Box<crate::rpm::RpmResult>>,
+    /// In-band request/response latencies of the loaded flows (`crate::inband`), for the
+    /// rpm figures; not part of the document.
+    #[serde(skip)]
+    pub inband: Vec<crate::inband::InbandSample>,
 }
 
 /// Evidence of both hosts; None for a side that could not be seen (an iperf3 peer).

@@ -6,9 +6,13 @@
 //!
 //! - A **foreign** probe runs on a connection of its own, beside the load: its TCP connect
 //!   time (the handshake's round trip) and a 1-byte request/response on that new connection.
-//! - **Self** (in-band) samples come from the loaded connections: the senders' smoothed RTT
-//!   from TCP_INFO (the kernel's view of the loaded path; it does not include the data
-//!   waiting in the sender's socket buffer, which the draft's HTTP/2 probes do).
+//! - **Self** (in-band) samples come from the loaded connections: an application-level
+//!   request/response on the loaded flows themselves (`crate::inband`: how long a response
+//!   written behind the bulk takes to arrive, socket buffers included, as the draft's
+//!   HTTP/2 probes on the load-generating connections), and the senders' smoothed RTT from
+//!   TCP_INFO (the kernel's view of the loaded path, without the data waiting in the
+//!   sender's socket buffer). The self part of the RPM is the request/response's where the
+//!   phase has it, else the TCP_INFO RTT's.
 //! - `TM(x)` is the 95 % trimmed mean: the samples sorted, the highest `floor(n / 20)` left
 //!   out, the mean of the rest.
 //! - RPM = 60 000 / (½ · mean(TM(connect), TM(request/response)) + ½ · TM(self)): the
@@ -43,6 +47,23 @@ pub struct RpmSpec {
     /// (`--probe-dscp UP/DOWN`); without it the answers carry `probe_dscp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_dscp_down: Option<u8>,
+    /// Socket buffers of the loaded flows (`-w`, both) and of their senders alone
+    /// (`--sndbuf`); None leaves the kernel's autotuning on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_bytes: Option<u64>,
+    /// In-band requests on the loaded flows (`crate::inband`), unless `--no-inband`.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub inband: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// What an rpm phase asks of the server besides serving its streams (`TestSpec::rpm_server`;
@@ -120,6 +141,20 @@ pub struct PhaseSamples {
     pub connect: Vec<Sample>,
     pub request: Vec<Sample>,
     pub loaded_rtt: Vec<Sample>,
+    /// In-band request/response on the loaded flows (`crate::inband`).
+    pub inband: Vec<Sample>,
+}
+
+impl PhaseSamples {
+    /// The self samples the RPM counts: the in-band request/response where there are any,
+    /// else the loaded connections' TCP_INFO RTT.
+    pub fn self_samples(&self) -> &[Sample] {
+        if self.inband.is_empty() {
+            &self.loaded_rtt
+        } else {
+            &self.inband
+        }
+    }
 }
 
 /// The phases, in the order they run.
@@ -198,6 +233,11 @@ pub struct PhaseResult {
     pub request: Option<LatencyStats>,
     /// In-band: the loaded connections' smoothed RTT (TCP_INFO), sampled per interval.
     pub loaded_rtt: Option<LatencyStats>,
+    /// In-band: an application's request/response on the loaded connections themselves,
+    /// the response queued behind the bulk (`crate::inband`); None where the phase had no
+    /// load or the server does not answer in-band requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inband: Option<LatencyStats>,
     /// Foreign probes that failed (refused, timed out) or were skipped (too many in flight).
     pub probes_failed: u64,
     pub rpm: Option<f64>,
@@ -208,6 +248,9 @@ pub struct PhaseResult {
     pub connect_series: Vec<[f64; 2]>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loaded_rtt_series: Vec<[f64; 2]>,
+    /// Every in-band request/response as `[seconds from the phase's start, ms]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inband_series: Vec<[f64; 2]>,
     /// Median bytes written but not yet sent by the loaded senders (TCP_INFO notsent, summed
     /// over a flow's streams, per interval): the queue in the sending host's socket
     /// buffers, which the loaded RTT does not see. None where not sampled.
@@ -313,6 +356,11 @@ impl RpmResult {
     pub fn loaded_p50_ms(&self) -> Option<f64> {
         self.headline_phase()?.connect.as_ref().map(|c| c.p50_ms)
     }
+
+    /// Median in-band request/response of the headline phase, ms, as `compare` compares it.
+    pub fn inband_p50_ms(&self) -> Option<f64> {
+        self.headline_phase()?.inband.as_ref().map(|c| c.p50_ms)
+    }
 }
 
 fn headline(phases: &[PhaseResult]) -> Option<&PhaseResult> {
@@ -376,7 +424,7 @@ fn rpm_until(s: &PhaseSamples, until_s: f64) -> Option<f64> {
     rpm(
         trimmed_mean(&before(&s.connect)),
         trimmed_mean(&before(&s.request)),
-        trimmed_mean(&before(&s.loaded_rtt)),
+        trimmed_mean(&before(s.self_samples())),
     )
 }
 
@@ -432,14 +480,21 @@ pub fn phase_result(
         connect: counted(&samples.connect),
         request: counted(&samples.request),
         loaded_rtt: counted(&samples.loaded_rtt),
+        inband: counted(&samples.inband),
     };
-    let (connect, request, loaded_rtt) = (
+    let (connect, request, loaded_rtt, inband) = (
         LatencyStats::of(&s.connect),
         LatencyStats::of(&s.request),
         LatencyStats::of(&s.loaded_rtt),
+        LatencyStats::of(&s.inband),
     );
     let tm = |x: &Option<LatencyStats>| x.as_ref().map(|x| x.trimmed_mean_ms);
-    let rpm = rpm(tm(&connect), tm(&request), tm(&loaded_rtt));
+    let own = if inband.is_some() {
+        &inband
+    } else {
+        &loaded_rtt
+    };
+    let rpm = rpm(tm(&connect), tm(&request), tm(own));
     // one step per second of the counted time, at least four
     let windows = ((seconds - warmup_s).floor() as usize).max(4);
     PhaseResult {
@@ -450,11 +505,13 @@ pub fn phase_result(
         connect,
         request,
         loaded_rtt,
+        inband,
         probes_failed,
         confidence: rpm.map(|_| confidence(&s, warmup_s, seconds, windows)),
         rpm,
         connect_series: series(&samples.connect),
         loaded_rtt_series: series(&samples.loaded_rtt),
+        inband_series: series(&samples.inband),
         sender_unsent_bytes: None,
         udp: None,
         udp_failed: 0,

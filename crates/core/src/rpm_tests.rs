@@ -76,6 +76,7 @@ fn steady_samples_are_high_confidence_and_drifting_ones_low() {
         connect: steady(50, 10.0, 5.0),
         request: steady(50, 12.0, 5.0),
         loaded_rtt: steady(50, 30.0, 5.0),
+        inband: vec![],
     };
     assert_eq!(confidence(&s, 0.0, 5.0, 5), Confidence::High);
     // too few foreign samples
@@ -107,11 +108,13 @@ fn summary_names_the_queue_of_the_worst_phase() {
         connect: steady(40, 2.0, 4.0),
         request: steady(40, 2.0, 4.0),
         loaded_rtt: vec![],
+        inband: vec![],
     };
     let loaded = PhaseSamples {
         connect: steady(40, 402.0, 4.0),
         request: steady(40, 402.0, 4.0),
         loaded_rtt: steady(40, 400.0, 4.0),
+        inband: vec![],
     };
     let phases = vec![
         phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
@@ -163,6 +166,9 @@ fn spec_bounds() {
         probe_dscp: None,
         load_dscp_down: Some(8),
         probe_dscp_down: None,
+        window_bytes: None,
+        sndbuf_bytes: None,
+        inband: true,
     };
     assert!(ok.validate().is_ok());
     for bad in [
@@ -205,6 +211,9 @@ fn the_server_answers_probes_in_their_class_down_and_reads_its_qdisc_under_load(
         probe_dscp: Some(40),
         load_dscp_down: Some(46),
         probe_dscp_down: None,
+        window_bytes: None,
+        sndbuf_bytes: None,
+        inband: true,
     };
     // CS5 (40) both ways is TOS 0xa0; the load's own classes do not mark the probes
     let idle = s.server_asks(Phase::Idle);
@@ -295,11 +304,13 @@ fn one_way_delays_place_the_queue_over_the_phase_guess() {
         connect: steady(40, 2.0, 4.0),
         request: vec![],
         loaded_rtt: vec![],
+        inband: vec![],
     };
     let loaded = PhaseSamples {
         connect: steady(40, 102.0, 4.0),
         request: vec![],
         loaded_rtt: steady(40, 100.0, 4.0),
+        inband: vec![],
     };
     let one_way = |up: f64, down: f64| crate::owd::OneWay::of(&[(up, down)]);
     let mut phases = vec![
@@ -529,4 +540,29 @@ fn ramp_up_ends_when_four_moving_averages_agree_within_five_percent() {
     // steady from the start: the earliest possible, the seventh interval's end
     let flat: Vec<(f64, f64)> = (1..=10).map(|i| (f64::from(i) * 0.1, 5e6)).collect();
     assert!((ramp_up_s(&flat).unwrap() - 0.7).abs() < 1e-9);
+}
+
+#[test]
+fn the_in_band_request_response_is_the_self_part_where_a_phase_has_it() {
+    let with = PhaseSamples {
+        connect: steady(40, 10.0, 4.0),
+        request: steady(40, 10.0, 4.0),
+        loaded_rtt: steady(40, 20.0, 4.0),
+        inband: steady(40, 50.0, 4.0),
+    };
+    let p = phase_result(Phase::Upload, 4.0, 1.0, &with, (None, Some(1e6)), 0);
+    // 0.5 * 10 + 0.5 * 50 = 30 ms; the TCP_INFO RTT is reported beside it
+    assert_eq!(p.rpm, Some(2000.0));
+    assert_eq!(p.inband.as_ref().map(|x| x.p50_ms), Some(50.0));
+    assert_eq!(p.loaded_rtt.as_ref().map(|x| x.p50_ms), Some(20.0));
+    // the warm-up's samples are left out of the figures, kept in the series
+    assert_eq!(p.inband.as_ref().map(|x| x.samples), Some(30));
+    assert_eq!(p.inband_series.len(), 40);
+    let without = PhaseSamples {
+        inband: vec![],
+        ..with
+    };
+    let p = phase_result(Phase::Upload, 4.0, 1.0, &without, (None, Some(1e6)), 0);
+    assert_eq!(p.rpm, Some(4000.0));
+    assert!(p.inband.is_none());
 }

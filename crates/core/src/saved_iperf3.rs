@@ -143,6 +143,7 @@ pub fn to_result(v: &Value) -> Result<RunResult, String> {
         interrupted: false,
         sweep: None,
         rpm: None,
+        inband: Vec::new(),
     })
 }
 

@@ -170,6 +170,11 @@ pub struct TestSpec {
     /// that decided and what the path carries (see [`default_datagram`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagram: Option<DatagramChoice>,
+    /// In-band requests a second on the TCP flows of each direction (`wirerate rpm`'s
+    /// loaded phases; `crate::inband`): the receiving side of the flows sends them, the
+    /// sending side notes where its data stood. None: no requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inband_hz: Option<f64>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -279,6 +284,7 @@ impl Default for TestSpec {
             gro: false,
             fit_writes: false,
             datagram: None,
+            inband_hz: None,
         }
     }
 }

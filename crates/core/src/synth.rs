@@ -98,6 +98,7 @@ pub fn run(n: u64, goodput_bps: f64, intervals: usize) -> RunResult {
         interrupted: false,
         sweep: None,
         rpm: None,
+        inband: Vec::new(),
     }
 }
 

@@ -14,6 +14,7 @@
 mod crr;
 pub mod dataopts;
 mod error;
+mod inband;
 mod intervals;
 pub mod iperf3;
 mod kind;

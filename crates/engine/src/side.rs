@@ -76,6 +76,8 @@ pub struct SideRun {
     workers: Workers,
     probes: Probes,
     kind: Box<dyn KindRun>,
+    /// In-band requests on the loaded flows (`spec.inband_hz`).
+    inband: Option<crate::inband::Inband>,
 }
 
 impl SideRun {
@@ -96,7 +98,21 @@ impl SideRun {
         let mut kind = kind::pick(&spec, start);
         let workers = Workers::start(&spec, streams, start, idle, &ctx, kind.as_ref())?;
         kind.started(&workers);
+        let inband = spec.inband_hz.and_then(|hz| {
+            let conns = workers
+                .list()
+                .iter()
+                .filter(|w| w.tcp)
+                .filter_map(|w| {
+                    let fd = std::os::fd::AsFd::as_fd(w.sock.as_ref()?);
+                    crate::inband::conn(w.flow, w.id, w.role, fd, &w.counters)
+                })
+                .collect();
+            let secs = spec.send_seconds().unwrap_or(0.0);
+            crate::inband::Inband::start(hz, secs, conns, start)
+        });
         Ok(SideRun {
+            inband,
             spec,
             start,
             workers,
@@ -167,9 +183,11 @@ impl SideRun {
     pub fn finish(mut self) -> SideReport {
         let control = self.probes.control_times();
         let (streams, threads) = self.workers.join(control);
+        let inband = self.inband.take().map(|i| i.finish()).unwrap_or_default();
         let mut report = SideReport {
             streams,
             cpu: Some(self.probes.cpu(threads, self.start)),
+            inband,
             ..SideReport::default()
         };
         let side = kind::Side {

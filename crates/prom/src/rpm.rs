@@ -219,6 +219,7 @@ mod tests {
             connect: v.clone(),
             request: v.clone(),
             loaded_rtt: if p == Phase::Idle { vec![] } else { v },
+            inband: vec![],
         };
         let rates = match p {
             Phase::Download => (rate_bps, None),

@@ -111,13 +111,14 @@ pub fn phase_line(p: &PhaseResult) -> String {
         .ramp_up_s
         .map_or_else(String::new, |s| format!("  ramp-up {s:.1} s"));
     format!(
-        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  udp p50 {} ms  RPM {} ({} confidence){ramp}",
+        "{:<8} down {:>12}  up {:>12}  connect p50 {} ms  in-band p50 {} ms  udp p50 {} ms  RPM {} ({} confidence){ramp}",
         p.phase.name(),
         rate(p.download_bps),
         rate(p.upload_bps),
         p.connect
             .as_ref()
             .map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
+        p.inband.as_ref().map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
         p.udp.as_ref().map_or_else(|| "-".into(), |c| ms(c.p50_ms)),
         rpm(p.rpm),
         confidence(p.confidence),
@@ -133,12 +134,13 @@ fn table(r: &RpmResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
+        "\n{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
         "phase",
         "download",
         "upload",
         "connect p50/90/99",
         "request p50/90/99",
+        "in-band p50/90/99",
         "tcp rtt p50/90/99",
         "RPM",
         "conf.",
@@ -147,12 +149,13 @@ fn table(r: &RpmResult) -> String {
     for p in &r.phases {
         let _ = writeln!(
             out,
-            "{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
+            "{:<8} {:>12} {:>12} {:>20} {:>20} {:>20} {:>20} {:>7} {:>7} {:>6}",
             p.phase.name(),
             rate(p.download_bps),
             rate(p.upload_bps),
             trio(p.connect.as_ref()),
             trio(p.request.as_ref()),
+            trio(p.inband.as_ref()),
             trio(p.loaded_rtt.as_ref()),
             rpm(p.rpm),
             confidence(p.confidence),
@@ -197,11 +200,13 @@ mod tests {
             connect: steady(1.0),
             request: steady(1.5),
             loaded_rtt: vec![],
+            inband: vec![],
         };
         let loaded = PhaseSamples {
             connect: steady(101.0),
             request: steady(101.0),
             loaded_rtt: steady(100.0),
+            inband: steady(120.0),
         };
         let mut both = phase_result(Phase::Bidir, 4.0, 0.0, &loaded, (Some(1e7), Some(2e7)), 3);
         both.udp = wirerate_core::rpm::LatencyStats::of(&steady(99.0));
@@ -257,8 +262,19 @@ mod tests {
         assert!(t.contains("1.00/1.00/1.00"), "{t}");
         assert!(t.contains("both"), "{t}");
         assert!(t.contains("101.0/101.0/101.0"), "{t}");
-        // 60 000 / (0.5 * 101 + 0.5 * 100) = 597
-        assert!(t.contains("RPM: 597 (high confidence)"), "{t}");
+        // the in-band request/response beside the TCP_INFO RTT, and in the RPM's self part:
+        // 60 000 / (0.5 * 101 + 0.5 * 120) = 543
+        let row: Vec<&str> = t
+            .lines()
+            .find(|l| l.starts_with("both"))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            row.get(7..9),
+            Some(&["120.0/120.0/120.0", "100.0/100.0/100.0"][..]),
+            "{t}"
+        );
+        assert!(t.contains("RPM: 543 (high confidence)"), "{t}");
         assert!(t.contains("Verdict: responsiveness medium"), "{t}");
         assert!(t.contains("Advice:"), "{t}");
         assert!(t.contains("client egress qdisc on eth0:"), "{t}");

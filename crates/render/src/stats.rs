@@ -32,7 +32,7 @@ fn scale(metric: Metric, typical: f64) -> (f64, &'static str) {
         Metric::Tps => (1.0, "tr/s"),
         Metric::RttP99 => (1.0, "µs"),
         Metric::Rpm => (1.0, "RPM"),
-        Metric::LoadedP50 => (1.0, "ms"),
+        Metric::LoadedP50 | Metric::InbandP50 => (1.0, "ms"),
         Metric::Pi | Metric::Retransmits => (1.0, ""),
     }
 }
@@ -50,6 +50,7 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::RttP99 => "p99 round trip",
         Metric::Rpm => "responsiveness",
         Metric::LoadedP50 => "loaded p50 latency",
+        Metric::InbandP50 => "in-band p50 latency",
     }
 }
 
@@ -165,6 +166,11 @@ fn words(metric: Metric) -> (&'static str, &'static str, &'static str) {
         Metric::RttP99 => ("B's p99 round trip is", "longer than", "shorter than"),
         Metric::Rpm => ("B is", "more responsive than", "less responsive than"),
         Metric::LoadedP50 => ("B's latency under load is", "longer than", "shorter than"),
+        Metric::InbandP50 => (
+            "B's in-band latency under load is",
+            "longer than",
+            "shorter than",
+        ),
     }
 }
 

@@ -271,6 +271,7 @@ fn sample_run() -> RunResult {
         interrupted: false,
         sweep: None,
         rpm: None,
+        inband: Vec::new(),
     }
 }
 

@@ -87,12 +87,21 @@ fn over_time(r: &RpmResult, id: &str) -> Figure {
                 .thin(),
             );
         }
+        if !p.inband_series.is_empty() {
+            series.push(Series::new(
+                format!("{} in-band", p.phase.name()),
+                shift(&p.inband_series),
+                Mark::Line,
+                i,
+            ));
+        }
     }
     let lines = phase_lines(r, &starts);
     let chart = XyChart {
         title: "Latency through the phases".into(),
-        desc: "Each probe's TCP connect time (points) and the loaded connections' smoothed \
-               RTT (lines), phase after phase"
+        desc: "Each probe's TCP connect time (points), the in-band request/response on the \
+               loaded connections (lines) and their smoothed RTT (thin lines), phase after \
+               phase"
             .into(),
         x_name: "time since the start (s)".into(),
         y_name: "latency (ms)".into(),

@@ -161,6 +161,7 @@ pub(super) fn tcp_run() -> RunResult {
         interrupted: false,
         sweep: None,
         rpm: None,
+        inband: Vec::new(),
         evidence: Evidence {
             client: Some(host("alpha")),
             server: Some(host("beta")),

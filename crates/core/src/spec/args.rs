@@ -196,6 +196,7 @@ impl TestArgs {
             tos: self.tos,
             server_tos: None,
             rpm_server: None,
+            inband_hz: None,
             server_cpu: self.server_cpu,
             gso: self.gso,
             gro: self.gro,

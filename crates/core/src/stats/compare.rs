@@ -33,12 +33,16 @@ pub enum Metric {
     /// The median connect time of an rpm run's headline phase (`rpm.phases[…].connect.p50_ms`):
     /// its latency under load.
     LoadedP50,
+    /// The median in-band request/response of an rpm run's headline phase
+    /// (`rpm.phases[…].inband.p50_ms`): what an application's request waits behind the load.
+    InbandP50,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 11] = [
         Metric::Rpm,
         Metric::LoadedP50,
+        Metric::InbandP50,
         Metric::Tps,
         Metric::RttP99,
         Metric::Goodput,
@@ -62,6 +66,7 @@ impl Metric {
             Metric::RttP99 => "rtt_p99_us",
             Metric::Rpm => "rpm",
             Metric::LoadedP50 => "loaded_p50_ms",
+            Metric::InbandP50 => "inband_p50_ms",
         }
     }
 
@@ -91,6 +96,7 @@ impl Metric {
             Metric::UdpJitter => s.udp.as_ref().and_then(|u| u.jitter_ms),
             Metric::Rpm => r.rpm.as_ref().and_then(|x| x.rpm),
             Metric::LoadedP50 => r.rpm.as_ref().and_then(|x| x.loaded_p50_ms()),
+            Metric::InbandP50 => r.rpm.as_ref().and_then(|x| x.inband_p50_ms()),
         }
         .filter(|v| v.is_finite())
     }

@@ -328,6 +328,7 @@ impl UdpRun {
             rr_rtt: None,
             rr_open_loop: None,
             sweep: None,
+            inband: Vec::new(),
         };
         (report, outcomes)
     }

@@ -354,6 +354,7 @@ pub fn spec_from_params(v: &Value) -> Result<Params, (i32, Iperf3Error)> {
         // an iperf3 client's -l is written as given
         fit_writes: false,
         datagram: None,
+        inband_hz: None,
     };
     spec.validate()
         .map_err(|e| refuse(errno::RECV_PARAMS, e.to_string()))?;

@@ -410,6 +410,7 @@ mod tests {
             interrupted: false,
             sweep: None,
             rpm: None,
+            inband: Vec::new(),
         };
         let one = serde_json::to_string(&r).unwrap();
         let pretty = serde_json::to_string_pretty(&r).unwrap();

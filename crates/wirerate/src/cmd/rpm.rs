@@ -31,10 +31,15 @@ client to server), both (-P each way). All through, latency probes on new connec
 (--probe-rate a second): the TCP connect time and a 1-byte request/response; and as many \
 UDP probes to the server's port, whose stamps give the delay each direction adds over the \
 run's base (one-way, each host on its own clock, drift fitted out). Inside the loaded \
-phases, the senders' TCP_INFO smoothed RTT every 0.1 s, and the client's egress qdisc on \
-the route's interface (tc -s qdisc) every 0.2 s: backlog, drops, requeues, overlimits.\n\n\
-RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the loaded connections' \
-one), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
+phases, the senders' TCP_INFO smoothed RTT every 0.1 s, the client's egress qdisc on \
+the route's interface (tc -s qdisc) every 0.2 s: backlog, drops, requeues, overlimits; and \
+an in-band request/response on the loaded flows themselves (--probe-rate a second in all, \
+half each way in both): the receiving side writes a 4-byte request on the idle direction, \
+the sending side notes how much it had written when it read it, and the in-band latency is \
+when the receiver got that far: how long a response queued behind the bulk (socket \
+buffers included) takes.\n\n\
+RPM = 60 000 / (1/2 x the foreign probes' 95 % trimmed mean + 1/2 x the in-band \
+request/response's, or the TCP_INFO RTT's where there is none), in ms, as the IETF draft \"Responsiveness under Working Conditions\" defines it; the \
 headline is the bidirectional phase's. Confidence (low, medium, high) is the draft's \
 stability rule: the figure over the last four seconds agrees within 5 % (high) or 15 % \
 (medium). Loaded minus idle connect time is queueing; times the phase's rate, the queue.\n\n\
@@ -79,6 +84,17 @@ pub struct Args {
     /// with DOWN [default: unmarked]
     #[arg(long, value_name = "CLASS[/CLASS]", value_parser = wirerate_core::dscp::parse_pair)]
     pub probe_dscp: Option<(u8, u8)>,
+    /// Socket buffers of the loaded flows (SO_SNDBUF/SO_RCVBUF, both ends); turns
+    /// autotuning off. What a sender's buffer holds, an in-band response waits behind
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = super::run::parse_size)]
+    pub window: Option<u64>,
+    /// The loaded senders' socket buffer alone (SO_SNDBUF)
+    #[arg(long, value_name = "SIZE", value_parser = super::run::parse_size)]
+    pub sndbuf: Option<u64>,
+    /// Send no in-band requests on the loaded flows: their self part is then the TCP_INFO
+    /// RTT alone
+    #[arg(long)]
+    pub no_inband: bool,
     /// Print one JSON document (the result, its `rpm` section per schema/rpm.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -105,6 +121,9 @@ pub fn spec_from(a: &Args) -> anyhow::Result<RpmSpec> {
         load_dscp_down: a.dscp.filter(|d| d.1 != d.0).map(|d| d.1),
         probe_dscp: a.probe_dscp.map(|d| d.0),
         probe_dscp_down: a.probe_dscp.filter(|d| d.1 != d.0).map(|d| d.1),
+        window_bytes: a.window,
+        sndbuf_bytes: a.sndbuf,
+        inband: !a.no_inband,
     };
     if let Err(e) = s.validate() {
         return usage(e);
@@ -144,9 +163,15 @@ fn phase_spec(phase: Phase, s: &RpmSpec, parallel: u32) -> TestSpec {
         Phase::Upload => Direction::Forward,
         Phase::Bidir => Direction::Bidir,
     };
+    // in-band requests: the probe rate over each phase's loaded flows, half each way when
+    // both directions load
+    let per_way = if phase == Phase::Bidir { 0.5 } else { 1.0 };
     TestSpec {
         direction,
         parallel,
+        window_bytes: s.window_bytes,
+        sndbuf_bytes: s.sndbuf_bytes,
+        inband_hz: s.inband.then_some(s.probe_rate_hz * per_way),
         // the warm-up is part of the phase: a test's omitted seconds come before its time
         end: End::Time {
             seconds: s.phase_s - s.warmup_s,
@@ -246,7 +271,7 @@ fn rates(phase: Phase, r: &RunResult) -> (Option<f64>, Option<f64>) {
     }
 }
 
-fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
+fn samples_of(log: &ProbeLog, rtt: Vec<Sample>, r: &RunResult) -> PhaseSamples {
     PhaseSamples {
         connect: log
             .samples
@@ -267,6 +292,14 @@ fn samples_of(log: &ProbeLog, rtt: Vec<Sample>) -> PhaseSamples {
             })
             .collect(),
         loaded_rtt: rtt,
+        inband: r
+            .inband
+            .iter()
+            .map(|x| Sample {
+                at_s: x.at_s,
+                ms: x.ms,
+            })
+            .collect(),
     }
 }
 
@@ -325,7 +358,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     } else {
         s.warmup_s.max(ramp_up.unwrap_or(0.0))
     };
-    let samples = samples_of(&log, loaded_rtt(&result));
+    let samples = samples_of(&log, loaded_rtt(&result), &result);
     let mut figures = rpm::phase_result(
         phase,
         s.phase_s,

@@ -118,15 +118,44 @@ fn lab_rpm_a_deep_queue_adds_its_time_and_cuts_rpm() {
         let ms = f(&ow_idle[dir]);
         assert!(ms.abs() < 20.0, "idle {dir} {ms} ms: {ow_idle}");
     }
-    // RPM falls several-fold (three runs: 288-313 against 3 773-4 303)
+    // the in-band request/response on the loaded flows waits behind the queue and the
+    // senders' socket buffers: near full, the deep queue's time and more; never under the
+    // loaded connections' own RTT, which leaves the socket buffers out
+    for (lab, which) in [(&deep, "deep"), (&shallow, "shallow")] {
+        for name in ["download", "upload", "bidir"] {
+            let ph = phase(lab, name);
+            eprintln!("in-band, {which} {name}: {}", ph["inband"]);
+            let (inband, rtt) = (f(&ph["inband"]["p50_ms"]), f(&ph["loaded_rtt"]["p50_ms"]));
+            assert!(
+                inband >= rtt,
+                "{which} {name}: in-band {inband} ms, RTT {rtt} ms"
+            );
+        }
+    }
+    let (deep_in, shallow_in) = (
+        f(&phase(&deep, "upload")["inband"]["p90_ms"]),
+        f(&phase(&shallow, "upload")["inband"]["p90_ms"]),
+    );
+    assert!(
+        (250.0..=1500.0).contains(&deep_in),
+        "deep upload in-band p90 {deep_in} ms"
+    );
+    assert!(
+        deep_in > shallow_in,
+        "in-band p90 deep {deep_in}, shallow {shallow_in}"
+    );
+    // RPM falls several-fold. Its self part is the in-band request/response, which counts
+    // the senders' socket buffers (about 100 ms at 20 Mbit/s with the shallow queue too):
+    // two runs of 5 s phases, 187-204 against 824-877 (with the TCP_INFO RTT as the self
+    // part, 288-313 against 3 773-4 303)
     let (d, s) = (f(&deep["rpm"]), f(&shallow["rpm"]));
-    assert!(s >= 4.0 * d, "RPM shallow {s} vs deep {d}");
+    assert!(s >= 3.0 * d, "RPM shallow {s} vs deep {d}");
     let (dv, sv) = (
         deep["verdict"].as_str().unwrap(),
         shallow["verdict"].as_str().unwrap(),
     );
     assert!(!dv.starts_with("responsiveness high"), "{dv}");
-    assert!(sv.starts_with("responsiveness high"), "{sv}");
+    assert!(!sv.starts_with("responsiveness low"), "{sv}");
     // the verdict names the queue, and near full it holds about the queue's time
     assert!(dv.contains("a queue of about"), "{dv}");
     let added = f(&deep["queueing"]["added_p90_ms"]);

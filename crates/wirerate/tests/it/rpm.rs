@@ -111,8 +111,10 @@ fn four_phases_load_probe_and_follow_the_schemas() {
                 ramp.is_null() || (0.69..=1.5).contains(&f(ramp)),
                 "{name}: ramp-up {ramp}"
             );
+            assert_inband(ph, idle_round_trip(phases), name);
         } else {
             assert!(ph["ramp_up_s"].is_null(), "{ph}");
+            assert!(ph["inband"].is_null(), "idle has no loaded flows: {ph}");
         }
         // the client's egress qdisc: loopback has none (noqueue), said so rather than zeros
         let q = &ph["qdisc"];
@@ -157,6 +159,12 @@ fn four_phases_load_probe_and_follow_the_schemas() {
     bad["confidence"] = serde_json::json!("certain");
     assert!(!section.is_valid(&bad));
     let mut bad = rpm.clone();
+    bad["phases"][2]["inband"]["p90_ms"] = serde_json::json!("slow");
+    assert!(!section.is_valid(&bad));
+    let mut bad = rpm.clone();
+    bad["phases"][3]["inband_series"][0] = serde_json::json!([0.5]);
+    assert!(!section.is_valid(&bad));
+    let mut bad = rpm.clone();
     bad["phases"][2]["one_way"]
         .as_object_mut()
         .unwrap()
@@ -174,6 +182,91 @@ fn four_phases_load_probe_and_follow_the_schemas() {
     let log = srv.stop();
     assert!(!log.contains("rejected data stream"), "{log}");
     assert!(!log.contains("latency probes"), "{log}");
+}
+
+/// The idle phase's shortest round trip: a request/response on an idle connection.
+fn idle_round_trip(phases: &[Value]) -> f64 {
+    f(&phases[0]["request"]["min_ms"])
+}
+
+/// A loaded phase's in-band request/response: samples past the warm-up, ordered
+/// percentiles, its series, and no faster than an idle round trip (the response waits behind
+/// the bulk; a request and a response still cross the path).
+fn assert_inband(ph: &Value, idle_ms: f64, name: &str) {
+    let s = &ph["inband"];
+    assert!(f(&s["samples"]) >= 3.0, "{name}: {s}");
+    let v: Vec<f64> = ["min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
+        .iter()
+        .map(|k| f(&s[*k]))
+        .collect();
+    assert!(v.windows(2).all(|w| w[0] <= w[1]), "{name}: {v:?}");
+    assert!(
+        v[1] >= idle_ms,
+        "{name}: in-band p50 {} ms under the idle round trip {idle_ms} ms",
+        v[1]
+    );
+    let series = ph["inband_series"].as_array().expect("in-band series");
+    assert!(series.len() as f64 >= f(&s["samples"]), "{name}: {s}");
+}
+
+/// One rpm run over loopback, its document.
+fn rpm_json(port: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "rpm",
+        "127.0.0.1",
+        "-p",
+        port,
+        "-t",
+        "2",
+        "-P",
+        "2",
+        "--json",
+        "--no-store",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args, LIMIT);
+    assert!(
+        out.status.success(),
+        "rpm {extra:?} failed: {}",
+        stderr(&out)
+    );
+    json(&out)
+}
+
+#[test]
+fn in_band_latency_grows_with_the_socket_buffers() {
+    let srv = ServerProc::start(&[]);
+    let p = srv.port.to_string();
+    // small buffers, then the kernel's autotuned ones (megabytes over loopback): the
+    // response to an in-band request waits behind what the buffers hold
+    let small = rpm_json(&p, &["-w", "32K"]);
+    let large = rpm_json(&p, &[]);
+    let p50s = |doc: &Value| -> Vec<f64> {
+        let phases = doc["rpm"]["phases"].as_array().expect("phases");
+        phases[1..]
+            .iter()
+            .map(|ph| {
+                let name = ph["phase"].as_str().unwrap_or("?");
+                assert_inband(ph, idle_round_trip(phases), name);
+                f(&ph["inband"]["p50_ms"])
+            })
+            .collect()
+    };
+    let (s, l) = (p50s(&small), p50s(&large));
+    let sum = |v: &[f64]| v.iter().sum::<f64>();
+    assert!(
+        sum(&l) > 2.0 * sum(&s),
+        "in-band p50 per loaded phase: 32 KiB buffers {s:?} ms, autotuned {l:?} ms"
+    );
+    assert_eq!(small["spec"]["test"]["window_bytes"], 32768);
+    // --no-inband sends none: the self part is the TCP_INFO RTT alone
+    let none = rpm_json(&p, &["--no-inband"]);
+    for ph in none["rpm"]["phases"].as_array().expect("phases") {
+        assert!(ph["inband"].is_null(), "{ph}");
+    }
+    assert_eq!(none["spec"]["test"]["inband"], false);
+    let log = srv.stop();
+    assert!(!log.contains("rejected data stream"), "{log}");
 }
 
 #[test]
@@ -200,7 +293,15 @@ fn embedded_server_text_report_and_history_kind() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    for word in ["idle", "download", "upload", "both", "RPM:", "Verdict: "] {
+    for word in [
+        "idle",
+        "download",
+        "upload",
+        "both",
+        "in-band p50/90/99",
+        "RPM:",
+        "Verdict: ",
+    ] {
         assert!(text.contains(word), "{word} missing: {text}");
     }
     let out = run(&["history", "--db", db, "--json"], LIMIT);
@@ -256,6 +357,7 @@ fn bad_settings_are_usage_errors() {
         &["rpm", "-P", "0"],
         &["rpm", "--dscp", "AF51"],
         &["rpm", "--probe-dscp", "64"],
+        &["rpm", "-w", "lots"],
     ] {
         let out = run(args, LIMIT);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -344,7 +446,7 @@ fn compare_two_rpm_runs_on_rpm_and_loaded_latency() {
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = json(&out);
     let metrics = &doc["metrics"];
-    for key in ["rpm", "loaded_p50_ms", "goodput_bps"] {
+    for key in ["rpm", "loaded_p50_ms", "inband_p50_ms", "goodput_bps"] {
         assert!(metrics[key]["a"].is_object(), "{key}: {doc}");
     }
     let schema: Value =
