@@ -241,18 +241,22 @@ fn in_band_latency_grows_with_the_socket_buffers() {
     // response to an in-band request waits behind what the buffers hold
     let small = rpm_json(&p, &["-w", "32K"]);
     let large = rpm_json(&p, &[]);
-    let p50s = |doc: &Value| -> Vec<f64> {
+    // with 32 KiB buffers the in-band wait is a fraction of a millisecond, within what a
+    // busy host adds to the idle phase's round trips: the idle floor is checked on the
+    // autotuned run only
+    let p50s = |doc: &Value, floor: bool| -> Vec<f64> {
         let phases = doc["rpm"]["phases"].as_array().expect("phases");
+        let idle = if floor { idle_round_trip(phases) } else { 0.0 };
         phases[1..]
             .iter()
             .map(|ph| {
                 let name = ph["phase"].as_str().unwrap_or("?");
-                assert_inband(ph, idle_round_trip(phases), name);
+                assert_inband(ph, idle, name);
                 f(&ph["inband"]["p50_ms"])
             })
             .collect()
     };
-    let (s, l) = (p50s(&small), p50s(&large));
+    let (s, l) = (p50s(&small, false), p50s(&large, true));
     let sum = |v: &[f64]| v.iter().sum::<f64>();
     assert!(
         sum(&l) > 2.0 * sum(&s),
