@@ -616,7 +616,20 @@ pub fn summarize(phases: Vec<PhaseResult>) -> RpmResult {
             })
             .max_by(|a, b| a.added_ms.total_cmp(&b.added_ms))
     });
-    let (verdict, advice) = verdict(head.and_then(|p| p.rpm), idle_ms, queueing.as_ref());
+    let (mut verdict, advice) = verdict(head.and_then(|p| p.rpm), idle_ms, queueing.as_ref());
+    // what an application on the loaded connections met: the queueing phase's in-band wait
+    let waited = queueing
+        .as_ref()
+        .and_then(|q| phases.iter().find(|p| p.phase == q.phase))
+        .or(head)
+        .and_then(|p| Some((p.phase, p.inband.as_ref()?.p50_ms)));
+    if let Some((phase, ms)) = waited {
+        verdict.push_str(&format!(
+            "; on the loaded connections themselves an application's request waited {ms:.1} ms \
+             for its answer under {} load (in-band p50)",
+            phase.name()
+        ));
+    }
     RpmResult {
         rpm: head.and_then(|p| p.rpm),
         confidence: head.and_then(|p| p.confidence),

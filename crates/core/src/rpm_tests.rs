@@ -566,3 +566,37 @@ fn the_in_band_request_response_is_the_self_part_where_a_phase_has_it() {
     assert_eq!(p.rpm, Some(4000.0));
     assert!(p.inband.is_none());
 }
+
+#[test]
+fn the_verdict_says_what_an_application_on_the_loaded_connections_waited() {
+    let idle = PhaseSamples {
+        connect: steady(40, 1.0, 4.0),
+        ..Default::default()
+    };
+    let loaded = PhaseSamples {
+        connect: steady(40, 101.0, 4.0),
+        inband: steady(40, 180.0, 4.0),
+        ..Default::default()
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Download, 4.0, 0.0, &loaded, (Some(8e6), None), 0),
+    ]);
+    assert!(
+        r.verdict.contains(
+            "an application's request waited 180.0 ms for its answer under download load"
+        ),
+        "{}",
+        r.verdict
+    );
+    // no in-band figure, nothing said of it
+    let loaded = PhaseSamples {
+        inband: vec![],
+        ..loaded
+    };
+    let r = summarize(vec![
+        phase_result(Phase::Idle, 4.0, 0.0, &idle, (None, None), 0),
+        phase_result(Phase::Download, 4.0, 0.0, &loaded, (Some(8e6), None), 0),
+    ]);
+    assert!(!r.verdict.contains("in-band"), "{}", r.verdict);
+}

@@ -3,6 +3,7 @@
 //! latency of each phase by kind and quantile in seconds; each phase's goodput in bytes per
 //! second; the standing queue the load revealed, in bytes and seconds.
 
+use wirerate_core::qdisc::PhaseQdisc;
 use wirerate_core::rpm::{LatencyStats, PhaseResult, RpmResult};
 
 use crate::expo::{Exposition, Kind};
@@ -80,38 +81,53 @@ pub fn write(out: &mut Exposition, r: &RpmResult) {
     write_qdisc(out, &r.phases);
 }
 
-/// The client's egress qdisc per loaded phase: its backlog (p50 and peak over the phase's
-/// readings) and the packets it dropped. Nothing for a device without a qdisc (noqueue).
+/// Each end's egress qdisc per loaded phase: its backlog (p50 and peak over the phase's
+/// readings) and the packets it dropped. Nothing for a device without a qdisc (noqueue), or
+/// for a server that did not read its own.
 fn write_qdisc(out: &mut Exposition, phases: &[PhaseResult]) {
-    let queued = || {
-        phases
-            .iter()
-            .filter_map(|p| Some((p.phase.name(), p.qdisc.as_ref().filter(|q| q.queued)?)))
-    };
-    let mut backlog = out.family(
-        "wirerate_rpm_client_qdisc_backlog_bytes",
-        Kind::Gauge,
-        "The client's egress qdisc backlog on the route's interface per loaded phase, by \
-         statistic (p50, peak over readings every 0.2 s): a standing queue in the sending host.",
-    );
-    for (phase, q) in queued() {
-        for (stat, b) in [
-            ("p50", q.median_backlog_bytes),
-            ("peak", q.peak_backlog_bytes),
-        ] {
-            if let Some(b) = b {
-                backlog.sample(&[("phase", phase), ("stat", stat)], b as f64);
+    let ends: [(&str, &str, fn(&PhaseResult) -> Option<&PhaseQdisc>); 2] = [
+        ("client", "a standing queue in the sending host", |p| {
+            p.qdisc.as_ref()
+        }),
+        (
+            "server",
+            "where a download's queue stands in the server's host",
+            |p| p.server_qdisc.as_ref(),
+        ),
+    ];
+    for (end, meaning, of) in ends {
+        let queued = || {
+            phases
+                .iter()
+                .filter_map(move |p| Some((p.phase.name(), of(p).filter(|q| q.queued)?)))
+        };
+        let (name, help) = (
+            format!("wirerate_rpm_{end}_qdisc_backlog_bytes"),
+            format!(
+                "The {end}'s egress qdisc backlog toward its peer per loaded phase, by \
+                 statistic (p50, peak over readings every 0.2 s): {meaning}."
+            ),
+        );
+        let mut backlog = out.family(&name, Kind::Gauge, &help);
+        for (phase, q) in queued() {
+            for (stat, b) in [
+                ("p50", q.median_backlog_bytes),
+                ("peak", q.peak_backlog_bytes),
+            ] {
+                if let Some(b) = b {
+                    backlog.sample(&[("phase", phase), ("stat", stat)], b as f64);
+                }
             }
         }
-    }
-    let mut drops = out.family(
-        "wirerate_rpm_client_qdisc_drops",
-        Kind::Gauge,
-        "Packets the client's egress qdisc dropped over each loaded phase.",
-    );
-    for (phase, q) in queued() {
-        if let Some(d) = q.drops {
-            drops.sample(&[("phase", phase)], d as f64);
+        let (name, help) = (
+            format!("wirerate_rpm_{end}_qdisc_drops"),
+            format!("Packets the {end}'s egress qdisc dropped over each loaded phase."),
+        );
+        let mut drops = out.family(&name, Kind::Gauge, &help);
+        for (phase, q) in queued() {
+            if let Some(d) = q.drops {
+                drops.sample(&[("phase", phase)], d as f64);
+            }
         }
     }
 }
@@ -124,16 +140,18 @@ fn write_latency(out: &mut Exposition, phases: &[PhaseResult]) {
         Kind::Gauge,
         "Latency of each phase by kind (connect: a new connection's TCP handshake; request: a \
          1-byte request/response on it; udp: a UDP probe's round trip; loaded_rtt: the \
-         loaded connections' smoothed RTT) and \
+         loaded connections' smoothed RTT; inband: a request/response on the loaded \
+         connections themselves, the response behind the bulk) and \
          statistic (min, p50, p90, p99, max, and trimmed_mean: the 95 % trimmed mean RPM is \
          computed from).",
     );
     for p in phases {
-        let kinds: [(&str, Option<&LatencyStats>); 4] = [
+        let kinds: [(&str, Option<&LatencyStats>); 5] = [
             ("connect", p.connect.as_ref()),
             ("request", p.request.as_ref()),
             ("udp", p.udp.as_ref()),
             ("loaded_rtt", p.loaded_rtt.as_ref()),
+            ("inband", p.inband.as_ref()),
         ];
         for (kind, stats) in kinds {
             let Some(s) = stats else { continue };
@@ -252,6 +270,11 @@ mod tests {
         upload.qdisc = Some(qd("fq_codel"));
         let mut download = phase(Phase::Download, 50.0, Some(8e6));
         download.qdisc = Some(qd("noqueue"));
+        download.server_qdisc = Some(qd("tbf"));
+        download.inband = LatencyStats::of(&[Sample {
+            at_s: 2.0,
+            ms: 250.0,
+        }]);
         let r = summarize(vec![
             phase(Phase::Idle, 10.0, None),
             download,
@@ -304,6 +327,22 @@ mod tests {
         );
         // a device without a qdisc exports nothing, not zeros
         assert!(!t.contains("client_qdisc_drops{phase=\"download\""), "{t}");
+        // the server's own qdisc, where it read one
+        assert_eq!(
+            value(
+                &t,
+                "wirerate_rpm_server_qdisc_backlog_bytes{phase=\"download\",stat=\"peak\"}"
+            ),
+            Some(4096.0)
+        );
+        assert!(!t.contains("server_qdisc_drops{phase=\"upload\""), "{t}");
+        assert_eq!(
+            value(
+                &t,
+                "wirerate_latency_seconds{phase=\"download\",kind=\"inband\",stat=\"p50\"}"
+            ),
+            Some(0.25)
+        );
         // the idle phase has no loaded connections
         assert!(!t.contains("phase=\"idle\",kind=\"loaded_rtt\""), "{t}");
         assert_eq!(

@@ -123,13 +123,15 @@ fn docs_alerts_and_dashboard_name_the_metrics_that_exist() {
     // loopback's 64 KiB MTU): wirerate-prom's unit tests write them from a result that has them
     // the last change's families are written only for a series with a change, which three
     // probes are not: exporter.rs writes them from a history with one; an rpm probe's
-    // qdisc families only where the client's interface has a qdisc (lo has none), which
+    // qdisc families only where an end's interface has a qdisc (lo has none), which
     // wirerate-prom's unit tests cover
     let loopback_lacks = [
         "wirerate_diagnosis_info",
         "wirerate_wire_efficiency_ratio",
         "wirerate_rpm_client_qdisc_backlog_bytes",
         "wirerate_rpm_client_qdisc_drops",
+        "wirerate_rpm_server_qdisc_backlog_bytes",
+        "wirerate_rpm_server_qdisc_drops",
         "wirerate_history_last_change_ratio",
         "wirerate_history_last_change_ci95_low_ratio",
         "wirerate_history_last_change_ci95_high_ratio",
