@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use wirerate_core::report::SideReport;
 use wirerate_core::result::{PathDirection, WirePath, WireSummary};
+use wirerate_core::side_report::SideReport;
 use wirerate_core::TestSpec;
 
 /// The link as far as it is known before the result is assembled.

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 
 use crate::metrics::{bps, io_stats, max_opt, performance_index};
-use crate::report::{Role, SideReport, StreamReport};
 use crate::result::{
     CpuSummary, Env, Evidence, FlowSummary, IoSummary, RunResult, StreamResult, StreamSide,
     Summary, TcpInfo, TcpSummary, Tool, UdpSummary, WireSummary, SCHEMA_VERSION,
 };
+use crate::side_report::{Role, SideReport, StreamReport};
 use crate::spec::{Direction, Flow, TestKind, TestSpec};
 use crate::sweep::SweepResult;
 

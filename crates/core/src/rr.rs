@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::latency::{OpenLoopStats, RttStats};
-use crate::report::{Role, SideReport};
 use crate::result::CpuSummary;
+use crate::side_report::{Role, SideReport};
 use crate::spec::{invalid, Direction, End, Protocol, SpecError, TestSpec};
 
 /// How transactions travel.

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
-use wirerate_core::report::StreamReport;
 use wirerate_core::rr::{RrCounts, RrSpec};
+use wirerate_core::side_report::StreamReport;
 use wirerate_core::spec::Flow;
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use wirerate_core::inband::{InbandFlow, REQUEST_BYTES};
-use wirerate_core::report::Role;
+use wirerate_core::side_report::Role;
 use wirerate_core::spec::Flow;
 
 use crate::tally::Counters;

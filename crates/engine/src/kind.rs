@@ -8,8 +8,8 @@
 
 use std::time::Instant;
 
-use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::{Role, SideReport, StreamReport};
 use wirerate_core::spec::TestKind;
 use wirerate_core::sweep::SweepPoint;
 use wirerate_core::TestSpec;

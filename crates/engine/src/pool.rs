@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
 use socket2::SockRef;
-use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::side_report::{Role, StreamReport};
 use wirerate_core::spec::{End, RecvMode};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_probe::tcpinfo::tcp_info;

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
-use wirerate_core::report::StreamReport;
 use wirerate_core::rr::{RrCounts, RrSpec};
+use wirerate_core::side_report::StreamReport;
 use wirerate_core::sweep::SweepSide;
 use wirerate_probe::cpu::ThreadTimes;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::spec::Flow;
 use wirerate_core::sweep::SweepPoint;
 use wirerate_core::TestSpec;

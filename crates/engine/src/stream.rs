@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
-use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::side_report::{Role, StreamReport};
 use wirerate_core::spec::{End, Flow, RecvMode, SendMode, TCP_PACED_BURST};
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::ThreadTimes;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
-use wirerate_core::report::StreamReport;
+use wirerate_core::side_report::StreamReport;
 use wirerate_core::sweep::{limits, schedule, SweepPoint, SweepSide, SweepSpec};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::sweep::{SweepHeader, SWEEP_HEADER_LEN};

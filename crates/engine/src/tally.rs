@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use wirerate_core::report::StreamReport;
+use wirerate_core::side_report::StreamReport;
 use wirerate_probe::cpu::ThreadTimes;
 
 use crate::stream::{Held, Plan};
@@ -296,7 +296,7 @@ mod tests {
     use super::*;
     use crate::stream::Held;
     use std::sync::Arc;
-    use wirerate_core::report::Role;
+    use wirerate_core::side_report::Role;
     use wirerate_core::spec::{End, Flow};
     use wirerate_core::TestSpec;
 

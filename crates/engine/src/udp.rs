@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
-use wirerate_core::report::StreamReport;
+use wirerate_core::side_report::StreamReport;
 use wirerate_core::spec::Flow;
 use wirerate_core::udp::{RecvStats, UdpStreamStats};
 use wirerate_probe::cpu::ThreadTimes;

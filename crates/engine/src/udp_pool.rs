@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
-use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::side_report::{Role, StreamReport};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::Token;
 

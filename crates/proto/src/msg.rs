@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::SideReport;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 

@@ -13,8 +13,8 @@
 use std::time::Instant;
 
 use wirerate_core::evidence::TcpSample;
-use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::SideReport;
 use wirerate_core::TestSpec;
 
 use crate::frame::{encode, ProtoError};

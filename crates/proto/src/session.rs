@@ -6,8 +6,8 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use wirerate_core::report::SideReport;
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::SideReport;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::data::DataHello;
-use wirerate_core::report::SideReport;
+use wirerate_core::side_report::SideReport;
 use wirerate_core::spec::{Direction, Flow};
 
 const IDLE: Duration = Duration::from_secs(10);

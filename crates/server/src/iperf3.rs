@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
-use wirerate_core::report::{Role, SideReport};
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::spec::{End, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;

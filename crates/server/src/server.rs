@@ -15,9 +15,9 @@ use wirerate_core::text::{safe, safe_lines};
 
 use socket2::SockRef;
 use wirerate_core::assemble::{assemble, Context};
-use wirerate_core::report::Role;
-use wirerate_core::report::SideReport;
 use wirerate_core::rr::RrMode;
+use wirerate_core::side_report::Role;
+use wirerate_core::side_report::SideReport;
 use wirerate_core::spec::{stream_order, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_probe::cpu::ThreadTimes;

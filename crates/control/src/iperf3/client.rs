@@ -6,8 +6,8 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::{Interval, UdpSummary};
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::spec::{End, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_probe::tcpinfo::tcp_info;

@@ -3,7 +3,7 @@
 //! flow or a direction in headers, logs and errors.
 
 use super::{Direction, Flow, TestSpec};
-use crate::report::Role;
+use crate::side_report::Role;
 
 /// One end of a test: the client connects, the server listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use socket2::SockRef;
-use wirerate_core::report::{Role, SideReport, StreamReport};
+use wirerate_core::side_report::{Role, SideReport, StreamReport};
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::{CpuWindow, ThreadTimes};

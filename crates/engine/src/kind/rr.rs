@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use wirerate_core::latency::{LatencyHistogram, OpenLoopHistograms};
 use wirerate_core::metrics::bps;
-use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
 use wirerate_core::rr::{RrInterval, RrMode};
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::spec::Flow;
 use wirerate_core::window;
 use wirerate_core::TestSpec;

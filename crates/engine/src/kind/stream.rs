@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::TestSpec;
 
 use super::{KindRun, Side, Work};

@@ -5,8 +5,8 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
-use wirerate_core::report::{Role, SideReport};
 use wirerate_core::result::Interval;
+use wirerate_core::side_report::{Role, SideReport};
 use wirerate_core::sweep::{SweepPoint, SweepSide};
 
 use super::{KindRun, Side, Work};

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirerate_core::evidence::{interval_tcp, TcpSample};
-use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::CpuSide;
 use wirerate_core::result::TcpInfo;
+use wirerate_core::side_report::{Role, SideReport, StreamReport};
 use wirerate_core::udp::UdpHostDrops;
 use wirerate_core::window;
 use wirerate_core::TestSpec;

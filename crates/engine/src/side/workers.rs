@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
-use wirerate_core::report::{Role, StreamReport};
+use wirerate_core::side_report::{Role, StreamReport};
 use wirerate_core::spec::{Flow, Side};
 use wirerate_core::TestSpec;
 use wirerate_probe::cpu::ThreadTimes;

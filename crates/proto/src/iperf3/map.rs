@@ -73,7 +73,7 @@ impl StreamMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirerate_core::report::Role;
+    use wirerate_core::side_report::Role;
 
     #[test]
     fn ids_skip_two_and_senders_come_first() {

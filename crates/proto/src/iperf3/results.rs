@@ -3,8 +3,8 @@
 //! the omitted warm-up), the sender's retransmits, and the process CPU of the side.
 
 use serde_json::{json, Map, Value};
-use wirerate_core::report::{Role, SideReport, StreamReport};
 use wirerate_core::result::{CpuSide, TcpInfo};
+use wirerate_core::side_report::{Role, SideReport, StreamReport};
 
 use super::json::{count, number, signed};
 use super::map::{Side, StreamMap};

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use wirerate_core::report::{Role, SideReport, StreamReport};
+use wirerate_core::side_report::{Role, SideReport, StreamReport};
 use wirerate_core::spec::{Direction, End, Flow, TestSpec};
 
 use super::map::Side;
