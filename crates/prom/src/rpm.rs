@@ -85,7 +85,8 @@ pub fn write(out: &mut Exposition, r: &RpmResult) {
 /// readings) and the packets it dropped. Nothing for a device without a qdisc (noqueue), or
 /// for a server that did not read its own.
 fn write_qdisc(out: &mut Exposition, phases: &[PhaseResult]) {
-    let ends: [(&str, &str, fn(&PhaseResult) -> Option<&PhaseQdisc>); 2] = [
+    type QdiscOf = fn(&PhaseResult) -> Option<&PhaseQdisc>;
+    let ends: [(&str, &str, QdiscOf); 2] = [
         ("client", "a standing queue in the sending host", |p| {
             p.qdisc.as_ref()
         }),
