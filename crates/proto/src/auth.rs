@@ -16,45 +16,20 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+pub use crate::auth_error::{AuthError, MAX_ITERATIONS, MIN_ITERATIONS};
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// The TLS exporter label of channel binding `tls-exporter` (RFC 9266), 32 bytes.
 pub const CHANNEL_BINDING_LABEL: &[u8] = b"EXPORTER-Channel-Binding";
 /// The TLS exporter label of the data streams' token when the control connection is TLS.
 pub const DATA_TOKEN_LABEL: &[u8] = b"EXPORTER-wirerate-data-token";
-/// SCRAM's minimum iteration count.
-pub const MIN_ITERATIONS: u32 = 4096;
 /// The iteration count of new verifiers (`wirerate user add`).
 pub const DEFAULT_ITERATIONS: u32 = 100_000;
-/// Above this a server's challenge is refused: it would make the client spin for minutes.
-pub const MAX_ITERATIONS: u32 = 10_000_000;
 /// The longest user name.
 pub const MAX_USER: usize = 64;
 /// Nonces, salts and SCRAM messages longer than this are refused.
 const MAX_FIELD: usize = 512;
-
-/// Why a login failed. The client is told only "login failed"; the server's log says which.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    #[error("malformed login message: {0}")]
-    Malformed(String),
-    #[error("the server's nonce does not extend the client's")]
-    NonceMismatch,
-    #[error("the nonce is not the one of this exchange (a replayed login?)")]
-    Replayed,
-    #[error("channel binding: {0}")]
-    ChannelBinding(String),
-    #[error("wrong password or unknown user")]
-    BadProof,
-    #[error("the server could not prove it knows the user's verifier")]
-    BadServerSignature,
-    #[error("the server refused the login: {0}")]
-    ServerError(String),
-    #[error("iteration count {0} is out of range ({MIN_ITERATIONS} to {MAX_ITERATIONS})")]
-    Iterations(u32),
-    #[error("{0}")]
-    BadUser(String),
-}
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     // HMAC takes keys of any length

@@ -58,7 +58,7 @@ pub enum ProtoError {
     Busy(f64),
     /// The login failed; the server's log says why, the client is told only that it did.
     #[error("login failed: {0}")]
-    Login(#[from] crate::auth::AuthError),
+    Login(#[from] crate::auth_error::AuthError),
     #[error("this server requires a login: run with --user NAME")]
     LoginRequired,
     #[error("this server has no users: run without --user")]

@@ -13,29 +13,44 @@
 //! [`Msg`]. On a data channel the preamble is followed by the session token (16 bytes), the
 //! flow (1 byte) and the stream id (u32 big endian); then the stream's raw payload.
 
+//!
+//! # Features
+//! `login` (on by default): the control and agent sessions and their SCRAM login, which
+//! need SHA-256, HMAC and PBKDF2. Without it the crate is the frames, the data-stream and
+//! datagram formats and iperf3's messages: what a data plane parses.
+
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "login")]
 pub mod agent;
+#[cfg(feature = "login")]
 pub mod auth;
+pub mod auth_error;
+#[cfg(feature = "login")]
 pub mod control;
 pub mod data;
 pub mod datagram;
 pub mod depth;
 pub mod feedback;
 pub mod frame;
+#[cfg(feature = "login")]
 #[doc(hidden)]
 pub mod fuzz_login;
 pub mod iperf3;
 pub mod msg;
+#[cfg(feature = "login")]
 pub mod parts;
+#[cfg(feature = "login")]
 pub mod session;
 pub mod sweep;
 pub mod udp_probe;
 
+#[cfg(feature = "login")]
 pub use control::Session;
 pub use data::DataHello;
 pub use frame::{Channel, FrameDecoder, Preamble, ProtoError};
 pub use msg::Msg;
+#[cfg(feature = "login")]
 pub use session::{ClientEvent, ClientSession, ServerEvent, ServerSession};
 
 /// The protocol version this build speaks.

@@ -209,7 +209,9 @@ fn assert_inband(ph: &Value, idle_ms: f64, name: &str) {
     assert!(series.len() as f64 >= f(&s["samples"]), "{name}: {s}");
 }
 
-/// One rpm run over loopback, its document.
+/// One rpm run over loopback, its document. Phases of 3 s: a loaded phase counts its
+/// latency from when its throughput settled (up to 1.5 s here), and each needs in-band
+/// samples after that.
 fn rpm_json(port: &str, extra: &[&str]) -> Value {
     let mut args = vec![
         "rpm",
@@ -217,7 +219,7 @@ fn rpm_json(port: &str, extra: &[&str]) -> Value {
         "-p",
         port,
         "-t",
-        "2",
+        "3",
         "-P",
         "2",
         "--json",
