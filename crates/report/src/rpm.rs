@@ -2,7 +2,7 @@
 //! and the loaded connections' RTT), the distribution of connect times idle against each
 //! loaded phase, and throughput and RPM per phase.
 
-use wirerate_core::rpm::{Confidence, PhaseResult, RpmResult};
+use wirerate_core::rpm::{Confidence, LatencyStats, PhaseResult, RpmResult};
 use wirerate_core::units::format_bps;
 
 use crate::html::{Cell, Figure, Table};
@@ -181,14 +181,9 @@ fn distribution(r: &RpmResult, id: &str) -> Figure {
         .iter()
         .map(|p| {
             let c = p.connect.as_ref();
-            vec![
-                Cell::text(p.phase.name()),
-                Cell::num(c.map(|c| c.samples as f64), |v| format!("{v:.0}")),
-                Cell::num(c.map(|c| c.p50_ms), ms),
-                Cell::num(c.map(|c| c.p90_ms), ms),
-                Cell::num(c.map(|c| c.p99_ms), ms),
-                Cell::num(c.map(|c| c.trimmed_mean_ms), ms),
-            ]
+            let mut row = stats_cells(p, c);
+            row.push(Cell::num(c.map(|c| c.trimmed_mean_ms), ms));
+            row
         })
         .collect();
     let cid = format!("{id}-rpm-cdf");
@@ -290,6 +285,17 @@ fn per_phase(r: &RpmResult, id: &str) -> Figure {
     }
 }
 
+/// A phase's row of a latency table: its name, the samples and the p50, p90 and p99 in ms.
+fn stats_cells(p: &PhaseResult, s: Option<&LatencyStats>) -> Vec<Cell> {
+    vec![
+        Cell::text(p.phase.name()),
+        Cell::num(s.map(|s| s.samples as f64), |v| format!("{v:.0}")),
+        Cell::num(s.map(|s| s.p50_ms), ms),
+        Cell::num(s.map(|s| s.p90_ms), ms),
+        Cell::num(s.map(|s| s.p99_ms), ms),
+    ]
+}
+
 fn ms(v: f64) -> String {
     format!("{v:.2}")
 }
@@ -328,15 +334,9 @@ fn udp_over_time(r: &RpmResult, id: &str) -> Option<Figure> {
         .phases
         .iter()
         .map(|p| {
-            let u = p.udp.as_ref();
-            vec![
-                Cell::text(p.phase.name()),
-                Cell::num(u.map(|u| u.samples as f64), |v| format!("{v:.0}")),
-                Cell::num(u.map(|u| u.p50_ms), ms),
-                Cell::num(u.map(|u| u.p90_ms), ms),
-                Cell::num(u.map(|u| u.p99_ms), ms),
-                Cell::num(Some(p.udp_failed as f64), |v| format!("{v:.0}")),
-            ]
+            let mut row = stats_cells(p, p.udp.as_ref());
+            row.push(Cell::num(Some(p.udp_failed as f64), |v| format!("{v:.0}")));
+            row
         })
         .collect();
     let cid = format!("{id}-rpm-udp");
