@@ -1035,7 +1035,14 @@ fn on_event(
     match ev {
         ServerEvent::Spec(spec) => {
             run.note.spec = Some(SpecShort::of(&spec));
-            if let Err(reason) = shared.cfg.caps.check(&spec) {
+            // `-A N,M` naming a CPU this host lacks: refused before any stream is made
+            let no_cpu = spec.server_cpu.and_then(|c| {
+                let cpus = wirerate_engine::pool::cpus_instead(c)?;
+                Some(format!(
+                    "-A …,{c}: the server has no CPU {c}; it may run on CPUs {cpus}"
+                ))
+            });
+            if let Some(reason) = no_cpu.map_or_else(|| shared.cfg.caps.check(&spec).err(), Some) {
                 run.note.refused = Some(reason.clone());
                 sess.refuse(&reason);
                 return Err(EngineError::Refused(reason));
