@@ -25,6 +25,7 @@ use crate::logline::{Decision, Event, Kind, SpecShort, TestNote};
 use crate::server::{peer, Active, Pending, Shared, SlotGuard};
 use wirerate_control::control::Control;
 use wirerate_control::driver::{drive, Handler, Peer, ROUND};
+use wirerate_control::iperf3::SentClock;
 use wirerate_engine::net::{apply_options, batch_receive, random_token, read_exact_by};
 use wirerate_engine::side::{Attached, DataSock, SideRun};
 use wirerate_engine::EngineError;
@@ -241,6 +242,8 @@ struct Run {
     note: TestNote,
     /// The server shows the intervals of the TCP streams it serves: how many it has shown.
     shown: Option<usize>,
+    /// The intervals of a UDP upload, cut from what this side received.
+    udp_clock: Option<SentClock>,
 }
 
 impl Drop for Run {
@@ -464,6 +467,12 @@ fn on_event(
         }
         ServerEvent::TestEnd => {
             if let Some(u) = run.udp.take() {
+                if let Some(mut clock) = run.udp_clock.take() {
+                    let moved = u.moved(Role::Receiver);
+                    let mut last = clock.poll(now, moved);
+                    last.extend(clock.close(now, moved));
+                    last.iter().for_each(|iv| shared.interval(iv));
+                }
                 // as iperf3 does for UDP: stop at once
                 let (report, outcomes) = u.finish();
                 run.local = Some(report);
@@ -524,6 +533,14 @@ fn attach_udp(
             run.end_by = end_by(&p.spec, idle);
             let streams = std::mem::take(&mut run.udp_pending);
             run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit)?);
+            if run.shown.is_some() {
+                // an iperf3 client does not send its -i: seconds, as iperf3's server shows
+                let each_second = TestSpec {
+                    interval_s: 1.0,
+                    ..local
+                };
+                run.udp_clock = SentClock::new(&each_second, Instant::now());
+            }
             break;
         }
     }
@@ -664,12 +681,16 @@ fn show_intervals(run: &mut Run, now: Instant, shared: &Shared) {
     };
     let new = match (run.side.as_mut(), run.local.as_ref()) {
         (Some(side), _) => side.poll_intervals(now),
+        // a UDP upload: its seconds as they end (the last at `TEST_END`)
+        (None, None) => match (run.udp_clock.as_mut(), run.udp.as_ref()) {
+            (Some(clock), Some(u)) => clock.poll(now, u.moved(Role::Receiver)),
+            _ => Vec::new(),
+        },
         (None, Some(local)) => {
             let rest = local.intervals.iter().skip(*shown).cloned().collect();
             run.shown = None;
             rest
         }
-        (None, None) => Vec::new(),
     };
     for iv in &new {
         shared.interval(iv);

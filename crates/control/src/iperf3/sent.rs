@@ -1,6 +1,7 @@
 //! The client's own intervals of what it sends to an iperf3 server. An iperf3 server
 //! reports what it received only in its final results, so these lines are the sender's
 //! count (bytes written into the sockets), cut on the same schedule as received intervals.
+//! A server cuts an iperf3 client's UDP upload by the same clock from what it received.
 
 use std::time::{Duration, Instant};
 
@@ -8,8 +9,8 @@ use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 
-/// Cuts intervals from a running total of sent bytes.
-pub(super) struct SentClock {
+/// Cuts intervals of the client→server flow from a running total of its bytes.
+pub struct SentClock {
     start: Instant,
     period: f64,
     omit_s: f64,
@@ -19,7 +20,7 @@ pub(super) struct SentClock {
 
 impl SentClock {
     /// A clock for a test whose client sends (`None` when it does not, or intervals are off).
-    pub(super) fn new(spec: &TestSpec, start: Instant) -> Option<SentClock> {
+    pub fn new(spec: &TestSpec, start: Instant) -> Option<SentClock> {
         let sends = spec.direction.flows().iter().any(|f| f.sender_is_client());
         (sends && spec.interval_s > 0.0).then_some(SentClock {
             start,
@@ -31,13 +32,13 @@ impl SentClock {
     }
 
     /// When the next interval ends.
-    pub(super) fn next(&self) -> Instant {
+    pub fn next(&self) -> Instant {
         self.start + Duration::from_secs_f64((self.index + 1) as f64 * self.period)
     }
 
     /// The intervals that ended by `now`, given the bytes sent so far. Bytes are read once
     /// per call: the first of several intervals one late call passes over takes them all.
-    pub(super) fn poll(&mut self, now: Instant, sent: u64) -> Vec<Interval> {
+    pub fn poll(&mut self, now: Instant, sent: u64) -> Vec<Interval> {
         let mut out = Vec::new();
         while now >= self.next() {
             let (start_s, end_s) = (
@@ -50,6 +51,20 @@ impl SentClock {
             self.index += 1;
         }
         out
+    }
+
+    /// The last interval, cut at `now` when the flow ended (what `poll` had not cut): none
+    /// when nothing came since, or when it is a tail of the clock's period.
+    pub fn close(&mut self, now: Instant, sent: u64) -> Option<Interval> {
+        let start_s = self.index as f64 * self.period;
+        let end_s = now.saturating_duration_since(self.start).as_secs_f64();
+        let bytes = sent.saturating_sub(self.last_bytes);
+        if bytes == 0 || wirerate_core::window::is_tail(end_s - start_s, self.period) {
+            return None;
+        }
+        self.last_bytes += bytes;
+        self.index += 1;
+        Some(interval(start_s, end_s, bytes, end_s <= self.omit_s + 1e-9))
     }
 }
 
@@ -93,5 +108,26 @@ mod tests {
         assert_eq!(b[0].bytes, 500);
         spec.direction = Direction::Reverse;
         assert!(SentClock::new(&spec, t0).is_none());
+    }
+
+    #[test]
+    fn a_flow_that_ends_between_ticks_closes_its_last_interval() {
+        let spec = TestSpec {
+            interval_s: 1.0,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let mut c = SentClock::new(&spec, t0).expect("forward sends");
+        assert_eq!(c.poll(t0 + Duration::from_millis(1001), 1000).len(), 1);
+        let last = c
+            .close(t0 + Duration::from_millis(1950), 1950)
+            .expect("0.95 s");
+        assert_eq!((last.bytes, last.start_s), (950, 1.0));
+        assert!((last.end_s - 1.95).abs() < 1e-9, "{}", last.end_s);
+        // nothing more came, or a tail of the period: no line
+        assert!(c.close(t0 + Duration::from_millis(2500), 1950).is_none());
+        let mut c = SentClock::new(&spec, t0).expect("forward sends");
+        c.poll(t0 + Duration::from_millis(1001), 1000);
+        assert!(c.close(t0 + Duration::from_millis(1050), 1100).is_none());
     }
 }
