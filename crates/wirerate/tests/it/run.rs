@@ -295,6 +295,40 @@ fn text_report_is_short_by_default_and_full_with_v() {
     );
 }
 
+/// Issue 23, item 10: the short summary holds for UDP, reverse and both ways, not only for
+/// the plain run: about a dozen lines from `Summary` to where the result went.
+#[test]
+fn udp_reverse_and_bidir_summaries_are_short_too() {
+    for args in [&["-u"][..], &["-R"][..], &["--bidir"][..]] {
+        let mut argv = vec!["run", "-t", "1", "--no-store"];
+        argv.extend_from_slice(args);
+        let out = run(&argv, LIMIT);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let summary: Vec<&str> = text.lines().skip_while(|l| *l != "Summary").collect();
+        assert!(
+            (8..=14).contains(&summary.len()),
+            "{args:?}: {} summary lines:\n{text}",
+            summary.len()
+        );
+        for verbose_only in ["CPU client", "PI =", "cores (both", "I/O sender", "s0 "] {
+            assert!(
+                !text.contains(verbose_only),
+                "{args:?}: {verbose_only:?} in\n{text}"
+            );
+        }
+        assert!(
+            text.contains("\nWhy\n") && text.contains("(-V: "),
+            "{args:?}: {text}"
+        );
+        assert_eq!(
+            text.lines().last(),
+            Some("not stored (--no-store)"),
+            "{text}"
+        );
+    }
+}
+
 /// Issue 23, item 11: `-i 0` printed an interval header with no lines under it; the TCP
 /// `-b` rate was missing from the header; "1 stream(s)".
 #[test]
