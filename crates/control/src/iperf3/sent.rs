@@ -1,7 +1,8 @@
 //! The client's own intervals of what it sends to an iperf3 server. An iperf3 server
 //! reports what it received only in its final results, so these lines are the sender's
 //! count (bytes written into the sockets), cut on the same schedule as received intervals.
-//! A server cuts an iperf3 client's UDP upload by the same clock from what it received.
+//! A server cuts by the same clock an iperf3 client's UDP upload from what it received, and
+//! the flow it sends from what it wrote.
 
 use std::time::{Duration, Instant};
 
@@ -9,8 +10,9 @@ use wirerate_core::result::Interval;
 use wirerate_core::spec::Flow;
 use wirerate_core::TestSpec;
 
-/// Cuts intervals of the client→server flow from a running total of its bytes.
+/// Cuts intervals of one flow from a running total of its bytes.
 pub struct SentClock {
+    flow: Flow,
     start: Instant,
     period: f64,
     omit_s: f64,
@@ -21,8 +23,15 @@ pub struct SentClock {
 impl SentClock {
     /// A clock for a test whose client sends (`None` when it does not, or intervals are off).
     pub fn new(spec: &TestSpec, start: Instant) -> Option<SentClock> {
-        let sends = spec.direction.flows().iter().any(|f| f.sender_is_client());
-        (sends && spec.interval_s > 0.0).then_some(SentClock {
+        SentClock::of(Flow::ClientToServer, spec, start)
+    }
+
+    /// A clock for `flow` of the test (`None` when the test has no such flow, or intervals
+    /// are off).
+    pub fn of(flow: Flow, spec: &TestSpec, start: Instant) -> Option<SentClock> {
+        let has = spec.direction.flows().contains(&flow);
+        (has && spec.interval_s > 0.0).then_some(SentClock {
+            flow,
             start,
             period: spec.interval_s,
             omit_s: spec.omit_s,
@@ -47,7 +56,8 @@ impl SentClock {
             );
             let bytes = sent.saturating_sub(self.last_bytes);
             self.last_bytes += bytes;
-            out.push(interval(start_s, end_s, bytes, end_s <= self.omit_s + 1e-9));
+            let omitted = end_s <= self.omit_s + 1e-9;
+            out.push(interval(self.flow, start_s, end_s, bytes, omitted));
             self.index += 1;
         }
         out
@@ -64,13 +74,14 @@ impl SentClock {
         }
         self.last_bytes += bytes;
         self.index += 1;
-        Some(interval(start_s, end_s, bytes, end_s <= self.omit_s + 1e-9))
+        let omitted = end_s <= self.omit_s + 1e-9;
+        Some(interval(self.flow, start_s, end_s, bytes, omitted))
     }
 }
 
-fn interval(start_s: f64, end_s: f64, bytes: u64, omitted: bool) -> Interval {
+fn interval(flow: Flow, start_s: f64, end_s: f64, bytes: u64, omitted: bool) -> Interval {
     Interval {
-        flow: Flow::ClientToServer,
+        flow,
         stream: None,
         start_s,
         end_s,
@@ -108,6 +119,9 @@ mod tests {
         assert_eq!(b[0].bytes, 500);
         spec.direction = Direction::Reverse;
         assert!(SentClock::new(&spec, t0).is_none());
+        let mut back = SentClock::of(Flow::ServerToClient, &spec, t0).expect("reverse");
+        let a = back.poll(t0 + Duration::from_millis(1001), 700);
+        assert_eq!((a[0].flow, a[0].bytes), (Flow::ServerToClient, 700));
     }
 
     #[test]
