@@ -129,6 +129,32 @@ fn place(
     }
 }
 
+/// When a stream thread of this process cannot be pinned to `cpu` (`-A`): the CPUs it may
+/// run on instead, as ranges; None when it can, or when the kernel will not say.
+pub fn cpus_instead(cpu: u32) -> Option<String> {
+    let allowed = allowed_cpus();
+    (!allowed.is_empty() && !allowed.contains(&cpu)).then(|| cpu_list(&allowed))
+}
+
+/// CPU numbers as ranges: `0-2,5,7-8`.
+pub fn cpu_list(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// The CPUs this process may run on, in order; empty when the kernel will not say.
 pub fn allowed_cpus() -> Vec<u32> {
     match rustix::thread::sched_getaffinity(None) {
@@ -720,7 +746,14 @@ impl Flow {
 
 #[cfg(test)]
 mod tests {
-    use super::{place, threads_for, Placement};
+    use super::{cpu_list, place, threads_for, Placement};
+
+    #[test]
+    fn cpus_are_listed_as_ranges() {
+        assert_eq!(cpu_list(&[0, 1]), "0-1");
+        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cpu_list(&[3]), "3");
+    }
 
     #[test]
     fn workers_by_flows_cpus_and_where_the_peer_runs() {

@@ -126,6 +126,11 @@ impl SideRun {
         self.kind.new_sweep_points()
     }
 
+    /// When the side started: where its intervals are counted from.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
     /// True once every stream thread has returned.
     pub fn is_done(&self) -> bool {
         self.workers.is_done()

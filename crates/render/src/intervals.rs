@@ -16,6 +16,10 @@ pub struct Columns {
     pub udp: bool,
 }
 
+/// The Cwnd column's width: the widest size (`1023.99 KiB`) and a space more, so a window is
+/// never read as the retransmit count's thousands (`1 767.38 KiB`).
+const CWND: usize = 12;
+
 /// The column header of interval lines.
 pub fn header(c: Columns) -> String {
     let mut h = format!("{:<15}", "flow");
@@ -27,7 +31,7 @@ pub fn header(c: Columns) -> String {
         "interval", "received", "goodput"
     ));
     if c.tcp {
-        h.push_str(&format!(" {:>6} {:>10}", "Retr", "Cwnd"));
+        h.push_str(&format!(" {:>6} {:>CWND$}", "Retr", "Cwnd"));
     }
     if c.udp {
         h.push_str(&format!(
@@ -64,7 +68,7 @@ pub fn line(iv: &Interval, c: Columns) -> String {
             .and_then(|t| t.snd_cwnd_bytes)
             .filter(|_| !sum_of_many)
             .map_or_else(String::new, format_bytes);
-        l.push_str(&format!(" {retr:>6} {cwnd:>10}"));
+        l.push_str(&format!(" {retr:>6} {cwnd:>CWND$}"));
     }
     if let (Some(p), Some(loss)) = (iv.packets, iv.loss_percent) {
         let jitter = iv
@@ -155,14 +159,42 @@ mod tests {
             udp: false,
         };
         let h = header(c);
-        assert!(h.contains("[ ID]") && h.ends_with("Retr       Cwnd"), "{h}");
+        assert!(
+            h.contains("[ ID]") && h.ends_with("Retr         Cwnd"),
+            "{h}"
+        );
         let s = line(&iv(Some(3)), c);
         assert!(s.starts_with("client→server   [  3]"), "{s}");
-        assert!(s.ends_with("     7   3.00 MiB"), "{s}");
+        assert!(s.ends_with("     7     3.00 MiB"), "{s}");
         let sum = line(&iv(None), c);
         assert!(sum.contains("[SUM]") && sum.ends_with(" 7"), "{sum}");
         // the columns line up
         assert_eq!(h.chars().count(), s.chars().count(), "{h}\n{s}");
+    }
+
+    #[test]
+    fn a_wide_window_stays_apart_from_the_retransmits() {
+        let c = Columns {
+            tcp: true,
+            ..Default::default()
+        };
+        for (retr, cwnd) in [(1, 785_797), (999_999, 1_048_565 * 1023), (12, 4096)] {
+            let mut one = iv(None);
+            one.tcp = Some(IntervalTcp {
+                retransmits: Some(retr),
+                snd_cwnd_bytes: Some(cwnd),
+                ..Default::default()
+            });
+            let l = line(&one, c);
+            let size = format_bytes(cwnd);
+            let before = l.strip_suffix(&size).expect(&l);
+            let gap = before.len() - before.trim_end().len();
+            assert!(
+                before.trim_end().ends_with(&format!(" {retr}")) && gap >= 2,
+                "{l}"
+            );
+            assert_eq!(header(c).chars().count(), l.chars().count(), "{l}");
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use socket2::SockRef;
 use wirerate_core::metrics::bps;
+use wirerate_core::result::Interval;
 use wirerate_core::side_report::{Role, SideReport};
-use wirerate_core::spec::{End, Protocol};
+use wirerate_core::spec::{End, Flow, Protocol};
 use wirerate_core::TestSpec;
 use wirerate_proto::iperf3::map::Side;
 use wirerate_proto::iperf3::{
@@ -25,6 +26,7 @@ use crate::logline::{Decision, Event, Kind, SpecShort, TestNote};
 use crate::server::{peer, Active, Pending, Shared, SlotGuard};
 use wirerate_control::control::Control;
 use wirerate_control::driver::{drive, Handler, Peer, ROUND};
+use wirerate_control::iperf3::SentClock;
 use wirerate_engine::net::{apply_options, batch_receive, random_token, read_exact_by};
 use wirerate_engine::side::{Attached, DataSock, SideRun};
 use wirerate_engine::EngineError;
@@ -241,6 +243,9 @@ struct Run {
     note: TestNote,
     /// The server shows the intervals of the TCP streams it serves: how many it has shown.
     shown: Option<usize>,
+    /// Intervals cut from the bytes this side moved in one role: what it sends, and a UDP
+    /// upload (a TCP upload's are the side's own).
+    clocks: Vec<(Role, SentClock)>,
 }
 
 impl Drop for Run {
@@ -463,6 +468,9 @@ fn on_event(
             run.params = Some(*p);
         }
         ServerEvent::TestEnd => {
+            clock_lines(run, now, true)
+                .iter()
+                .for_each(|iv| shared.interval(iv));
             if let Some(u) = run.udp.take() {
                 // as iperf3 does for UDP: stop at once
                 let (report, outcomes) = u.finish();
@@ -524,6 +532,17 @@ fn attach_udp(
             run.end_by = end_by(&p.spec, idle);
             let streams = std::mem::take(&mut run.udp_pending);
             run.udp = Some(UdpRun::start(&local, streams, idle, p.udp_counters_64bit)?);
+            if run.shown.is_some() {
+                // an iperf3 client does not send its -i: seconds, as iperf3's server shows
+                let each_second = TestSpec {
+                    interval_s: 1.0,
+                    ..local
+                };
+                let t0 = Instant::now();
+                let upload = SentClock::new(&each_second, t0);
+                run.clocks.extend(upload.map(|c| (Role::Receiver, c)));
+                start_sent_clock(run, &each_second, t0);
+            }
             break;
         }
     }
@@ -630,6 +649,9 @@ fn start(run: &mut Run, local_ip: Option<IpAddr>, idle: Duration) -> Result<(), 
         idle,
         Default::default(),
     )?);
+    if let (Some(_), Some(side)) = (run.shown, run.side.as_ref()) {
+        start_sent_clock(run, &local, side.started());
+    }
     Ok(())
 }
 
@@ -664,12 +686,12 @@ fn show_intervals(run: &mut Run, now: Instant, shared: &Shared) {
     };
     let new = match (run.side.as_mut(), run.local.as_ref()) {
         (Some(side), _) => side.poll_intervals(now),
+        (None, None) => Vec::new(),
         (None, Some(local)) => {
             let rest = local.intervals.iter().skip(*shown).cloned().collect();
             run.shown = None;
             rest
         }
-        (None, None) => Vec::new(),
     };
     for iv in &new {
         shared.interval(iv);
@@ -677,6 +699,36 @@ fn show_intervals(run: &mut Run, now: Instant, shared: &Shared) {
     if let Some(shown) = run.shown.as_mut() {
         *shown += new.len();
     }
+    for iv in clock_lines(run, now, false) {
+        shared.interval(&iv);
+    }
+}
+
+/// The flow this side sends, shown as it wrote it, a line a second as iperf3's server does.
+fn start_sent_clock(run: &mut Run, spec: &TestSpec, start: Instant) {
+    let sent = SentClock::of(Flow::ServerToClient, spec, start);
+    run.clocks.extend(sent.map(|c| (Role::Sender, c)));
+}
+
+/// The lines the clocks cut by `now` from the bytes this side moved; with `close` (at
+/// `TEST_END`) the last ones too, cut there, and the clocks stop.
+fn clock_lines(run: &mut Run, now: Instant, close: bool) -> Vec<Interval> {
+    let mut out = Vec::new();
+    for (role, clock) in &mut run.clocks {
+        let moved = match (&run.side, &run.udp) {
+            (Some(side), _) => side.moved(*role),
+            (None, Some(udp)) => udp.moved(*role),
+            (None, None) => continue,
+        };
+        out.extend(clock.poll(now, moved));
+        if close {
+            out.extend(clock.close(now, moved));
+        }
+    }
+    if close {
+        run.clocks.clear();
+    }
+    out
 }
 
 /// After `TEST_END`: once the received bytes stop growing, stop the workers.

@@ -18,7 +18,7 @@ use wirerate_core::assemble::{assemble, Context};
 use wirerate_core::rr::RrMode;
 use wirerate_core::side_report::Role;
 use wirerate_core::side_report::SideReport;
-use wirerate_core::spec::{stream_order, Side};
+use wirerate_core::spec::{stream_order, Flow, Side};
 use wirerate_core::{Protocol, TestSpec};
 use wirerate_probe::cpu::ThreadTimes;
 use wirerate_proto::data::{token_eq, DataHello, DATA_HELLO_LEN};
@@ -33,6 +33,7 @@ use crate::logline::{Decision, Event, Kind, LogFormat, ResultShort, SpecShort, T
 pub(crate) use crate::startups::Pending;
 use wirerate_control::control::Control;
 use wirerate_control::driver::{drive, Handler, Peer, ROUND};
+use wirerate_control::iperf3::SentClock;
 use wirerate_engine::net::{apply_options, read_exact_by};
 use wirerate_engine::rr::{serve_crr, serve_crr_at_once, CrrRoute};
 use wirerate_engine::side::{Attached, DataSock, RunContext, SideRun};
@@ -79,9 +80,12 @@ pub struct ServerConfig {
 }
 
 /// What `serve` does with an interval of the test it serves (prints a line, as iperf3's
-/// server does).
+/// server does); the flag is true for the first interval of a test.
 #[derive(Clone)]
-pub struct IntervalSink(pub Arc<dyn Fn(&wirerate_core::result::Interval) + Send + Sync>);
+pub struct IntervalSink(pub Arc<IntervalFn>);
+
+/// [`IntervalSink`]'s function: an interval, and whether it is its test's first.
+pub type IntervalFn = dyn Fn(&wirerate_core::result::Interval, bool) + Send + Sync;
 
 impl std::fmt::Debug for IntervalSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +147,8 @@ pub(crate) struct Shared {
     pub(crate) waiting: crate::waiting::WaitingRoom,
     /// What `serve --metrics` reports: every recorded decision is counted.
     pub(crate) stats: crate::stats::Counters,
+    /// The test whose intervals the sink was last given (its token).
+    shown_test: Mutex<Option<Token>>,
 }
 
 impl Shared {
@@ -157,7 +163,11 @@ impl Shared {
         if let (false, LogFormat::Text, Some(sink)) =
             (self.cfg.quiet, self.cfg.log_format, &self.cfg.intervals)
         {
-            (sink.0)(iv);
+            let test = self.active().as_ref().map(|a| a.token);
+            let mut shown = self.shown_test.lock().unwrap_or_else(|p| p.into_inner());
+            let first = *shown != test;
+            *shown = test;
+            (sink.0)(iv, first);
         }
     }
 
@@ -294,6 +304,7 @@ impl Server {
                 log_limit: crate::logline::RateLimit::default(),
                 waiting: Default::default(),
                 stats: Default::default(),
+                shown_test: Mutex::new(None),
             }),
         })
     }
@@ -786,6 +797,8 @@ struct Running {
     breaker: Option<wirerate_proto::feedback::Breaker>,
     /// The egress qdisc toward the client, read where the spec asks (an rpm phase).
     qdisc: Option<wirerate_engine::qdisc_watch::QdiscWatch>,
+    /// The intervals the log shows of the flow this side sends, cut from what it wrote.
+    sent: Option<SentClock>,
 }
 
 impl Running {
@@ -814,6 +827,12 @@ impl Running {
                     ..Default::default()
                 },
             )?);
+            // what this side sends, in the log's lines as iperf3's server shows it (the
+            // lines of what it receives are the side's own intervals)
+            let started = self.side.as_ref().map(SideRun::started);
+            self.sent = (spec.test.is_stream() && spec.rpm_server.is_none())
+                .then(|| SentClock::of(Flow::ServerToClient, spec, started?))
+                .flatten();
         }
         Ok(())
     }
@@ -871,6 +890,7 @@ fn run_session(
         threads: shared.cfg.threads,
         breaker: None,
         qdisc: None,
+        sent: None,
         note: TestNote {
             user: pre.user,
             ..Default::default()
@@ -978,6 +998,15 @@ impl Handler<ServerSession> for ServerRun<'_, '_> {
             self.shared.interval(&iv);
             sess.send_interval(iv);
         }
+        if let Some(clock) = run.sent.as_mut() {
+            let sent = side.moved(Role::Sender);
+            let mut lines = clock.poll(now, sent);
+            if side.is_done() {
+                lines.extend(clock.close(now, sent));
+                run.sent = None;
+            }
+            lines.iter().for_each(|iv| self.shared.interval(iv));
+        }
         if let (Some(b), false) = (run.breaker.as_mut(), side.is_done()) {
             b.check(side.moved(Role::Sender), now)
                 .map_err(wirerate_proto::ProtoError::from)?;
@@ -1035,7 +1064,14 @@ fn on_event(
     match ev {
         ServerEvent::Spec(spec) => {
             run.note.spec = Some(SpecShort::of(&spec));
-            if let Err(reason) = shared.cfg.caps.check(&spec) {
+            // `-A N,M` naming a CPU this host lacks: refused before any stream is made
+            let no_cpu = spec.server_cpu.and_then(|c| {
+                let cpus = wirerate_engine::pool::cpus_instead(c)?;
+                Some(format!(
+                    "-A …,{c}: the server has no CPU {c}; it may run on CPUs {cpus}"
+                ))
+            });
+            if let Some(reason) = no_cpu.map_or_else(|| shared.cfg.caps.check(&spec).err(), Some) {
                 run.note.refused = Some(reason.clone());
                 sess.refuse(&reason);
                 return Err(EngineError::Refused(reason));

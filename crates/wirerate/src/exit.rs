@@ -43,9 +43,14 @@ pub fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
+/// What to do about a peer that said nothing for too long.
+const SILENT: &str =
+    "the limit is --idle-timeout (10 s by default): raise it for a slow path or a busy peer";
+
 /// What to do about an error whose cause is a common mistake, said after the error itself.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     use wirerate_engine::EngineError;
+    use wirerate_proto::iperf3::Iperf3Error;
     use wirerate_proto::ProtoError;
     e.chain().find_map(|c| {
         if let Some(EngineError::Connect { source, .. }) = c.downcast_ref::<EngineError>() {
@@ -61,11 +66,22 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
                 _ => None,
             };
         }
-        match c.downcast_ref::<ProtoError>() {
-            Some(ProtoError::TimedOut(_)) => Some(
-                "the limit is --idle-timeout (10 s by default): raise it for a slow path or \
-                 a busy peer",
-            ),
+        // the engine carries the protocol's errors transparently: not a cause of its own
+        let proto = c
+            .downcast_ref::<ProtoError>()
+            .or(match c.downcast_ref::<EngineError>() {
+                Some(EngineError::Proto(p)) => Some(p),
+                _ => None,
+            });
+        let iperf3_silent = matches!(
+            c.downcast_ref::<EngineError>(),
+            Some(EngineError::Iperf3(Iperf3Error::TimedOut(_)))
+        ) || matches!(c.downcast_ref(), Some(Iperf3Error::TimedOut(_)));
+        if iperf3_silent {
+            return Some(SILENT);
+        }
+        match proto {
+            Some(ProtoError::TimedOut(_)) => Some(SILENT),
             Some(ProtoError::BadMagic) => Some(
                 "another program answers on that port: check the port (-p), or add --iperf3 \
                  for an iperf3 server",

@@ -6,3 +6,4 @@ mod client;
 mod sent;
 
 pub use client::run_client;
+pub use sent::SentClock;

@@ -18,6 +18,7 @@ use super::view::{self, counter, percent, Host};
 use super::{Bottleneck, EvidenceItem};
 use crate::result::TcpInfo;
 use crate::spec::Flow;
+use crate::text::count;
 use crate::RunResult;
 
 /// Retransmits of one flow: all, those the receiver reported as duplicates, and where
@@ -155,8 +156,14 @@ fn reordering(r: &RunResult, l: &FlowLoss, a: &mut Analysis) {
             "{} of {} retransmits were spurious{}",
             l.spurious,
             l.retrans,
-            l.never_arrived
-                .map_or(String::new(), |n| format!(" (the path lost {n} segments)"))
+            l.never_arrived.map_or(String::new(), |n| format!(
+                " (the path lost {})",
+                if n == 0 {
+                    "none".to_string()
+                } else {
+                    count(n, "segment")
+                }
+            ))
         ),
     );
     f.evidence.push(item(
@@ -204,11 +211,14 @@ fn reordering_note(l: &FlowLoss, one_host: bool) -> String {
         ""
     };
     let how = if l.spurious_source == ACCOUNT_SOURCE {
+        let but = match l.never_arrived.unwrap_or(0) {
+            0 => String::new(),
+            n => format!(" but the {} the path lost", count(n, "segment")),
+        };
         format!(
-            "{} of them spurious, arriving twice (the receiver received every segment sent but \
-             the {} the path lost)",
-            l.spurious,
-            l.never_arrived.unwrap_or(0)
+            "{} of them spurious, arriving twice (the receiver received every segment \
+             sent{but})",
+            l.spurious
         )
     } else {
         format!(

@@ -153,3 +153,32 @@ fn reordering_beside_a_starved_receiver_is_only_a_note() {
         d.notes
     );
 }
+
+/// Issue 23, item 11: a path that lost nothing read "every segment sent but the 0 the path
+/// lost", and one segment was "1 segments".
+#[test]
+fn reordering_words_count_the_segments_the_path_lost() {
+    for (lost, words) in [
+        (0, "received every segment sent)"),
+        (1, "but the 1 segment the path lost)"),
+        (3, "but the 3 segments the path lost)"),
+    ] {
+        let mut r = reordered_run(lost);
+        r.streams[0].receiver.run_s = Some(1.0);
+        r.streams[0].receiver.wait_s = Some(8.0);
+        let d = diagnose(&r);
+        let note = d.notes.iter().find(|n| n.contains("arriving twice"));
+        assert!(
+            note.is_some_and(|n| n.contains(words)),
+            "{lost}: {:?}",
+            d.notes
+        );
+    }
+    for (lost, words) in [
+        (0, "(the path lost none)"),
+        (1, "(the path lost 1 segment)"),
+    ] {
+        let d = diagnose(&reordered_run(lost));
+        assert!(d.verdict.contains(words), "{lost}: {}", d.verdict);
+    }
+}

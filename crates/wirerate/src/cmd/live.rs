@@ -7,7 +7,7 @@
 //! wait here until the client's own sample of that flow, stream and start is in (both
 //! sides cut intervals on the same schedule), so each line is printed whole, at most one
 //! interval late. Samples of the flows the server sends come only with its final report:
-//! those figures are in the result (`intervals[].tcp`), not on the live lines.
+//! those figures are in the result (`intervals[].tcp`), not on the lines, the last either.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -201,7 +201,17 @@ impl Printer {
             event("interval", serde_json::to_value(iv).unwrap_or_default());
         } else {
             self.clear_progress();
-            crate::say!("{}", intervals::line(iv, self.cols));
+            // a flow the server sends has its TCP figures in the result only: its lines
+            // leave Retr and Cwnd blank, the last one too, though the result has them there
+            let mut bare;
+            let line_iv = if self.joined.contains(&iv.flow) || iv.tcp.is_none() {
+                iv
+            } else {
+                bare = iv.clone();
+                bare.tcp = None;
+                &bare
+            };
+            crate::say!("{}", intervals::line(line_iv, self.cols));
         }
         match self.last_start.iter_mut().find(|(f, _)| *f == iv.flow) {
             Some((_, s)) => *s = iv.start_s,

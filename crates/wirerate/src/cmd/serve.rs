@@ -35,7 +35,8 @@ the wire); a failed login is told only that it failed, and an address with 5 fai
 is refused for the rest of it. SIGHUP reloads the users file too.\n\n\
 iperf3 clients (TCP and UDP) are served on the same port: `iperf3 -c HOST -p PORT`.\n\n\
 With text logs, standard output shows the test being served as iperf3's server does: a line per \
-interval of what this side receives (per second for iperf3 clients; a wirerate client's -i).\n\n\
+interval of what this side receives, and of what it sends, counted as it wrote it (per second for \
+iperf3 clients; a wirerate client's -i).\n\n\
 With --allow-third-party (or a limits rule's third_party = true) the server is also an agent: \
 `wirerate run --from THIS --to B` has it test towards B, within --third-party-targets (or the \
 rule's third_party_targets), and send back the result (docs/fleet.md). With --tls it takes such \
@@ -393,28 +394,42 @@ fn one_off_end(
 }
 
 /// The interval lines of the test being served, on standard output as iperf3's server
-/// prints them: a header when a test's first interval comes, then a line per flow (the
-/// flows this side receives; the client shows the others).
+/// prints them: a header when a test's first interval comes, then a line per flow (what this
+/// side receives, and what it sends, counted as it wrote it, under a note that says so).
 fn interval_lines() -> wirerate_server::server::IntervalSink {
+    use wirerate_core::spec::Flow;
     use wirerate_render::intervals::{header, line, Columns};
-    let last_start = std::sync::Mutex::new(None::<f64>);
-    let cols = std::sync::Mutex::new(Columns::default());
-    wirerate_server::server::IntervalSink(Arc::new(move |iv| {
-        if iv.stream.is_some() || iv.rr.is_some() {
-            return;
-        }
-        let (Ok(mut last), Ok(mut c)) = (last_start.lock(), cols.lock()) else {
+    /// What the lines of the test being shown have said so far.
+    #[derive(Default)]
+    struct Shown {
+        cols: Columns,
+        sent_note: bool,
+    }
+    let shown = std::sync::Mutex::new(Shown::default());
+    wirerate_server::server::IntervalSink(Arc::new(move |iv, first| {
+        let Ok(mut s) = shown.lock() else {
             return;
         };
-        // the first interval, or a start before the last one's: a new test
-        if iv.start_s < 1e-9 || last.is_none_or(|s| iv.start_s < s) {
-            *c = Columns {
-                udp: iv.packets.is_some(),
+        if iv.rr.is_some() {
+            return;
+        }
+        if first {
+            *s = Shown {
+                cols: Columns {
+                    udp: iv.packets.is_some(),
+                    ..Default::default()
+                },
                 ..Default::default()
             };
-            crate::say!("{}", header(*c));
+            crate::say!("{}", header(s.cols));
         }
-        *last = Some(iv.start_s);
-        crate::say!("{}", line(iv, *c));
+        if iv.stream.is_some() {
+            return;
+        }
+        if iv.flow == Flow::ServerToClient && !s.sent_note {
+            s.sent_note = true;
+            crate::say!("({} lines: the bytes this side sent)", iv.flow.name());
+        }
+        crate::say!("{}", line(iv, s.cols));
     }))
 }

@@ -493,6 +493,28 @@ fn a_cpu_that_is_not_there_is_refused_before_the_test() {
 }
 
 #[test]
+fn a_server_cpu_that_is_not_there_is_refused_before_the_test() {
+    // the far server checks the CPU `-A N,M` asks of it before any stream is made
+    let server = ServerProc::start(&[]);
+    let at = format!("127.0.0.1:{}", server.port);
+    let started = Instant::now();
+    let out = run(&["run", &at, "-t", "3", "-A", "0,99", "--no-store"], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "-A 0,99 ran the test first"
+    );
+    assert!(!stdout(&out).contains("Summary"), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refused")
+            && err.contains("the server has no CPU 99")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
 fn a_host_takes_its_port_after_a_colon() {
     let server = ServerProc::start(&[]);
     let at = format!("127.0.0.1:{}", server.port);

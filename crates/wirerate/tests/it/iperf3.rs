@@ -525,6 +525,65 @@ fn iperf3_client_reverse_against_wirerate_serve() {
     assert_eq!(u(&end["sum_received"]["bytes"]), 32 << 20);
 }
 
+/// The server shows an iperf3 client's test a line per second as iperf3's server does:
+/// what it receives, UDP too (a UDP upload printed none), and what it sends (`-R`), under a
+/// note that those are the bytes it wrote (a reverse test printed nothing).
+#[test]
+fn serve_prints_an_iperf3_clients_udp_and_reverse_tests_per_second() {
+    let port = free_port();
+    let p = port.to_string();
+    let mut srv = common::spawn_piped(&["serve", "-B", "127.0.0.1", "-p", &p]);
+    common::wait_listening(std::net::SocketAddr::from(([127, 0, 0, 1], port)), "server");
+    // (iperf3 takes whole seconds; a paced TCP -R is refused by the server)
+    let tests: [&[&str]; 3] = [
+        &["-u", "-b", "10M", "-t", "3"],
+        &["-u", "-b", "10M", "-t", "3", "-R"],
+        &["-t", "3", "-R"],
+    ];
+    for extra in tests {
+        let out = iperf3_client(port, extra);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let _ = srv.kill();
+    let text = String::from_utf8_lossy(&wait_bounded(srv, LIMIT).stdout).into_owned();
+    // one header a test, then its lines
+    let shown: Vec<&str> = text.split("flow ").skip(1).collect();
+    assert_eq!(shown.len(), 3, "{text}");
+    for ((extra, lines), flow) in
+        tests
+            .iter()
+            .zip(&shown)
+            .zip(["client→server", "server→client", "server→client"])
+    {
+        let of_flow: Vec<&str> = lines
+            .lines()
+            .filter(|l| l.starts_with(flow) && l.contains(" s "))
+            .collect();
+        assert!(of_flow.len() >= 2, "{extra:?}: {text}");
+        let sent_note = lines.contains("(server→client lines: the bytes this side sent)");
+        assert_eq!(sent_note, flow == "server→client", "{extra:?}: {text}");
+        for (l, span) in of_flow.iter().zip(["0.00-1.00 s", "1.00-2.00 s"]) {
+            assert!(
+                l.contains(span) && l.ends_with("bit/s"),
+                "{extra:?}: {text}"
+            );
+            if extra.contains(&"-u") {
+                // 10 Mbit/s paced: a second's line of that order (a busy host's pacer may
+                // catch up a late burst within a second), neither bytes nor a tenth of it
+                let rate: f64 = l.split_whitespace().rev().nth(1).unwrap().parse().unwrap();
+                assert!(
+                    l.ends_with("Mbit/s") && (2.0..40.0).contains(&rate),
+                    "{extra:?}: {text}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn iperf3_client_parallel_and_bidir_against_wirerate_serve() {
     let srv = ServerProc::start(&["--idle-timeout", "3"]);

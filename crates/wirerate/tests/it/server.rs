@@ -262,3 +262,54 @@ fn serve_prints_the_interval_lines_of_the_test_it_serves() {
         }
     }
 }
+
+/// What the server sends (`-R`, `--bidir`) is shown too, as iperf3's server shows it: a line
+/// per interval of the bytes it wrote, under a note that says so; each test under its header.
+#[test]
+fn serve_prints_what_it_sends_under_a_note() {
+    let port = common::free_port();
+    let p = port.to_string();
+    let mut srv = common::spawn_piped(&["serve", "-B", "127.0.0.1", "-p", &p]);
+    common::wait_listening(std::net::SocketAddr::from(([127, 0, 0, 1], port)), "server");
+    let tests: [&[&str]; 2] = [&["-R"], &["--bidir"]];
+    for extra in tests {
+        let mut args = vec![
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "2.2",
+            "-b",
+            "50M",
+            "--no-store",
+        ];
+        args.extend_from_slice(extra);
+        let client = run(&args, LIMIT);
+        assert!(client.status.success(), "{extra:?}: {}", stderr(&client));
+    }
+    let _ = srv.kill();
+    let text = String::from_utf8_lossy(&common::wait_bounded(srv, LIMIT).stdout).into_owned();
+    let shown: Vec<&str> = text.split("flow ").skip(1).collect();
+    assert_eq!(shown.len(), 2, "{text}");
+    for (extra, lines) in tests.iter().zip(&shown) {
+        assert!(
+            lines.contains("(server→client lines: the bytes this side sent)"),
+            "{text}"
+        );
+        let sent: Vec<&str> = lines
+            .lines()
+            .filter(|l| l.starts_with("server→client"))
+            .collect();
+        assert!(sent.len() >= 2, "{extra:?}: {text}");
+        assert!(
+            sent[0].contains("0.00-1.00 s") && sent[0].ends_with("Mbit/s"),
+            "{text}"
+        );
+        let received = lines
+            .lines()
+            .filter(|l| l.starts_with("client→server"))
+            .count();
+        assert_eq!(received > 0, *extra == ["--bidir"], "{extra:?}: {text}");
+    }
+}
