@@ -113,3 +113,41 @@ fn lab_a_send_buffer_below_the_bdp_is_the_senders_buffer() {
     assert!(d["evidence"].to_string().contains("sndbuf-limited"), "{d}");
     assert!(d["advice"].to_string().contains("`-w "), "{d}");
 }
+
+/// Jitter of ±2 ms on 10 ms, a uniform draw that keeps the frames' order: the delay line's
+/// own delays spread over the band (nothing earlier than 8 ms, the median inside it), it
+/// sent nothing ahead, and the UDP receiver saw every datagram, none out of order.
+#[test]
+fn lab_jitter_spreads_the_delay_and_keeps_the_order() {
+    let test = "lab_jitter_spreads_the_delay_and_keeps_the_order";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up(
+        "pj",
+        &["--rate", "100M", "--delay", "10ms", "--jitter", "2ms"],
+    );
+    let r = wirerate_in_lab(
+        &lab,
+        &["-u", "-b", "20M", "-l", "1000", "-t", "2", "--no-store"],
+    );
+    let udp = &r["summary"]["udp"];
+    assert_eq!(udp["lost"], 0, "{udp}");
+    assert_eq!(udp["out_of_order"], 0, "{udp}");
+    let out = common::lab::wirerate(&["lab", "status", "--name", &lab.name, "--json"]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // the client is host b: its datagrams went b to a
+    let ba = &v[0]["path"]["ba"];
+    assert_eq!(ba["reordered"], 0, "{ba}");
+    let h: wirerate_lab::path::DelayHistogram =
+        serde_json::from_value(ba["delay"].clone()).unwrap();
+    assert!(h.total() > 1000, "{ba}");
+    let ms = |q: f64| h.quantile_us(q).unwrap() / 1e3;
+    let (p0, p50, p99) = (ms(0.0), ms(0.5), ms(0.99));
+    println!("10 ms ± 2 ms: delay line p0 {p0:.3}, p50 {p50:.3}, p99 {p99:.3} ms");
+    // the histogram's step is under 1 % of the delay
+    assert!(p0 >= 7.9, "a frame left after {p0} ms");
+    assert!((9.0..12.2).contains(&p50), "median {p50} ms");
+    assert!(p99 - p0 >= 2.0, "no spread: {p0} to {p99} ms");
+}
