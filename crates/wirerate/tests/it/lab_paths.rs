@@ -25,9 +25,19 @@ fn path_model(r: &Value) -> &Value {
     m
 }
 
+/// A run across a lab keeps the result's contract: its path and path model follow the
+/// checked-in schema.
+fn assert_follows_the_schema(r: &Value) {
+    let schema_text = include_str!("../../../../schema/result.schema.json");
+    let schema: Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(r).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
 /// Default autotuning on the path where `-w 64K` is the receiver's window (50 Mbit/s, 25 ms
-/// each way) fills it: at least 90 % of the wire model, the wire the verdict, and the path
-/// model's bound the wire, not the window.
+/// each way) fills it: at least 90 % of the wire model, neither the window nor a buffer the
+/// verdict, and the path model's bound the wire, not the window.
 #[test]
 fn lab_autotuning_fills_a_delayed_path_to_the_model() {
     let test = "lab_autotuning_fills_a_delayed_path_to_the_model";
@@ -55,7 +65,15 @@ fn lab_autotuning_fills_a_delayed_path_to_the_model() {
     // the round trip the model used is the path's 50 ms, not a host's microseconds
     let rtt = m["rtt_ms"].as_f64().unwrap();
     assert!((50.0..56.0).contains(&rtt), "{m}");
-    assert_eq!(verdict(&r), "wire", "{}", r["summary"]["diagnosis"]);
+    // the window opened: neither it nor a buffer is named (wire from 97 % of the model; a
+    // run at 93 % that bbr's overshoot cost 0.09 % loss was not determined)
+    let v = verdict(&r);
+    assert!(
+        !["receiver_window", "sender_buffer"].contains(&v),
+        "{}",
+        r["summary"]["diagnosis"]
+    );
+    assert_follows_the_schema(&r);
 }
 
 /// bbr through 0.5 % random loss at 50 Mbit/s, 10 ms each way: the loss is real, but bbr
@@ -90,6 +108,7 @@ fn lab_bbr_through_random_loss_is_not_held_to_the_mathis_bound() {
     assert_eq!(m["limit"], "wire", "{m}");
     let loss = r["summary"]["wire"]["path"]["client_to_server"]["loss_percent"].as_f64();
     assert_eq!(loss, Some(0.5), "{}", r["summary"]["wire"]);
+    assert_follows_the_schema(&r);
 }
 
 /// A send buffer below the path's BDP (`--sndbuf 256K` over 200 Mbit/s, 20 ms each way, a
