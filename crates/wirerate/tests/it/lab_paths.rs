@@ -9,8 +9,9 @@
 
 use crate::common;
 
-use common::lab::{skip_unless_root, wirerate_in_lab, Lab};
+use common::lab::{skip_unless_root, wirerate_in_lab, Lab, Proc, BIN};
 use serde_json::Value;
+use std::time::Duration;
 
 fn verdict(r: &Value) -> &str {
     r["summary"]["diagnosis"]["bottleneck"]
@@ -169,4 +170,48 @@ fn lab_jitter_spreads_the_delay_and_keeps_the_order() {
     assert!(p0 >= 7.9, "a frame left after {p0} ms");
     assert!((9.0..12.2).contains(&p50), "median {p50} ms");
     assert!(p99 - p0 >= 2.0, "no spread: {p0} to {p99} ms");
+}
+
+/// The default summary of a run across a delayed path says what the path allows beside
+/// the wire: a 64 KiB window over 50 Mbit/s × 50 ms uses a fifth of the wire, but most of
+/// what its window over the round trip allows.
+#[test]
+fn lab_the_default_summary_gives_the_path_model_beside_the_wire() {
+    let test = "lab_the_default_summary_gives_the_path_model_beside_the_wire";
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up(
+        "pt",
+        &["--rate", "50M", "--delay", "25ms", "--buffer", "100ms"],
+    );
+    let _server = lab.serve("a", &lab.temp("server.log"));
+    let out = lab.temp("client.txt");
+    let args = [
+        BIN,
+        "run",
+        "10.77.0.1",
+        "-p",
+        "5350",
+        "-t",
+        "3",
+        "-w",
+        "64K",
+        "--no-store",
+    ];
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &out);
+    assert!(client.wait(Duration::from_secs(30)).success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("path model"))
+        .unwrap_or_else(|| panic!("no path model line:\n{text}"));
+    assert!(
+        line.contains("at most, bounded by the advertised window over"),
+        "{line}"
+    );
+    assert!(
+        text.contains("% of what a 50.00 Mbit/s link carries"),
+        "{text}"
+    );
 }
