@@ -172,8 +172,10 @@ pub fn candidates(proc_cgroup: &str, mountinfo: &str) -> Vec<CgroupDir> {
 }
 
 /// This process's cgroup with the cpu controller, or None. Where this process's own mounts
-/// do not show it, the first process's do, through its root: `ip netns exec` (how a lab's
-/// hosts run) mounts a sysfs of its own over `/sys`, hiding the cgroup mounts below it.
+/// do not show it, another process's do, through its root: `ip netns exec` (how a lab's
+/// hosts run) mounts a sysfs of its own over `/sys`, hiding the cgroup mounts below it. The
+/// ancestors are asked first (the shell that started `lab exec` has the host's mounts), then
+/// the first process, whose root some hosts do not open even to root.
 pub fn locate_self() -> Option<CgroupDir> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -181,12 +183,34 @@ pub fn locate_self() -> Option<CgroupDir> {
         .into_iter()
         .find(has_cpu_controller)
         .or_else(|| {
-            let init = std::fs::read_to_string("/proc/1/mountinfo").ok()?;
-            candidates(&cg, &init)
-                .into_iter()
-                .map(|c| c.under(Path::new("/proc/1/root")))
-                .find(has_cpu_controller)
+            ancestors().chain([1]).find_map(|pid| {
+                let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
+                let root = PathBuf::from(format!("/proc/{pid}/root"));
+                candidates(&cg, &mounts)
+                    .into_iter()
+                    .map(|c| c.under(&root))
+                    .find(has_cpu_controller)
+            })
         })
+}
+
+/// This process's parent, its parent's, and so on up to the first process (not included),
+/// at most 32 of them.
+fn ancestors() -> impl Iterator<Item = u32> {
+    let parent = |pid: &u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse_ppid(&stat).filter(|p| *p > 1)
+    };
+    let first = parse_ppid(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+        .filter(|p| *p > 1);
+    std::iter::successors(first, parent).take(32)
+}
+
+/// The parent's PID from a `/proc/PID/stat` line: the field after the state, which follows
+/// the command's closing parenthesis (the command may hold spaces and parentheses).
+pub fn parse_ppid(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// v1: the hierarchy has the controller by construction. v2: a non-root cgroup has

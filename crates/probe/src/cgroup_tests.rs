@@ -106,6 +106,20 @@ fn garbage_never_panics() {
 }
 
 #[test]
+fn the_parent_is_read_past_a_command_with_spaces_and_parentheses() {
+    assert_eq!(parse_ppid("4242 (sh) S 17 4242 17 0 -1"), Some(17));
+    assert_eq!(parse_ppid("9 (a b) (c)) R 3 9 9"), Some(3));
+    assert_eq!(parse_ppid("9 (sh"), None);
+    assert_eq!(parse_ppid(""), None);
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+    assert_eq!(
+        parse_ppid(&me),
+        Some(std::os::unix::process::parent_id()),
+        "{me}"
+    );
+}
+
+#[test]
 fn reads_this_process() {
     // Every Linux host has /proc/self/cgroup; whether a cpu controller is there depends
     // on the host, so only the shape is checked.

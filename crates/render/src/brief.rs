@@ -66,6 +66,11 @@ pub fn summary(r: &RunResult) -> String {
             format_bps(l)
         );
     }
+    // on an emulated path (a lab's delay line) the wire alone says little: what the path
+    // allows, beside it
+    if let Some(m) = &w.path_model {
+        let _ = writeln!(o, "{}", crate::text::path_model_line(m));
+    }
     if let Some(d) = &s.diagnosis {
         o.push_str(&why(d));
     }

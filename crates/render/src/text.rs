@@ -394,24 +394,7 @@ pub fn summary(r: &RunResult) -> String {
         let _ = writeln!(o, "  {:<22} {}", "path", path_words(p));
     }
     if let Some(m) = &w.path_model {
-        let bound = match m.limit {
-            wirerate_core::result::PathLimit::Wire => "the wire".to_string(),
-            wirerate_core::result::PathLimit::Window => {
-                format!("the advertised window over {:.1} ms", m.rtt_ms)
-            }
-            wirerate_core::result::PathLimit::Loss => {
-                format!("the path's loss over {:.1} ms (Mathis)", m.rtt_ms)
-            }
-        };
-        let eff = m.efficiency.map_or(String::new(), |e| {
-            format!(", efficiency {:.1} %", e * 100.0)
-        });
-        let _ = writeln!(
-            o,
-            "  {:<22} {} at most, bounded by {bound}{eff}",
-            "path model",
-            format_bps(m.goodput_bps)
-        );
+        let _ = writeln!(o, "{}", path_model_line(m));
     }
     if let Some(d) = &s.diagnosis {
         o.push_str(&why(d));
@@ -447,6 +430,27 @@ pub(crate) fn fairness_line(f: &wirerate_core::result::Fairness) -> String {
 }
 
 /// An emulated path's settings: one direction's when both are alike, else each.
+/// The path model's line: what an emulated path allows, its bound, and the goodput's share.
+pub(crate) fn path_model_line(m: &wirerate_core::result::PathModel) -> String {
+    let bound = match m.limit {
+        wirerate_core::result::PathLimit::Wire => "the wire".to_string(),
+        wirerate_core::result::PathLimit::Window => {
+            format!("the advertised window over {:.1} ms", m.rtt_ms)
+        }
+        wirerate_core::result::PathLimit::Loss => {
+            format!("the path's loss over {:.1} ms (Mathis)", m.rtt_ms)
+        }
+    };
+    let eff = m.efficiency.map_or(String::new(), |e| {
+        format!(", efficiency {:.1} %", e * 100.0)
+    });
+    format!(
+        "  {:<22} {} at most, bounded by {bound}{eff}",
+        "path model",
+        format_bps(m.goodput_bps)
+    )
+}
+
 fn path_words(p: &wirerate_core::result::WirePath) -> String {
     let dir = |d: &wirerate_core::result::PathDirection| {
         let mut parts = vec![format!("delay {} ms", trim(d.delay_ms))];

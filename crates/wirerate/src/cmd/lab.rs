@@ -50,7 +50,8 @@ enum LabCmd {
     Up(UpArgs),
     /// Remove a lab's namespaces (and with them its links and shapers)
     Down(NameArg),
-    /// Show labs: hosts, addresses and shaping
+    /// Show labs: hosts, addresses, shaping, and what a delay line did (delay p50/p99,
+    /// drops by cause, the most queued)
     Status(StatusArgs),
     /// Run a command on a lab host: wirerate lab exec [--name NAME] HOST -- CMD [ARGS...];
     /// a bare `wirerate` is this very binary, found without PATH

@@ -528,8 +528,9 @@ fn json_diagnosis_follows_the_schema() {
 #[test]
 fn compare_names_how_the_verdicts_differ() {
     let _alone = alone();
-    let db = std::env::temp_dir().join(format!("wirerate-diag-compare-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&db);
+    // the store and its journal files go with the directory
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
     let db_arg = db.to_string_lossy().to_string();
     for (label, extra) in [
         ("paced", &["-u", "-b", "10M", "-t", "1"][..]),
@@ -565,7 +566,6 @@ fn compare_names_how_the_verdicts_differ() {
     );
     let text = run(&["compare", "paced", "sock", "--db", &db_arg], LIMIT_LONG);
     assert!(String::from_utf8_lossy(&text.stdout).contains("why: A:"));
-    let _ = std::fs::remove_file(&db);
 }
 
 #[test]

@@ -208,3 +208,56 @@ fn a_cpu_quota_on_the_receiver_is_named_as_a_quota() {
         "{d}"
     );
 }
+
+/// The same quota on a lab's receiver (0.1 cores, `serve` in host a): `ip netns exec` hides
+/// the cgroup mounts under a sysfs of its own, so the server finds its cgroup through an
+/// ancestor's root, and names the quota, not only the wait it causes.
+#[test]
+fn lab_a_cpu_quota_on_the_receiver_is_named_as_a_quota() {
+    let test = "lab_a_cpu_quota_on_the_receiver_is_named_as_a_quota";
+    let _alone = alone();
+    if skip_unless_root(test) {
+        return;
+    }
+    let lab = Lab::up("cquota", &["--rate", "10G", "--buffer", "4M"]);
+    let Some(cg) = QuotaCgroup::new(0.1) else {
+        eprintln!("SKIPPED {test}: no cgroup with a cpu controller can be made here");
+        return;
+    };
+    let (srv_out, cli_out) = (lab.temp("quota-server.log"), lab.temp("quota-client.json"));
+    let server = Proc::spawn(&lab.exec_args("a", &[BIN, "serve", "-p", "5350"]), &srv_out);
+    lab.wait_listening("a", 5350);
+    // `lab exec` becomes the command: the PID is the server's
+    cg.enter(server.child.id());
+    let args = [
+        BIN,
+        "run",
+        "10.77.0.1",
+        "-p",
+        "5350",
+        "-t",
+        "4",
+        "-O",
+        "1",
+        "--json",
+        "--no-store",
+    ];
+    let mut client = Proc::spawn(&lab.exec_args("b", &args), &cli_out);
+    assert!(
+        client.wait(Duration::from_secs(40)).success(),
+        "wirerate run failed"
+    );
+    drop(server);
+    let r = read_json(&cli_out);
+    let d = diagnosis(&r);
+    println!("{} ({})", d["verdict"], cg.path().display());
+    assert_eq!(d["bottleneck"], "receiver_cpu", "{d}");
+    assert!(
+        d["verdict"]
+            .as_str()
+            .is_some_and(|v| v.contains("CPU quota of 0.10 cores throttled its receiving end")),
+        "{d}"
+    );
+    let cgroup = &r["evidence"]["server"]["cgroup"];
+    assert!(cgroup["nr_throttled"].as_u64().unwrap_or(0) > 0, "{cgroup}");
+}

@@ -64,7 +64,9 @@ fn a_third_party_test_on_loopback_returns_a_full_result() {
     );
     assert!(!v["intervals"].as_array().unwrap().is_empty());
     // the text report, stored like any run
-    let db = std::env::temp_dir().join(format!("wirerate-fleet-{}.db", std::process::id()));
+    // the store and its journal files go with the directory
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
     let db_s = db.display().to_string();
     let out = run(
         &[
@@ -86,7 +88,6 @@ fn a_third_party_test_on_loopback_returns_a_full_result() {
     );
     let h = stdout(&hist);
     assert!(h.contains("\"tp\""), "{h}");
-    let _ = std::fs::remove_file(&db);
 }
 
 #[test]

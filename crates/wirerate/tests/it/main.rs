@@ -22,6 +22,7 @@ mod lab;
 mod lab_bridge;
 mod lab_compare;
 mod lab_findmax;
+mod lab_paths;
 mod lab_rpm;
 mod limits;
 mod monitoring;

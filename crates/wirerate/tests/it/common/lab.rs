@@ -44,6 +44,8 @@ pub fn wirerate(args: &[&str]) -> Output {
 /// is the model.
 pub struct Lab {
     pub name: String,
+    /// The test's files ([`Lab::temp`]), removed with the lab.
+    dir: tempfile::TempDir,
     // released after Drop has taken the lab down
     _one: super::Heavy,
 }
@@ -57,13 +59,21 @@ impl Lab {
 
     /// A lab the test brought up itself, in its turn: removed when the test ends.
     pub fn adopt(name: String, turn: super::Heavy) -> Lab {
-        Lab { name, _one: turn }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("wirerate-test-{name}-"))
+            .tempdir()
+            .expect("a directory for the lab's files");
+        Lab {
+            name,
+            dir,
+            _one: turn,
+        }
     }
 
     pub fn up(tag: &str, extra: &[&str]) -> Lab {
         let one = Self::turn();
         let name = format!("{tag}{}", std::process::id() % 100_000);
-        let lab = Lab { name, _one: one };
+        let lab = Self::adopt(name, one);
         let mut args = vec!["lab", "up", "--name", lab.name.as_str()];
         args.extend_from_slice(extra);
         let out = wirerate(&args);
@@ -86,8 +96,9 @@ impl Lab {
         wirerate(&self.exec_args(host, cmd))
     }
 
+    /// A file of the test's own, in a directory removed when the lab is.
     pub fn temp(&self, what: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("wirerate-test-{}-{what}", self.name))
+        self.dir.path().join(what)
     }
 
     /// Waits until something listens on `port` in `host`.
@@ -122,9 +133,7 @@ impl Drop for Lab {
         let _ = Command::new(BIN)
             .args(["lab", "down", "--name", &self.name])
             .output();
-        for what in ["server.json", "client.json"] {
-            let _ = std::fs::remove_file(self.temp(what));
-        }
+        // the directory of the test's files goes with the field, after the lab
     }
 }
 
