@@ -25,6 +25,11 @@ pub const MIN_SECONDS: f64 = 0.5;
 pub const MIN_RPM_SECONDS: f64 = 4.0 * 0.5;
 /// The longest a silent server is waited for within a probe.
 const MAX_IDLE_S: f64 = 10.0;
+/// The longest a probe waits for a server still busy, at most a quarter of the margin: the
+/// server frees its slot a moment after the reports of the test before (a probe of another
+/// module of the same target, scraped just before); a test of someone else's is not waited
+/// out.
+const MAX_BUSY_WAIT_S: f64 = 0.25;
 /// The longest a connection is waited for within a scrape: `run`'s own default (5 s) or half
 /// the scrape's budget, whichever is less.
 const MAX_CONNECT_MS: f64 = 5000.0;
@@ -153,6 +158,8 @@ pub struct Probe {
     pub seconds: f64,
     /// How long the whole probe may take (the scrape's timeout less the margin), if bounded.
     pub budget: Option<f64>,
+    /// How long a busy server is retried (within the margin).
+    pub busy_wait_s: f64,
     pub params: Module,
 }
 
@@ -207,6 +214,7 @@ pub fn parse(
         module,
         seconds,
         budget,
+        busy_wait_s: (margin / 4.0).min(MAX_BUSY_WAIT_S),
         params,
     })
 }
@@ -468,7 +476,8 @@ impl Probe {
         if let Err(e) = run::ensure_open_files(&spec, false) {
             return Ok(failed(e));
         }
-        Ok(match run::execute(&t, &spec, &mut Silent, Duration::ZERO) {
+        let busy_wait = Duration::from_secs_f64(self.busy_wait_s);
+        Ok(match run::execute(&t, &spec, &mut Silent, busy_wait) {
             Ok((result, errors)) => Outcome {
                 success: errors.is_empty() && !result.interrupted,
                 error: (!errors.is_empty()).then(|| errors.join("; ")),
@@ -544,6 +553,10 @@ mod tests {
         let m = modules();
         let p = parse(&req("target=h&seconds=20", Some("10")), &m, 60.0, 1.0).unwrap();
         assert_eq!((p.seconds, p.budget), (9.0, Some(9.0)));
+        // a server still freeing its slot is waited for within the margin
+        assert_eq!(p.busy_wait_s, 0.25);
+        let tight = parse(&req("target=h", Some("10")), &m, 60.0, 0.4).unwrap();
+        assert_eq!(tight.busy_wait_s, 0.1);
         let argv = p.argv();
         assert!(argv.contains(&"--time=9".to_string()), "{argv:?}");
         assert!(argv.contains(&"--idle-timeout=9".to_string()), "{argv:?}");
