@@ -21,8 +21,10 @@ use crate::exit::UsageError;
 pub const DEFAULT_SECONDS: f64 = 5.0;
 /// The shortest test worth running: below it the scrape timeout leaves no room.
 pub const MIN_SECONDS: f64 = 0.5;
+/// An rpm probe's phases: four tests, each with its own connecting and reports.
+const RPM_PHASES: f64 = 4.0;
 /// The shortest rpm probe: four phases of `wirerate rpm`'s shortest.
-pub const MIN_RPM_SECONDS: f64 = 4.0 * 0.5;
+pub const MIN_RPM_SECONDS: f64 = RPM_PHASES * 0.5;
 /// The longest a silent server is waited for within a probe.
 const MAX_IDLE_S: f64 = 10.0;
 /// The longest a probe waits for a server still busy, at most a quarter of the margin: the
@@ -314,10 +316,18 @@ fn length(
             "seconds: {asked} is over the exporter's --max-seconds {max_seconds}"
         )));
     }
-    let seconds = budget.map_or(asked, |b| asked.min(b));
+    // an rpm probe is four tests, each connecting and reporting: a margin for each
+    let room = budget.map(|b| {
+        if params.is_rpm() {
+            b - (RPM_PHASES - 1.0) * margin
+        } else {
+            b
+        }
+    });
+    let seconds = room.map_or(asked, |r| asked.min(r));
     if params.is_rpm() && seconds < MIN_RPM_SECONDS {
         return Err(bad(format!(
-            "kind=rpm: {:.2} s left for the test (the scrape timeout after the {margin} s margin, or seconds): its 4 phases need at least {MIN_RPM_SECONDS} s (raise scrape_timeout or seconds)",
+            "kind=rpm: {:.2} s left for the test (the scrape timeout after the {margin} s margin for each of its 4 phases, or seconds): its 4 phases need at least {MIN_RPM_SECONDS} s (raise scrape_timeout or seconds)",
             seconds
         )));
     }
@@ -626,24 +636,33 @@ mod tests {
     #[test]
     fn an_rpm_probe_splits_its_seconds_between_four_phases() {
         let m = modules();
+        // 12 s of scrape, a 1 s margin for each of the four tests: 8 s of phases
         let p = parse(
-            &req("target=h&kind=rpm&seconds=20", Some("9")),
+            &req("target=h&kind=rpm&seconds=20", Some("12")),
             &m,
             60.0,
             1.0,
         )
         .unwrap();
-        assert_eq!(p.seconds, 8.0);
+        assert_eq!((p.seconds, p.budget), (8.0, Some(11.0)));
         assert_eq!(
             p.rpm_argv(),
-            ["--time=2", "--idle-timeout=8", "--no-store", "--", "h"]
+            ["--time=2", "--idle-timeout=10", "--no-store", "--", "h"]
         );
+        let p = parse(
+            &req("target=h&kind=rpm&seconds=6", Some("12")),
+            &m,
+            60.0,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(p.seconds, 6.0);
         let p = parse(&req("target=h&kind=RPM&parallel=2", None), &m, 60.0, 1.0).unwrap();
         assert!(p.rpm_argv().contains(&"--parallel=2".to_string()));
         for (q, timeout, words) in [
             (
                 "target=h&kind=rpm",
-                Some("2.9"),
+                Some("5.9"),
                 "4 phases need at least 2 s",
             ),
             (

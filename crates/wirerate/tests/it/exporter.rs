@@ -209,6 +209,29 @@ fn the_scrape_timeout_bounds_the_test() {
     assert!(window > 0.5 && window < 1.5, "{window}");
 }
 
+/// An rpm probe is four tests, each connecting and reporting: the scrape timeout less a
+/// margin for each bounds its phases, and the whole probe answers within the scrape.
+#[test]
+fn the_scrape_timeout_bounds_an_rpm_probe() {
+    let _turn = common::heavy();
+    let server = ServerProc::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let (_e, addr) = exporter(&target, &[]);
+    let started = Instant::now();
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&kind=rpm&seconds=30"),
+        &[("X-Prometheus-Scrape-Timeout-Seconds", "7")],
+    );
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(1.0), "{body}");
+    // 7 s less a 1 s margin for each of the four phases: 3 s of phases, not 30
+    let probe = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!(probe >= 3.0, "{probe}");
+    assert!(took < 7.0, "the probe took {took:.2} s of a 7 s scrape");
+}
+
 /// `kind=rpm`: `wirerate rpm`'s four phases against a real server, the probe's seconds
 /// split between them, exported in base units; a budget under four phases' least is a 400.
 #[test]
