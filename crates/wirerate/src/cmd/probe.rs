@@ -382,7 +382,8 @@ impl Probe {
         let s = rpm::spec_from(&a).map_err(|e| bad(wirerate_engine::chain(e.as_ref())))?;
         let run = || {
             let t = rpm::target(&a.net)?;
-            rpm::measure(&t, &s, a.parallel, &mut |_| {})
+            let wait = Duration::from_secs_f64(self.busy_wait_s);
+            rpm::measure(&t, &s, a.parallel, wait, &mut |_| {})
         };
         Ok(match run() {
             Ok((result, errors)) => Outcome {

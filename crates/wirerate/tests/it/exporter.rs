@@ -156,8 +156,8 @@ fn one_probe_per_target_runs_at_a_time() {
     );
 }
 
-/// A server busy with another client's test is not waited out: the probe retries it a
-/// quarter of the margin (0.25 s) and fails, well inside the scrape.
+/// A server busy with another client's test is not waited out: a probe, of either kind,
+/// retries it a quarter of the margin (0.25 s) and fails, well inside the scrape.
 #[test]
 fn a_probe_of_a_server_busy_with_another_test_fails_within_the_margin() {
     let metrics = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -167,7 +167,7 @@ fn a_probe_of_a_server_busy_with_another_test_fails_within_the_margin() {
     let target = format!("127.0.0.1:{}", server.port);
     let (_e, addr) = exporter(&target, &[]);
     let p = server.port.to_string();
-    let client = common::spawn_quiet(&["run", "127.0.0.1", "-p", &p, "-t", "4", "--no-store"]);
+    let client = common::spawn_quiet(&["run", "127.0.0.1", "-p", &p, "-t", "6", "--no-store"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while value(
         &get(metrics, "/metrics", &[]).1,
@@ -183,6 +183,17 @@ fn a_probe_of_a_server_busy_with_another_test_fails_within_the_margin() {
     let (status, body) = get(
         addr,
         &format!("/probe?target={target}&seconds=1"),
+        &[SCRAPE],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(0.0), "{body}");
+    let took = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!((0.2..1.0).contains(&took), "{took}");
+    // so does an rpm probe's first phase (its later ones wait for the slot their phase
+    // before frees)
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&kind=rpm&seconds=2"),
         &[SCRAPE],
     );
     assert_eq!(status, 200, "{body}");
