@@ -78,6 +78,9 @@ impl Refusal {
             Refusal::ThirdParty
         } else if has(&[
             "preamble",
+            // bytes that are not a preamble: a scanner, an HTTP request (Preamble::parse)
+            "not a wirerate endpoint",
+            "unknown channel",
             "hello",
             "cookie",
             "spec",
@@ -219,6 +222,23 @@ mod tests {
 
     fn refused(reason: &str) -> Event {
         Event::new(Kind::Connection, None).decided(Decision::Refused, Some(reason.into()))
+    }
+
+    /// Bytes that are no preamble (a port scanner, an HTTP request) are a handshake refusal,
+    /// in the words the server logs them with.
+    #[test]
+    fn a_peer_that_is_no_wirerate_endpoint_is_a_handshake_refusal() {
+        use wirerate_proto::frame::{Preamble, ProtoError};
+        for reason in [
+            Preamble::parse(b"GET / HT").unwrap_err().to_string(),
+            ProtoError::BadChannel(9).to_string(),
+        ] {
+            assert_eq!(
+                Counted::of(&refused(&reason)),
+                Counted::Refused(Refusal::Handshake),
+                "{reason}"
+            );
+        }
     }
 
     #[test]

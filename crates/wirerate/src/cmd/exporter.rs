@@ -29,7 +29,7 @@ one test against the wirerate server at HOST; it lasts `seconds` (else the modul
 at most --max-seconds), cut to Prometheus' scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) less --timeout-margin\n  \
 /probe?target=HOST[:PORT]&kind=rpm&seconds=S&parallel=N\n    \
 latency under load as `wirerate rpm` measures it, its four phases a quarter of `seconds` each \
-(at least 2 s in all): RPM, latency per phase, goodput per phase, the queue\n  \
+(at least 2 s in all), cut to the scrape timeout less --timeout-margin for each phase: RPM, latency per phase, goodput per phase, the queue\n  \
 /metrics   the exporter's own counters; with --db also the change points of the stored history \
 (per label, host pair and --changes-metric: its level now and its last change)\n\n\
 Answers: 200 with wirerate_probe_success 0 or 1; 400 bad parameters (one line says which); \

@@ -21,10 +21,17 @@ use crate::exit::UsageError;
 pub const DEFAULT_SECONDS: f64 = 5.0;
 /// The shortest test worth running: below it the scrape timeout leaves no room.
 pub const MIN_SECONDS: f64 = 0.5;
+/// An rpm probe's phases: four tests, each with its own connecting and reports.
+const RPM_PHASES: f64 = 4.0;
 /// The shortest rpm probe: four phases of `wirerate rpm`'s shortest.
-pub const MIN_RPM_SECONDS: f64 = 4.0 * 0.5;
+pub const MIN_RPM_SECONDS: f64 = RPM_PHASES * 0.5;
 /// The longest a silent server is waited for within a probe.
 const MAX_IDLE_S: f64 = 10.0;
+/// The longest a probe waits for a server still busy, at most a quarter of the margin: the
+/// server frees its slot a moment after the reports of the test before (a probe of another
+/// module of the same target, scraped just before); a test of someone else's is not waited
+/// out.
+const MAX_BUSY_WAIT_S: f64 = 0.25;
 /// The longest a connection is waited for within a scrape: `run`'s own default (5 s) or half
 /// the scrape's budget, whichever is less.
 const MAX_CONNECT_MS: f64 = 5000.0;
@@ -153,6 +160,8 @@ pub struct Probe {
     pub seconds: f64,
     /// How long the whole probe may take (the scrape's timeout less the margin), if bounded.
     pub budget: Option<f64>,
+    /// How long a busy server is retried (within the margin).
+    pub busy_wait_s: f64,
     pub params: Module,
 }
 
@@ -207,6 +216,7 @@ pub fn parse(
         module,
         seconds,
         budget,
+        busy_wait_s: (margin / 4.0).min(MAX_BUSY_WAIT_S),
         params,
     })
 }
@@ -306,10 +316,18 @@ fn length(
             "seconds: {asked} is over the exporter's --max-seconds {max_seconds}"
         )));
     }
-    let seconds = budget.map_or(asked, |b| asked.min(b));
+    // an rpm probe is four tests, each connecting and reporting: a margin for each
+    let room = budget.map(|b| {
+        if params.is_rpm() {
+            b - (RPM_PHASES - 1.0) * margin
+        } else {
+            b
+        }
+    });
+    let seconds = room.map_or(asked, |r| asked.min(r));
     if params.is_rpm() && seconds < MIN_RPM_SECONDS {
         return Err(bad(format!(
-            "kind=rpm: {:.2} s left for the test (the scrape timeout after the {margin} s margin, or seconds): its 4 phases need at least {MIN_RPM_SECONDS} s (raise scrape_timeout or seconds)",
+            "kind=rpm: {:.2} s left for the test (the scrape timeout after the {margin} s margin for each of its 4 phases, or seconds): its 4 phases need at least {MIN_RPM_SECONDS} s (raise scrape_timeout or seconds)",
             seconds
         )));
     }
@@ -364,7 +382,8 @@ impl Probe {
         let s = rpm::spec_from(&a).map_err(|e| bad(wirerate_engine::chain(e.as_ref())))?;
         let run = || {
             let t = rpm::target(&a.net)?;
-            rpm::measure(&t, &s, a.parallel, &mut |_| {})
+            let wait = Duration::from_secs_f64(self.busy_wait_s);
+            rpm::measure(&t, &s, a.parallel, wait, &mut |_| {})
         };
         Ok(match run() {
             Ok((result, errors)) => Outcome {
@@ -468,7 +487,8 @@ impl Probe {
         if let Err(e) = run::ensure_open_files(&spec, false) {
             return Ok(failed(e));
         }
-        Ok(match run::execute(&t, &spec, &mut Silent, Duration::ZERO) {
+        let busy_wait = Duration::from_secs_f64(self.busy_wait_s);
+        Ok(match run::execute(&t, &spec, &mut Silent, busy_wait) {
             Ok((result, errors)) => Outcome {
                 success: errors.is_empty() && !result.interrupted,
                 error: (!errors.is_empty()).then(|| errors.join("; ")),
@@ -544,6 +564,10 @@ mod tests {
         let m = modules();
         let p = parse(&req("target=h&seconds=20", Some("10")), &m, 60.0, 1.0).unwrap();
         assert_eq!((p.seconds, p.budget), (9.0, Some(9.0)));
+        // a server still freeing its slot is waited for within the margin
+        assert_eq!(p.busy_wait_s, 0.25);
+        let tight = parse(&req("target=h", Some("10")), &m, 60.0, 0.4).unwrap();
+        assert_eq!(tight.busy_wait_s, 0.1);
         let argv = p.argv();
         assert!(argv.contains(&"--time=9".to_string()), "{argv:?}");
         assert!(argv.contains(&"--idle-timeout=9".to_string()), "{argv:?}");
@@ -613,24 +637,33 @@ mod tests {
     #[test]
     fn an_rpm_probe_splits_its_seconds_between_four_phases() {
         let m = modules();
+        // 12 s of scrape, a 1 s margin for each of the four tests: 8 s of phases
         let p = parse(
-            &req("target=h&kind=rpm&seconds=20", Some("9")),
+            &req("target=h&kind=rpm&seconds=20", Some("12")),
             &m,
             60.0,
             1.0,
         )
         .unwrap();
-        assert_eq!(p.seconds, 8.0);
+        assert_eq!((p.seconds, p.budget), (8.0, Some(11.0)));
         assert_eq!(
             p.rpm_argv(),
-            ["--time=2", "--idle-timeout=8", "--no-store", "--", "h"]
+            ["--time=2", "--idle-timeout=10", "--no-store", "--", "h"]
         );
+        let p = parse(
+            &req("target=h&kind=rpm&seconds=6", Some("12")),
+            &m,
+            60.0,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(p.seconds, 6.0);
         let p = parse(&req("target=h&kind=RPM&parallel=2", None), &m, 60.0, 1.0).unwrap();
         assert!(p.rpm_argv().contains(&"--parallel=2".to_string()));
         for (q, timeout, words) in [
             (
                 "target=h&kind=rpm",
-                Some("2.9"),
+                Some("5.9"),
                 "4 phases need at least 2 s",
             ),
             (

@@ -329,8 +329,19 @@ fn udp_counted(log: &UdpProbeLog, warmup_s: f64) -> (Vec<Sample>, Vec<Stamps>) {
         .unzip()
 }
 
-/// Runs one phase; its result and figures, or why it failed.
-fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Result<PhaseRun> {
+/// How long a phase after the first waits for the server's slot: the server frees it a
+/// moment after the previous phase's reports.
+const BETWEEN_PHASES_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs one phase, waiting up to `busy_wait` for a busy server; its result and figures, or
+/// why it failed.
+fn run_phase(
+    t: &Target,
+    phase: Phase,
+    s: &RpmSpec,
+    parallel: u32,
+    busy_wait: Duration,
+) -> anyhow::Result<PhaseRun> {
     let spec = phase_spec(phase, s, parallel);
     let mut obs = Probing {
         addr: t.addr,
@@ -342,8 +353,7 @@ fn run_phase(t: &Target, phase: Phase, s: &RpmSpec, parallel: u32) -> anyhow::Re
     let watch = (phase != Phase::Idle)
         .then(|| QdiscWatch::start(t.addr.ip()))
         .flatten();
-    // the server frees its slot a moment after the previous phase's reports
-    let run = execute(t, &spec, &mut obs, Duration::from_secs(5));
+    let run = execute(t, &spec, &mut obs, busy_wait);
     // the probes stop with the phase; the qdisc's last reading may take a moment more
     let log = obs.prober.take().map(Prober::finish).unwrap_or_default();
     let qdisc = watch.and_then(|w| w.finish(s.warmup_s));
@@ -406,11 +416,14 @@ fn one_way(phases: &mut [PhaseResult], stamps: &[Vec<Stamps>], sent_at: &[Vec<f6
 
 /// Runs the four phases against `t`: the last phase's result carrying the `rpm` section, and
 /// the phases' errors. `each` sees every phase's figures as it ends. `wirerate rpm` prints
-/// this; the exporter's `/probe?kind=rpm` exports it.
+/// this; the exporter's `/probe?kind=rpm` exports it. `first_wait`: how long the first phase
+/// waits for a server busy with another test (the later phases wait for the slot their
+/// phase before frees).
 pub fn measure(
     t: &Target,
     s: &RpmSpec,
     parallel: u32,
+    first_wait: Duration,
     each: &mut dyn FnMut(&PhaseResult),
 ) -> anyhow::Result<(RunResult, Vec<String>)> {
     let mut phases = Vec::new();
@@ -419,7 +432,12 @@ pub fn measure(
     let mut sent_at = Vec::new();
     let mut last = None;
     for phase in Phase::ALL {
-        let run = run_phase(t, phase, s, parallel)?;
+        let wait = if phase == Phase::Idle {
+            first_wait
+        } else {
+            BETWEEN_PHASES_WAIT
+        };
+        let run = run_phase(t, phase, s, parallel, wait)?;
         each(&run.figures);
         errors.extend(
             run.errors
@@ -465,7 +483,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let json = a.json;
-    let (result, errors) = measure(&t, &s, a.parallel, &mut |figures| {
+    let (result, errors) = measure(&t, &s, a.parallel, BETWEEN_PHASES_WAIT, &mut |figures| {
         if !json {
             crate::say!("{}", wirerate_render::rpm::phase_line(figures));
         }

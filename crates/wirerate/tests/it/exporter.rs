@@ -156,6 +156,54 @@ fn one_probe_per_target_runs_at_a_time() {
     );
 }
 
+/// A server busy with another client's test is not waited out: a probe, of either kind,
+/// retries it a quarter of the margin (0.25 s) and fails, well inside the scrape.
+#[test]
+fn a_probe_of_a_server_busy_with_another_test_fails_within_the_margin() {
+    let metrics = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let m = metrics.to_string();
+    let server = ServerProc::start(&["--metrics", &m]);
+    common::wait_listening(metrics, "the server's metrics");
+    let target = format!("127.0.0.1:{}", server.port);
+    let (_e, addr) = exporter(&target, &[]);
+    let p = server.port.to_string();
+    let client = common::spawn_quiet(&["run", "127.0.0.1", "-p", &p, "-t", "6", "--no-store"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while value(
+        &get(metrics, "/metrics", &[]).1,
+        "wirerate_server_active_tests",
+    ) != Some(1.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the client's test never held the slot"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&seconds=1"),
+        &[SCRAPE],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(0.0), "{body}");
+    let took = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!((0.2..1.0).contains(&took), "{took}");
+    // so does an rpm probe's first phase (its later ones wait for the slot their phase
+    // before frees)
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&kind=rpm&seconds=2"),
+        &[SCRAPE],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(0.0), "{body}");
+    let took = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!((0.2..1.0).contains(&took), "{took}");
+    let out = common::wait_bounded(client, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", common::stderr(&out));
+}
+
 #[test]
 fn the_scrape_timeout_bounds_the_test() {
     let server = ServerProc::start(&[]);
@@ -170,6 +218,29 @@ fn the_scrape_timeout_bounds_the_test() {
     let window = value(&body, "wirerate_test_window_seconds").unwrap();
     // 2.5 s less the 1.5 s margin: a 1 s test, not 30
     assert!(window > 0.5 && window < 1.5, "{window}");
+}
+
+/// An rpm probe is four tests, each connecting and reporting: the scrape timeout less a
+/// margin for each bounds its phases, and the whole probe answers within the scrape.
+#[test]
+fn the_scrape_timeout_bounds_an_rpm_probe() {
+    let _turn = common::heavy();
+    let server = ServerProc::start(&[]);
+    let target = format!("127.0.0.1:{}", server.port);
+    let (_e, addr) = exporter(&target, &[]);
+    let started = Instant::now();
+    let (status, body) = get(
+        addr,
+        &format!("/probe?target={target}&kind=rpm&seconds=30"),
+        &[("X-Prometheus-Scrape-Timeout-Seconds", "7")],
+    );
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(value(&body, "wirerate_probe_success"), Some(1.0), "{body}");
+    // 7 s less a 1 s margin for each of the four phases: 3 s of phases, not 30
+    let probe = value(&body, "wirerate_probe_duration_seconds").unwrap();
+    assert!(probe >= 3.0, "{probe}");
+    assert!(took < 7.0, "the probe took {took:.2} s of a 7 s scrape");
 }
 
 /// `kind=rpm`: `wirerate rpm`'s four phases against a real server, the probe's seconds

@@ -89,6 +89,39 @@ fn every_second_three_times_makes_three_rounds_a_second_apart() {
     assert_eq!(stored(&url, "tick"), (3, 1));
 }
 
+/// `--slip`: each round starts at a random moment in the first second of its 3 s slot, as
+/// psconfig's slip spreads its tests; without it they would be exactly 3 s apart.
+#[test]
+fn a_slip_starts_each_round_at_a_random_moment_of_its_slot() {
+    let test = "a_slip_starts_each_round_at_a_random_moment_of_its_slot";
+    let Some(url) = fresh_db(test) else {
+        return;
+    };
+    let (plan, _agents, _dir) = one_way_plan("slip");
+    let out = run(
+        &[
+            "plan", "run", &plan, "--db", &url, "--every", "R3/PT3S", "--slip", "PT1S",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let planned: Vec<f64> = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_once(" at ")?.1.split_whitespace().next())
+        .map(|t| wirerate_fleet::schedule::parse_instant(t).unwrap())
+        .collect();
+    assert_eq!(planned.len(), 3, "{}", stdout(&out));
+    // round k is due at t0 + 3k + (its draw) x 1 s: off the grid of the first by less
+    // than the slip, and not by the same amount each time (printed to the millisecond)
+    let off: Vec<f64> = (1..3)
+        .map(|k| planned[k] - planned[0] - 3.0 * k as f64)
+        .collect();
+    println!("planned {planned:?}: off the first round's grid by {off:?} s");
+    assert!(off.iter().all(|d| d.abs() < 1.01), "{off:?}");
+    assert!(off.iter().any(|d| d.abs() > 0.002), "{off:?}");
+    assert_eq!(stored(&url, "slip"), (3, 1));
+}
+
 #[test]
 fn until_ends_the_rounds_at_its_time() {
     let test = "until_ends_the_rounds_at_its_time";
