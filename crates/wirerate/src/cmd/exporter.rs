@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Store each probe's result in this results database, as `run --db` does (labelled
-    /// with the probe's module, if any); /metrics then also exports the change points of
+    /// with the probe's module, else with its kind and parameters: "probe:udp b=20M"); /metrics then also exports the change points of
     /// its history (--changes-metric)
     #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
@@ -261,7 +261,7 @@ impl Exporter {
             );
         }
         if let (Some(store), Some(r)) = (&self.store, &o.result) {
-            if !super::results::save(&mut lock(store), r, p.module.as_deref(), None) {
+            if !super::results::save(&mut lock(store), r, Some(&p.history_label()), None) {
                 self.counters.unstored.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -357,6 +357,40 @@ struct RpmFlags {
 }
 
 impl Probe {
+    /// The label its stored result goes under: the module's name, or else the probe's kind
+    /// and the parameters that change what it measures ("probe:udp b=20M"), so probes of
+    /// one target with different parameters make different series in the history.
+    pub fn history_label(&self) -> String {
+        if let Some(m) = &self.module {
+            return m.clone();
+        }
+        let q = &self.params;
+        let mut words = vec![if q.is_rpm() {
+            "probe:rpm".to_string()
+        } else if q.udp == Some(true) {
+            "probe:udp".to_string()
+        } else {
+            "probe:tcp".to_string()
+        }];
+        if q.bidir == Some(true) {
+            words.push("bidir".into());
+        } else if q.reverse == Some(true) {
+            words.push("reverse".into());
+        }
+        let named = [
+            ("P", q.parallel.map(|n| n.to_string())),
+            ("b", q.bitrate.clone()),
+            ("w", q.window.clone()),
+            ("cc", q.congestion.clone()),
+        ];
+        for (name, v) in named {
+            if let Some(v) = v {
+                words.push(format!("{name}={v}"));
+            }
+        }
+        words.join(" ")
+    }
+
     /// The `rpm` flags this probe stands for: its seconds split between the four phases.
     pub fn rpm_argv(&self) -> Vec<String> {
         let idle = self.budget.unwrap_or(MAX_IDLE_S).clamp(0.5, MAX_IDLE_S);
@@ -705,5 +739,19 @@ mod tests {
         // run's own checks answer what the exporter does not know
         let p = parse(&req("target=h&window=lots", None), &m, 60.0, 1.0).unwrap();
         assert!(p.run_args().unwrap_err().1.contains("lots"));
+    }
+    #[test]
+    fn a_probe_without_a_module_is_stored_under_its_kind_and_parameters() {
+        let m = modules();
+        let label = |q: &str| parse(&req(q, None), &m, 60.0, 1.0).unwrap().history_label();
+        assert_eq!(label("target=h"), "probe:tcp");
+        assert_eq!(label("target=h&udp=1&bitrate=20M"), "probe:udp b=20M");
+        assert_eq!(
+            label("target=h&reverse=true&parallel=4"),
+            "probe:tcp reverse P=4"
+        );
+        assert_eq!(label("target=h&kind=rpm&seconds=8"), "probe:rpm");
+        assert_eq!(label("target=h&module=udp_small"), "udp_small");
+        assert_ne!(label("target=h&seconds=2"), label("target=h&udp=1"));
     }
 }

@@ -473,7 +473,8 @@ fn with_a_db_metrics_show_the_historys_change_points() {
     assert_eq!(scans(&body), Some(1.0));
     let (_, again) = get(addr, "/metrics", &[]);
     assert_eq!(scans(&again), Some(1.0), "{again}");
-    // a probe stores a run (no label): the next scrape scans again and shows its series
+    // a probe stores a run (no module: labelled by its kind): the next scrape scans again
+    // and shows its series
     let (status, probe) = get(
         addr,
         &format!("/probe?target={target}&seconds=0.5"),
@@ -486,9 +487,9 @@ fn with_a_db_metrics_show_the_historys_change_points() {
     let (_, after) = get(addr, "/metrics", &[]);
     assert_eq!(scans(&after), Some(2.0), "{after}");
     assert!(
-        after
-            .lines()
-            .any(|l| l.starts_with("wirerate_history_runs{label=\"\",") && l.ends_with(" 1")),
+        after.lines().any(
+            |l| l.starts_with("wirerate_history_runs{label=\"probe:tcp\",") && l.ends_with(" 1")
+        ),
         "{after}"
     );
     assert_eq!(value(&after, "wirerate_history_scan_success"), Some(1.0));
