@@ -16,6 +16,7 @@ pub mod logline;
 pub mod server;
 pub mod startups;
 pub mod stats;
+pub mod strikes;
 pub mod users;
 mod waiting;
 

@@ -145,6 +145,8 @@ pub(crate) struct Shared {
     pub(crate) log_limit: crate::logline::RateLimit,
     /// New connections that have sent nothing yet.
     pub(crate) waiting: crate::waiting::WaitingRoom,
+    /// Connections still pending at their handshake deadline, by source.
+    pub(crate) late: crate::strikes::Strikes,
     /// What `serve --metrics` reports: every recorded decision is counted.
     pub(crate) stats: crate::stats::Counters,
     /// The test whose intervals the sink was last given (its token).
@@ -303,6 +305,7 @@ impl Server {
                 pending_by_ip: Mutex::new(HashMap::new()),
                 log_limit: crate::logline::RateLimit::default(),
                 waiting: Default::default(),
+                late: Default::default(),
                 stats: Default::default(),
                 shown_test: Mutex::new(None),
             }),

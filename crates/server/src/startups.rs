@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::server::Shared;
 
@@ -98,6 +99,9 @@ impl Shared {
         ip: Option<IpAddr>,
     ) -> Result<Pending, &'static str> {
         let tester = ip.is_some() && self.active().as_ref().is_some_and(|a| a.peer_ip == ip);
+        if !tester && self.late.blocked(ip, Instant::now()).is_some() {
+            return Err(HELD_TO_THE_DEADLINE);
+        }
         let before = self.pending.fetch_add(1, Ordering::SeqCst);
         let startups = &self.cfg.startups;
         if before >= startups.full
@@ -123,18 +127,31 @@ impl Shared {
         Ok(Pending {
             shared: self.clone(),
             ip,
+            since: Instant::now(),
         })
     }
 }
 
-/// A connection counted as pending until it is routed (dropped).
+/// Why a source is refused whose connections keep waiting until their handshake deadline.
+pub(crate) const HELD_TO_THE_DEADLINE: &str =
+    "too many pending connections from your address reached the handshake timeout; retry in a minute";
+
+/// A connection counted as pending until it is routed (dropped). One still pending at its
+/// handshake deadline (silent, crawling, or a login that went no further) is a strike
+/// against its source: a source with 5 in a minute is refused for the rest of it
+/// (`crate::strikes`), so addresses that hold places to the deadline and reconnect at once
+/// cannot keep the count of pending connections at the cap.
 pub(crate) struct Pending {
     shared: Arc<Shared>,
     pub(crate) ip: Option<IpAddr>,
+    since: Instant,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
+        if self.since.elapsed() >= self.shared.cfg.handshake {
+            self.shared.late.strike(self.ip, Instant::now());
+        }
         self.shared.pending.fetch_sub(1, Ordering::SeqCst);
         if let Some(ip) = self.ip.map(crate::limits::source_of) {
             let mut by_ip = self

@@ -249,6 +249,7 @@ mod tests {
                 "too many pending connections from this address",
                 Refusal::Pending,
             ),
+            (crate::startups::HELD_TO_THE_DEADLINE, Refusal::Pending),
             ("no preamble: peer was silent", Refusal::Handshake),
             ("no iperf3 cookie: timed out", Refusal::Handshake),
             ("no test spec within 2 s", Refusal::Handshake),

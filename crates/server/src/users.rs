@@ -12,11 +12,11 @@
 //! restarts), so the answer and the work are the same as for a real one. Failed logins are counted per source address, and a source
 //! with too many is refused for a while without a login.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wirerate_engine::EngineError;
@@ -164,10 +164,8 @@ pub fn new_verifier(password: &str, iterations: u32) -> Result<Verifier, EngineE
 
 /// Failed logins from one source address allowed within `FAIL_WINDOW`; more are refused
 /// without a login until the window has passed.
-pub const MAX_FAILURES: u32 = 5;
-pub const FAIL_WINDOW: Duration = Duration::from_secs(60);
-/// Sources remembered at most (a flood of many addresses forgets the oldest windows).
-const MAX_SOURCES: usize = 4096;
+pub const MAX_FAILURES: u32 = crate::strikes::MAX_STRIKES;
+pub const FAIL_WINDOW: Duration = crate::strikes::WINDOW;
 
 /// The server's users: the file's, reloaded on SIGHUP, and what a login needs besides.
 #[derive(Debug)]
@@ -176,7 +174,7 @@ pub struct UserDb {
     users: RwLock<Arc<Users>>,
     /// The made-up verifiers of unknown users derive from it.
     secret: [u8; 32],
-    failures: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    failures: crate::strikes::Strikes,
 }
 
 impl UserDb {
@@ -196,7 +194,7 @@ impl UserDb {
             path: None,
             users: RwLock::new(Arc::new(users)),
             secret,
-            failures: Mutex::new(HashMap::new()),
+            failures: Default::default(),
         })
     }
 
@@ -262,30 +260,12 @@ impl UserDb {
 
     /// None if `ip` may try to log in; else how long until it may.
     pub fn blocked(&self, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
-        let ip = crate::limits::source_of(ip?);
-        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let &(start, n) = map.get(&ip)?;
-        let left = FAIL_WINDOW.saturating_sub(now.saturating_duration_since(start));
-        (n >= MAX_FAILURES && !left.is_zero()).then_some(left)
+        self.failures.blocked(ip, now)
     }
 
     /// Counts a failed login from `ip`.
     pub fn failed(&self, ip: Option<IpAddr>, now: Instant) {
-        let Some(ip) = ip.map(crate::limits::source_of) else {
-            return;
-        };
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= MAX_SOURCES && !map.contains_key(&ip) {
-            map.retain(|_, (start, _)| now.saturating_duration_since(*start) < FAIL_WINDOW);
-            if map.len() >= MAX_SOURCES {
-                map.clear();
-            }
-        }
-        let e = map.entry(ip).or_insert((now, 0));
-        if now.saturating_duration_since(e.0) >= FAIL_WINDOW {
-            *e = (now, 0);
-        }
-        e.1 += 1;
+        self.failures.strike(ip, now);
     }
 
     /// A fresh server nonce.

@@ -26,7 +26,7 @@ ended as stalled. Every test is bounded in time (--max-duration, byte-count test
 (--max-rate per stream) and buffer memory (--max-test-memory, streams × buffer size). \
 A new connection has --handshake-timeout in all (TLS included) to say what it is; at most 8 may \
 wait from one address (an IPv6 /64 counts as one address here, for failed logins and for \
---limits' tests_per_hour), and beyond the start of --max-startups new ones are refused at random. The defaults suit a server open to anyone: tests of at most 300 s, a \
+--limits' tests_per_hour), an address with 5 connections in a minute still waiting at their deadline is refused for the rest of the minute, and beyond the start of --max-startups new ones are refused at random. The defaults suit a server open to anyone: tests of at most 300 s, a \
 2 s handshake, a 10 s idle timeout; raise --max-duration for long tests among trusted clients.\n\n\
 SIGHUP reloads the --limits file; running tests keep the rules they were admitted with, and a \
 file that fails to load keeps the old rules (one log line says why).\n\n\

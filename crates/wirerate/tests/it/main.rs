@@ -10,6 +10,7 @@ mod auth;
 mod breaker;
 mod changes;
 mod completions;
+mod deadline_strikes;
 mod exporter;
 mod fleet;
 mod formats;

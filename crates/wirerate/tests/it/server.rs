@@ -313,3 +313,39 @@ fn serve_prints_what_it_sends_under_a_note() {
         assert_eq!(received > 0, *extra == ["--bidir"], "{extra:?}: {text}");
     }
 }
+
+/// docs/server.md's table of the caps gives each flag the default `serve --help` has.
+#[test]
+fn the_docs_table_of_caps_gives_the_defaults_serve_has() {
+    let docs = std::fs::read_to_string(common::prom::repo().join("docs/server.md")).unwrap();
+    let out = run(&["serve", "--help"], LIMIT);
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut checked = 0;
+    for row in docs.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let flag = cells[1].trim_matches('`').split(' ').next().unwrap();
+        let documented = cells[2];
+        let at = help
+            .find(&format!("{flag} <"))
+            .unwrap_or_else(|| panic!("{flag} is not in serve --help"));
+        // the flag's own text: up to the next line that starts another option
+        let own: String = help[at..]
+            .lines()
+            .enumerate()
+            .take_while(|(i, l)| *i == 0 || !l.trim_start().starts_with('-'))
+            .map(|(_, l)| l.trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let default = own
+            .split("[default: ")
+            .nth(1)
+            .and_then(|d| d.split(']').next())
+            .unwrap_or_else(|| panic!("{flag} has no default in serve --help: {own}"));
+        assert_eq!(documented, default, "docs/server.md's default of {flag}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 6,
+        "only {checked} rows of caps in docs/server.md"
+    );
+}
