@@ -440,6 +440,24 @@ fn sweep_congestion_control_reaches_the_socket() {
     let j = sweep_json(&["--max", "4K", "-C", "reno"]);
     assert_eq!(j["spec"]["congestion"], "reno");
     assert_eq!(sweep_sizes(&j).last(), Some(&4096));
+    // the text output's header says which one ran
+    let out = run(
+        &[
+            "sweep",
+            "--max",
+            "1K",
+            "--point-time",
+            "0.002",
+            "-C",
+            "reno",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let head = String::from_utf8_lossy(&out.stdout);
+    let head = head.lines().next().unwrap_or_default();
+    assert!(head.ends_with(", congestion control reno"), "{head}");
     // the name goes to the data socket: the kernel refuses one it does not have
     let out = run(
         &["sweep", "--max", "4K", "-C", "nosuchalgo", "--no-store"],
