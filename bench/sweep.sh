@@ -76,7 +76,10 @@ run_wr() { # run number
   server=""
 }
 
-echo "== sweep 1 B to $max B, $runs runs, NPtcp and wirerate alternating"
+cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+echo "== sweep 1 B to $max B, $runs runs, NPtcp and wirerate alternating, congestion control $cc"
+# under bbr, sizes past 1 MiB run in one of two modes (docs/latency.md): read them per run
+if [ "$cc" = bbr ]; then echo "   (bbr: sizes from 1.5 MiB depend on when each connection left bbr's start-up)"; fi
 for i in $(seq "$runs"); do
   if ((i % 2)); then run_np "$i"; run_wr "$i"; else run_wr "$i"; run_np "$i"; fi
   printf 'run %s: NPtcp %.1f s, wirerate %.1f s\n' "$i" "$(tail -1 "$tmp/np.wall")" "$(tail -1 "$tmp/wr.wall")"

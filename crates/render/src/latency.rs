@@ -36,12 +36,15 @@ pub fn header(spec: &TestSpec, target: &str) -> Option<String> {
             ))
         }
         TestKind::Sweep(sw) => Some(format!(
-            "wirerate sweep: {} to {target}, {} to {}, {} of about {} s per size",
+            "wirerate sweep: {} to {target}, {} to {}, {} of about {} s per size{}",
             if sw.stream { "stream" } else { "ping-pong" },
             format_bytes(sw.min_bytes),
             format_bytes(sw.max_bytes),
             count(u64::from(sw.trials), "trial"),
-            sw.point_time_s
+            sw.point_time_s,
+            spec.congestion
+                .as_ref()
+                .map_or_else(String::new, |c| format!(", congestion control {c}"))
         )),
     }
 }
@@ -293,6 +296,22 @@ mod tests {
         assert!((first[1] - 8.0 / 4e-6 / 1_048_576.0).abs() < 1e-3);
         assert!((first[2] - 4e-6).abs() < 1e-12);
         assert!(sweep_summary(&s).contains("Hockney fit (best trials): r∞"));
+    }
+
+    #[test]
+    fn the_sweep_header_names_the_congestion_control_asked() {
+        let mut spec = TestSpec {
+            test: TestKind::Sweep(Default::default()),
+            ..Default::default()
+        };
+        let plain = header(&spec, "h").unwrap();
+        assert!(!plain.contains("congestion"), "{plain}");
+        spec.congestion = Some("cubic".into());
+        let asked = header(&spec, "h").unwrap();
+        assert!(
+            asked.ends_with(" per size, congestion control cubic"),
+            "{asked}"
+        );
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub struct Args {
     /// Trials per size (the fit and the netpipe format use the best)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TRIALS)]
     pub trials: u32,
+    /// Congestion control of both ends (e.g. cubic, bbr; default: the host's). Under BBR,
+    /// sizes past about 1 MiB depend on when the connection left BBR's start-up
+    #[arg(short = 'C', long, value_name = "ALGO")]
+    pub congestion: Option<String>,
     /// Print JSON (same as --format json)
     #[arg(long, conflicts_with_all = ["csv", "format"])]
     pub json: bool,
@@ -114,6 +118,7 @@ pub fn spec_from(a: &Args) -> anyhow::Result<TestSpec> {
         len_bytes: a.max.max(1),
         parallel: 1,
         nodelay: true,
+        congestion: a.congestion.clone(),
         interval_s: 0.0,
         test: TestKind::Sweep(sw),
         ..Default::default()

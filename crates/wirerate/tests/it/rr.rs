@@ -433,6 +433,44 @@ fn sweep_sizes(j: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// `-C` sets both ends' congestion control: under BBR a ping-pong past about 1 MiB runs at
+/// two speeds depending on when BBR left its start-up, so a sweep can name another.
+#[test]
+fn sweep_congestion_control_reaches_the_socket() {
+    let j = sweep_json(&["--max", "4K", "-C", "reno"]);
+    assert_eq!(j["spec"]["congestion"], "reno");
+    assert_eq!(sweep_sizes(&j).last(), Some(&4096));
+    // the text output's header says which one ran
+    let out = run(
+        &[
+            "sweep",
+            "--max",
+            "1K",
+            "--point-time",
+            "0.002",
+            "-C",
+            "reno",
+            "--no-store",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let head = String::from_utf8_lossy(&out.stdout);
+    let head = head.lines().next().unwrap_or_default();
+    assert!(head.ends_with(", congestion control reno"), "{head}");
+    // the name goes to the data socket: the kernel refuses one it does not have
+    let out = run(
+        &["sweep", "--max", "4K", "-C", "nosuchalgo", "--no-store"],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("nosuchalgo") && err.contains("not available"),
+        "{err}"
+    );
+}
+
 #[test]
 fn sweep_min_starts_the_schedule_as_netpipe_l() {
     let j = sweep_json(&["--min", "1K", "--max", "8K", "--perturbation", "0"]);
