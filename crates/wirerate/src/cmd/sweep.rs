@@ -157,6 +157,32 @@ impl Observer for Progress {
 }
 
 /// `--fit FILE`: Hockney's fit of an np.out file, the sweep's rule on another tool's figures.
+/// This host's default congestion control for new TCP sockets, if it can be read.
+fn host_congestion() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The line that says which congestion control a sweep without `-C` runs under, and, under
+/// bbr and sizes past 1 MiB, that its start-up decides the sizes of a few MiB
+/// (docs/latency.md).
+fn default_congestion_line(cc: &Option<String>, max_bytes: u64) -> Option<String> {
+    let cc = cc.as_deref()?;
+    let mut line = format!(
+        "congestion control: {} (this host's default; -C sets both ends')",
+        wirerate_core::text::safe(cc)
+    );
+    if cc == "bbr" && max_bytes > 1 << 20 {
+        line.push_str(
+            "; under bbr, messages of about 1.5 to 4 MiB run at one of two speeds, by whether \
+             the connection is still in bbr's start-up (docs/latency.md): -C cubic for steadier figures",
+        );
+    }
+    Some(line)
+}
+
 fn fit_file(path: &std::path::Path, format: Format) -> anyhow::Result<ExitCode> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -195,6 +221,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let t = target_for(&a.net)?;
     if format == Format::Text {
         crate::say!("{}", text::header(&spec, &t.describe()));
+        if spec.congestion.is_none() {
+            if let Some(line) = default_congestion_line(
+                &host_congestion(),
+                spec.test.sweep().map_or(0, |sw| sw.max_bytes),
+            ) {
+                crate::say!("{line}");
+            }
+        }
     }
     let (result, errors) = if format == Format::Text {
         let total = spec.test.sweep().map_or(0, |sw| sw.sizes().len());
@@ -222,4 +256,22 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let stored = store_and_say(&a.store, store.as_mut(), &result, format == Format::Text)?;
     // printed either way; a failed stream or a result that could not be stored fails
     Ok(super::results::finish(stored, &errors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_without_c_names_the_hosts_congestion_control_and_warns_under_bbr() {
+        assert_eq!(default_congestion_line(&None, 8 << 20), None);
+        let cubic = default_congestion_line(&Some("cubic".into()), 8 << 20).unwrap();
+        assert!(cubic.starts_with("congestion control: cubic (this host's default"));
+        assert!(!cubic.contains("two speeds"), "{cubic}");
+        let bbr = default_congestion_line(&Some("bbr".into())).unwrap();
+        assert!(
+            bbr.contains("two speeds") && bbr.contains("-C cubic"),
+            "{bbr}"
+        );
+    }
 }
