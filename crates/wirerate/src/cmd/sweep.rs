@@ -268,10 +268,12 @@ mod tests {
         let cubic = default_congestion_line(&Some("cubic".into()), 8 << 20).unwrap();
         assert!(cubic.starts_with("congestion control: cubic (this host's default"));
         assert!(!cubic.contains("two speeds"), "{cubic}");
-        let bbr = default_congestion_line(&Some("bbr".into())).unwrap();
+        let bbr = default_congestion_line(&Some("bbr".into()), 8 << 20).unwrap();
         assert!(
             bbr.contains("two speeds") && bbr.contains("-C cubic"),
             "{bbr}"
         );
+        let small = default_congestion_line(&Some("bbr".into()), 1 << 20).unwrap();
+        assert!(!small.contains("two speeds"), "{small}");
     }
 }
