@@ -182,12 +182,27 @@ pub struct ServerProc {
 }
 
 impl ServerProc {
+    /// A server on a free port. A port found free may be taken before the server binds it
+    /// (another test's outgoing connection, or a connect to it that met itself), so a server
+    /// that exits instead of listening is started again on another port, 5 times at most.
     pub fn start(extra: &[&str]) -> ServerProc {
-        ServerProc::start_on(free_port(), extra)
+        let mut why = String::new();
+        for _ in 0..5 {
+            match ServerProc::try_start_on(free_port(), extra) {
+                Ok(s) => return s,
+                Err(e) => why = e,
+            }
+        }
+        panic!("the server did not start on any of 5 free ports: {why}");
     }
 
     /// A server on a given port (one that a stopped server used, say).
     pub fn start_on(port: u16, extra: &[&str]) -> ServerProc {
+        ServerProc::try_start_on(port, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A server on `port`, once it listens there; why not, if it exited first.
+    fn try_start_on(port: u16, extra: &[&str]) -> Result<ServerProc, String> {
         let p = port.to_string();
         let mut args = vec!["serve", "-B", "127.0.0.1", "-p", &p];
         args.extend_from_slice(extra);
@@ -215,8 +230,27 @@ impl ServerProc {
             log,
             reader,
         };
-        wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "server");
-        s
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut s = s;
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                // a connect that met itself also succeeds: the server must still be there
+                std::thread::sleep(Duration::from_millis(50));
+                if s.child.try_wait().ok().flatten().is_none() {
+                    return Ok(s);
+                }
+            }
+            if let Ok(Some(status)) = s.child.try_wait() {
+                let log = s.stop();
+                return Err(format!("server on {addr} exited ({status}): {log}"));
+            }
+            if Instant::now() >= deadline {
+                let log = s.stop();
+                return Err(format!("server on {addr} did not start: {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sends the server SIGHUP (reload its users and limits).
